@@ -1,0 +1,36 @@
+# binlake — two commands set up a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test mariadb sample bench clean
+
+setup: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# A MariaDB server from Debian packages, for the end-to-end tests (installed when missing).
+mariadb:
+	@command -v mariadbd >/dev/null 2>&1 || command -v /usr/sbin/mariadbd >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client; }
+
+demo: setup
+	$(PY) -m pipelines.demo
+
+test: setup mariadb
+	$(PY) -m pytest -q
+
+# Regenerate the shipped sample binlogs with a real MariaDB server (committed under samples/).
+sample: setup mariadb
+	$(PY) scripts/make_sample_binlog.py samples/binlogs
+
+bench: setup mariadb
+	$(PY) bench/bronze_vs_mysql_replication.py
+
+clean:
+	rm -rf $(VENV) lake build *.egg-info

@@ -1,0 +1,127 @@
+"""binlake's one exception tree.
+
+::
+
+    BinlakeError (Exception)
+    ├── ConfigError (ValueError)          bad setting, file or flag; names the setting
+    ├── DecodeError (ValueError)          a binlog byte stream could not be decoded
+    │   ├── NotABinlogError               wrong magic number or binlog version
+    │   ├── TruncatedError (EOFError)     the stream ends inside an event
+    │   ├── ChecksumError                 CRC32 of an event does not match
+    │   ├── MissingTableMapError (KeyError)
+    │   │                                 a ROWS event names a table_id with no TABLE_MAP
+    │   └── ValueDecodeError              a column value does not fit its declared type
+    ├── EngineError (RuntimeError)        the Spark engine could not be started or reached
+    └── SourceError (ConnectionError)     a MySQL/MariaDB server could not be reached/used
+
+Every :class:`DecodeError` carries the file, the event's start position, its type code and a
+hex preview of the offending bytes, so a message always says where to look.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BinlakeError",
+    "ConfigError",
+    "DecodeError",
+    "NotABinlogError",
+    "TruncatedError",
+    "ChecksumError",
+    "MissingTableMapError",
+    "ValueDecodeError",
+    "EngineError",
+    "SourceError",
+]
+
+
+class BinlakeError(Exception):
+    """Base of every error binlake raises on purpose."""
+
+
+class ConfigError(BinlakeError, ValueError):
+    """A configuration value, file or command-line flag is invalid; the message names it."""
+
+
+class EngineError(BinlakeError, RuntimeError):
+    """The Spark engine (Sail, Spark Connect or local Spark) could not be started or used."""
+
+
+class SourceError(BinlakeError, ConnectionError):
+    """A MySQL/MariaDB server could not be reached or refused what binlake needs."""
+
+
+class DecodeError(BinlakeError, ValueError):
+    """Bytes that are not a valid binlog at a known place.
+
+    ``file`` and ``pos`` locate the event (its header start), ``event_type`` is the header's
+    type code when known, ``preview`` up to 32 bytes around the problem.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        pos: int | None = None,
+        event_type: int | None = None,
+        preview: bytes = b"",
+    ) -> None:
+        self.reason = message
+        self.file = file
+        self.pos = pos
+        self.event_type = event_type
+        self.preview = bytes(preview[:32])
+        super().__init__(self._render())
+
+    def located(self, *, file: str | None = None, pos: int | None = None,
+                event_type: int | None = None, preview: bytes | None = None) -> "DecodeError":
+        """Fill in location fields that are still unknown and return self (for re-raising)."""
+        if self.file is None:
+            self.file = file
+        if self.pos is None:
+            self.pos = pos
+        if self.event_type is None:
+            self.event_type = event_type
+        if not self.preview and preview:
+            self.preview = bytes(preview[:32])
+        self.args = (self._render(),)
+        return self
+
+    def _render(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file))
+        if self.pos is not None:
+            where.append(f"pos {self.pos}")
+        if self.event_type is not None:
+            where.append(f"event type {self.event_type}")
+        text = f"{', '.join(where)}: {self.reason}" if where else self.reason
+        if self.preview:
+            text += f" [bytes: {self.preview.hex(' ')}]"
+        return text
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+class NotABinlogError(DecodeError):
+    """The file does not start with the binlog magic ``\\xfebin`` or is not binlog v4."""
+
+
+class TruncatedError(DecodeError, EOFError):
+    """The byte stream ends in the middle of an event (or of a value inside it)."""
+
+
+class ChecksumError(DecodeError):
+    """An event's CRC32 trailer does not match its bytes."""
+
+
+class MissingTableMapError(DecodeError, KeyError):
+    """A ROWS event refers to a table_id that no preceding TABLE_MAP defined."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self._render()
+
+
+class ValueDecodeError(DecodeError):
+    """A column value's bytes do not fit the column's type and metadata."""
