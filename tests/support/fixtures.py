@@ -1,0 +1,26 @@
+"""Pytest fixtures around :class:`~tests.support.mariadb.MariaDBServer`.
+
+Import with ``from tests.support.fixtures import *`` in a conftest. ``mariadb`` is one server
+per test session (``binlog_row_metadata=FULL``); tests that need other binlog settings start
+their own :class:`MariaDBServer` in a ``with`` block. Without MariaDB installed the fixture
+skips (``make test`` installs it first).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from tests.support.mariadb import MariaDBServer, mariadb_available
+
+__all__ = ["mariadb"]
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDBServer]:
+    """A running MariaDB 10.11 server with ROW binlogs and FULL row metadata."""
+    if not mariadb_available():
+        pytest.skip("MariaDB server not installed (run `make mariadb`)")
+    with MariaDBServer(binlog_row_metadata="FULL") as server:
+        yield server
