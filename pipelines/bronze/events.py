@@ -1,0 +1,382 @@
+"""Event type codes, event objects, and decoders for the events that are not row data.
+
+Type codes: MySQL ``libbinlogevents/include/binlog_event.h`` (``Log_event_type``) and
+MariaDB ``sql/log_event.h`` (160+). Each ``decode_*`` function takes the event header, its
+body with the checksum trailer already removed, and the current FORMAT_DESCRIPTION, and
+returns an event object. Row events and TABLE_MAP live in ``rows.py`` and ``table_map.py``.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pipelines.bronze.framing import EventHeader
+from pipelines.errors import DecodeError, TruncatedError
+
+if TYPE_CHECKING:
+    from pipelines.bronze.table_map import TableMap
+
+__all__ = [
+    "EventType", "Event", "FormatDescription", "Query", "Xid", "Rotate", "Stop", "Gtid",
+    "PreviousGtids", "GtidList", "BinlogCheckpoint", "RowsQuery", "Incident", "Unknown",
+    "RowsEvent", "decode_format_description", "SIMPLE_DECODERS", "read_packed_int",
+]
+
+
+class EventType:
+    """Binlog event type codes (MySQL 0–42, MariaDB 160–171)."""
+
+    UNKNOWN = 0
+    START_V3 = 1
+    QUERY = 2
+    STOP = 3
+    ROTATE = 4
+    INTVAR = 5
+    RAND = 13
+    USER_VAR = 14
+    FORMAT_DESCRIPTION = 15
+    XID = 16
+    BEGIN_LOAD_QUERY = 17
+    EXECUTE_LOAD_QUERY = 18
+    TABLE_MAP = 19
+    PRE_GA_WRITE_ROWS = 20
+    PRE_GA_UPDATE_ROWS = 21
+    PRE_GA_DELETE_ROWS = 22
+    WRITE_ROWS_V1 = 23
+    UPDATE_ROWS_V1 = 24
+    DELETE_ROWS_V1 = 25
+    INCIDENT = 26
+    HEARTBEAT = 27
+    IGNORABLE = 28
+    ROWS_QUERY = 29
+    WRITE_ROWS = 30
+    UPDATE_ROWS = 31
+    DELETE_ROWS = 32
+    GTID = 33
+    ANONYMOUS_GTID = 34
+    PREVIOUS_GTIDS = 35
+    TRANSACTION_CONTEXT = 36
+    VIEW_CHANGE = 37
+    XA_PREPARE = 38
+    PARTIAL_UPDATE_ROWS = 39
+    TRANSACTION_PAYLOAD = 40
+    HEARTBEAT_V2 = 41
+    GTID_TAGGED = 42
+    MARIA_ANNOTATE_ROWS = 160
+    MARIA_BINLOG_CHECKPOINT = 161
+    MARIA_GTID = 162
+    MARIA_GTID_LIST = 163
+    MARIA_START_ENCRYPTION = 164
+    MARIA_QUERY_COMPRESSED = 165
+    MARIA_WRITE_ROWS_COMPRESSED_V1 = 166
+    MARIA_UPDATE_ROWS_COMPRESSED_V1 = 167
+    MARIA_DELETE_ROWS_COMPRESSED_V1 = 168
+    MARIA_WRITE_ROWS_COMPRESSED = 169
+    MARIA_UPDATE_ROWS_COMPRESSED = 170
+    MARIA_DELETE_ROWS_COMPRESSED = 171
+
+
+EVENT_NAMES: dict[int, str] = {
+    v: k for k, v in vars(EventType).items() if k.isupper() and isinstance(v, int)
+}
+
+
+def event_name(code: int) -> str:
+    """The event type's name, or ``TYPE_<n>`` for a code neither server defines."""
+    return EVENT_NAMES.get(code, f"TYPE_{code}")
+
+
+@dataclass(slots=True)
+class Event:
+    """Base of every decoded event; ``header.pos`` is its start offset in its file."""
+
+    header: EventHeader
+
+    @property
+    def name(self) -> str:
+        return event_name(self.header.type_code)
+
+
+@dataclass(slots=True)
+class FormatDescription(Event):
+    binlog_version: int
+    server_version: str
+    create_timestamp: int
+    header_length: int
+    post_header_lengths: bytes
+    checksum_alg: int  # 0 = NONE, 1 = CRC32, 255 = undefined (pre-checksum server)
+
+    @property
+    def has_crc32(self) -> bool:
+        return self.checksum_alg == 1
+
+    @property
+    def is_mariadb(self) -> bool:
+        return "mariadb" in self.server_version.lower()
+
+    def post_header_len(self, type_code: int) -> int:
+        """Post-header length of an event type as this FORMAT_DESCRIPTION declares it."""
+        idx = type_code - 1
+        if 0 <= idx < len(self.post_header_lengths):
+            return self.post_header_lengths[idx]
+        return 0
+
+
+@dataclass(slots=True)
+class Query(Event):
+    thread_id: int
+    exec_time: int
+    error_code: int
+    schema: str
+    query: bytes
+
+
+@dataclass(slots=True)
+class Xid(Event):
+    xid: int
+
+
+@dataclass(slots=True)
+class Rotate(Event):
+    position: int
+    next_file: str
+
+
+@dataclass(slots=True)
+class Stop(Event):
+    pass
+
+
+@dataclass(slots=True)
+class Gtid(Event):
+    """A transaction's GTID: MySQL ``uuid:gno`` (anonymous: ``None``) or MariaDB ``d-s-n``."""
+
+    gtid: str | None
+    standalone: bool = False  # MariaDB: no BEGIN/COMMIT follow (DDL)
+    commit_id: int | None = None
+
+
+@dataclass(slots=True)
+class PreviousGtids(Event):
+    gtid_set: str
+
+
+@dataclass(slots=True)
+class GtidList(Event):
+    gtid_list: str
+
+
+@dataclass(slots=True)
+class BinlogCheckpoint(Event):
+    binlog_file: str
+
+
+@dataclass(slots=True)
+class RowsQuery(Event):
+    """MySQL ROWS_QUERY or MariaDB ANNOTATE_ROWS: the statement behind the next row events."""
+
+    query: bytes
+
+
+@dataclass(slots=True)
+class Incident(Event):
+    incident: int
+    message: str
+
+
+@dataclass(slots=True)
+class Unknown(Event):
+    """An event binlake does not interpret; kept with its raw bytes and skipped by length."""
+
+    raw: bytes
+
+
+@dataclass(slots=True)
+class RowsEvent(Event):
+    """A WRITE/UPDATE/DELETE rows event, decoded.
+
+    ``rows`` holds (before, after) pairs of positional images (``None`` for the absent side).
+    ``present_before``/``present_after`` are the columns-present bitmaps as lists of bool, or
+    ``None`` when every column is present (FULL row image).
+    """
+
+    kind: str  # INSERT | UPDATE | DELETE
+    table_id: int
+    flags: int
+    table: "TableMap"
+    rows: list[tuple[list | None, list | None]] = field(default_factory=list)
+    present_before: list[bool] | None = None
+    present_after: list[bool] | None = None
+
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+def read_packed_int(buf: bytes, pos: int) -> tuple[int, int]:
+    """Read a MySQL length-encoded integer (``net_field_length``); return (value, new_pos)."""
+    try:
+        first = buf[pos]
+        if first < 251:
+            return first, pos + 1
+        if first == 252:
+            return buf[pos + 1] | buf[pos + 2] << 8, pos + 3
+        if first == 253:
+            return int.from_bytes(buf[pos + 1:pos + 4], "little"), pos + 4
+        if first == 254:
+            if pos + 9 > len(buf):
+                raise IndexError
+            return _U64.unpack_from(buf, pos + 1)[0], pos + 9
+    except IndexError:
+        raise TruncatedError("length-encoded integer runs past the event end",
+                             preview=buf[pos:pos + 9]) from None
+    raise DecodeError(f"invalid length-encoded integer prefix {first:#x}", preview=buf[pos:pos + 9])
+
+
+def _version_tuple(version: str) -> tuple[int, int, int]:
+    digits = []
+    for part in version.split("-")[0].split(".")[:3]:
+        num = "".join(ch for ch in part if ch.isdigit())
+        digits.append(int(num) if num else 0)
+    while len(digits) < 3:
+        digits.append(0)
+    return digits[0], digits[1], digits[2]
+
+
+def decode_format_description(header: EventHeader, body: bytes) -> FormatDescription:
+    """Decode a FORMAT_DESCRIPTION (v4) from its full body (checksum trailer included).
+
+    Servers from MySQL 5.6.1 and MariaDB 5.3 on end the event with a checksum-algorithm byte
+    and a 4-byte trailer (present even when the algorithm is NONE); older ones have neither.
+    """
+    if len(body) < 57:
+        raise TruncatedError("FORMAT_DESCRIPTION shorter than its fixed part", pos=header.pos,
+                             event_type=header.type_code, preview=body)
+    binlog_version = body[0] | body[1] << 8
+    server_version = body[2:52].split(b"\x00", 1)[0].decode("ascii", "replace")
+    create_ts = _U32.unpack_from(body, 52)[0]
+    header_length = body[56]
+    rest = body[57:]
+    is_maria = "mariadb" in server_version.lower()
+    major = _version_tuple(server_version)
+    has_alg = major >= (5, 6, 1) or (is_maria and major >= (5, 3, 0))
+    if has_alg and len(rest) >= 5:
+        checksum_alg = rest[-5]
+        post = rest[:-5]
+    else:
+        checksum_alg = 255
+        post = rest
+    return FormatDescription(header, binlog_version, server_version, create_ts, header_length,
+                             bytes(post), checksum_alg)
+
+
+def decode_query(header: EventHeader, body: bytes, fde: FormatDescription) -> Query:
+    """QUERY: thread id, exec time, schema, error code, status vars, then the statement."""
+    thread_id, exec_time, db_len, error_code = struct.unpack_from("<IIBH", body, 0)
+    post = fde.post_header_len(EventType.QUERY) or 13
+    status_len = body[11] | body[12] << 8 if post >= 13 else 0
+    pos = post + status_len
+    schema = body[pos:pos + db_len].decode("utf-8", "replace")
+    query = body[pos + db_len + 1:]
+    return Query(header, thread_id, exec_time, error_code, schema, bytes(query))
+
+
+def decode_xid(header: EventHeader, body: bytes, fde: FormatDescription) -> Xid:
+    return Xid(header, _U64.unpack_from(body, 0)[0])
+
+
+def decode_rotate(header: EventHeader, body: bytes, fde: FormatDescription) -> Rotate:
+    post = fde.post_header_len(EventType.ROTATE) if fde.binlog_version > 1 else 0
+    position = _U64.unpack_from(body, 0)[0] if post >= 8 else 4
+    return Rotate(header, position, body[post:].decode("utf-8", "replace"))
+
+
+def decode_stop(header: EventHeader, body: bytes, fde: FormatDescription) -> Stop:
+    return Stop(header)
+
+
+def _uuid(raw: bytes) -> str:
+    return str(uuid.UUID(bytes=bytes(raw)))
+
+
+def decode_mysql_gtid(header: EventHeader, body: bytes, fde: FormatDescription) -> Gtid:
+    """MySQL GTID / ANONYMOUS_GTID: flags u8, source uuid (16), gno i64, then clocks."""
+    gno = struct.unpack_from("<q", body, 17)[0]
+    if header.type_code == EventType.ANONYMOUS_GTID:
+        return Gtid(header, None)
+    return Gtid(header, f"{_uuid(body[1:17])}:{gno}")
+
+
+def decode_previous_gtids(header: EventHeader, body: bytes, fde: FormatDescription) -> PreviousGtids:
+    """PREVIOUS_GTIDS: n_sids u64, then per sid: uuid, n_intervals u64, [start, end) pairs."""
+    n_sids = _U64.unpack_from(body, 0)[0]
+    pos = 8
+    parts = []
+    for _ in range(n_sids):
+        sid = _uuid(body[pos:pos + 16])
+        n_iv = _U64.unpack_from(body, pos + 16)[0]
+        pos += 24
+        ivs = []
+        for _ in range(n_iv):
+            start, end = struct.unpack_from("<qq", body, pos)
+            pos += 16
+            ivs.append(f"{start}" if end - 1 == start else f"{start}-{end - 1}")
+        parts.append(":".join([sid] + ivs))
+    return PreviousGtids(header, ",".join(parts))
+
+
+def decode_maria_gtid(header: EventHeader, body: bytes, fde: FormatDescription) -> Gtid:
+    """MariaDB GTID: seq_no u64, domain_id u32, flags u8 [, commit_id u64 when FL_GROUP_COMMIT_ID]."""
+    seq, domain, flags = struct.unpack_from("<QIB", body, 0)
+    commit_id = _U64.unpack_from(body, 13)[0] if flags & 0x02 and len(body) >= 21 else None
+    return Gtid(header, f"{domain}-{header.server_id}-{seq}", standalone=bool(flags & 0x01),
+                commit_id=commit_id)
+
+
+def decode_maria_gtid_list(header: EventHeader, body: bytes, fde: FormatDescription) -> GtidList:
+    count = _U32.unpack_from(body, 0)[0] & 0x0FFFFFFF
+    items = []
+    for i in range(count):
+        domain, server, seq = struct.unpack_from("<IIQ", body, 4 + 16 * i)
+        items.append(f"{domain}-{server}-{seq}")
+    return GtidList(header, ",".join(items))
+
+
+def decode_binlog_checkpoint(header: EventHeader, body: bytes, fde: FormatDescription) -> BinlogCheckpoint:
+    n = _U32.unpack_from(body, 0)[0]
+    return BinlogCheckpoint(header, body[4:4 + n].decode("utf-8", "replace"))
+
+
+def decode_annotate_rows(header: EventHeader, body: bytes, fde: FormatDescription) -> RowsQuery:
+    return RowsQuery(header, bytes(body))
+
+
+def decode_rows_query(header: EventHeader, body: bytes, fde: FormatDescription) -> RowsQuery:
+    # One length byte (truncated to 255, so ignored) then the statement to the end.
+    return RowsQuery(header, bytes(body[1:]))
+
+
+def decode_incident(header: EventHeader, body: bytes, fde: FormatDescription) -> Incident:
+    kind = body[0] | body[1] << 8
+    n = body[2] if len(body) > 2 else 0
+    return Incident(header, kind, body[3:3 + n].decode("utf-8", "replace"))
+
+
+SIMPLE_DECODERS = {
+    EventType.QUERY: decode_query,
+    EventType.XID: decode_xid,
+    EventType.ROTATE: decode_rotate,
+    EventType.STOP: decode_stop,
+    EventType.GTID: decode_mysql_gtid,
+    EventType.ANONYMOUS_GTID: decode_mysql_gtid,
+    EventType.PREVIOUS_GTIDS: decode_previous_gtids,
+    EventType.MARIA_GTID: decode_maria_gtid,
+    EventType.MARIA_GTID_LIST: decode_maria_gtid_list,
+    EventType.MARIA_BINLOG_CHECKPOINT: decode_binlog_checkpoint,
+    EventType.MARIA_ANNOTATE_ROWS: decode_annotate_rows,
+    EventType.ROWS_QUERY: decode_rows_query,
+    EventType.INCIDENT: decode_incident,
+}

@@ -1,0 +1,74 @@
+"""Read a binlog file from disk as decoded events, one at a time (bounded memory)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from pipelines.bronze.events import Event, FormatDescription
+from pipelines.bronze.framing import LOG_EVENT_BINLOG_IN_USE_F, iter_raw_events
+from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
+from pipelines.errors import DecodeError, TruncatedError
+
+__all__ = ["BinlogFileReader", "read_events"]
+
+_BUFFER = 1 << 20
+
+
+@dataclass
+class BinlogFileReader:
+    """Iterates one file's decoded events and remembers how far it got.
+
+    After iteration: ``end_pos`` is the end of the last complete event, ``partial_tail`` says
+    the file ended inside an event while its FORMAT_DESCRIPTION still had BINLOG_IN_USE set
+    (the server is writing it: not an error, the next run continues), ``events`` counts events.
+    """
+
+    path: str
+    checksum: ChecksumPolicy = ChecksumPolicy.RAISE
+    name: str = ""
+    end_pos: int = 4
+    events: int = 0
+    partial_tail: bool = False
+    in_use: bool = False
+    closed_cleanly: bool = False
+    parser: BinlogParser = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or os.path.basename(self.path)
+        self.parser = BinlogParser(file=self.name, checksum=self.checksum)
+
+    def __iter__(self) -> Iterator[Event]:
+        try:
+            fh = open(self.path, "rb", buffering=_BUFFER)
+        except OSError as exc:
+            raise DecodeError(f"cannot read file: {exc.strerror or exc}", file=self.name,
+                              pos=0) from exc
+        with fh:
+            parse = self.parser.parse
+            raw_iter = iter_raw_events(fh, file=self.name)
+            while True:
+                try:
+                    raw = next(raw_iter)
+                except StopIteration:
+                    return
+                except TruncatedError:
+                    if self.in_use:
+                        self.partial_tail = True
+                        return
+                    raise
+                event = parse(raw)
+                self.events += 1
+                self.end_pos = raw.header.pos + raw.header.event_length
+                if isinstance(event, FormatDescription):
+                    self.in_use = bool(raw.header.flags & LOG_EVENT_BINLOG_IN_USE_F)
+                # A file the server closed ends with STOP or ROTATE.
+                self.closed_cleanly = raw.header.type_code in (3, 4)
+                if event is not None:
+                    yield event
+
+
+def read_events(path: str, *, checksum: ChecksumPolicy = ChecksumPolicy.RAISE) -> Iterator[Event]:
+    """Convenience: the decoded events of the binlog file at ``path``."""
+    return iter(BinlogFileReader(path, checksum=checksum))

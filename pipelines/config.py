@@ -1,0 +1,205 @@
+"""Typed configuration: a few frozen sections and one loader with a stated precedence.
+
+Precedence, lowest to highest: built-in defaults < the TOML file (``--conf FILE``, env
+``BINLAKE_CONF``, else ``conf/binlake.toml`` when present) < environment variables
+``BINLAKE_<SECTION>_<KEY>`` (e.g. ``BINLAKE_LAKE_ROOT``, ``BINLAKE_ENGINE_REMOTE``; the
+short forms ``BINLAKE_LAKE`` and ``BINLAKE_SPARK_REMOTE`` also work) < command-line flags.
+Every bad value raises :class:`ConfigError` naming the setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import unquote, urlsplit
+
+from pipelines.errors import ConfigError
+
+__all__ = [
+    "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
+    "Config", "load_config", "DEFAULT_CONF",
+]
+
+DEFAULT_CONF = Path("conf/binlake.toml")
+
+
+@dataclass(frozen=True)
+class Dsn:
+    """A MySQL/MariaDB DSN ``mysql://user:password@host:port/[db]``; the password never prints."""
+
+    host: str
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    database: str | None = None
+
+    @classmethod
+    def parse(cls, url: str, *, setting: str = "dsn") -> "Dsn":
+        parts = urlsplit(url)
+        if parts.scheme not in ("mysql", "mariadb"):
+            raise ConfigError(f"{setting}: expected mysql://user:password@host:port/[db], "
+                              f"got scheme {parts.scheme!r}")
+        try:
+            port = parts.port or 3306
+        except ValueError as exc:
+            raise ConfigError(f"{setting}: invalid port") from exc
+        if not parts.hostname:
+            raise ConfigError(f"{setting}: no host in DSN")
+        db = parts.path.lstrip("/") or None
+        return cls(parts.hostname, port, unquote(parts.username or "root"),
+                   unquote(parts.password or ""), unquote(db) if db else None)
+
+    def __str__(self) -> str:
+        pw = ":***" if self.password else ""
+        return f"mysql://{self.user}{pw}@{self.host}:{self.port}/{self.database or ''}"
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    root: str = "./lake"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Which Spark engine the session factory makes (an active session always wins)."""
+
+    kind: str = "sail"  # sail | spark | connect
+    remote: str = ""  # sc://host:port for Spark Connect
+    delta_jars: str = ""  # local Delta jars for kind=spark where Maven is unreachable
+    master: str = "local[*]"
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str = "default"  # source_id written to every row
+    dsn: str = ""
+    server_uuid: str = ""
+
+
+@dataclass(frozen=True)
+class BronzeConfig:
+    batch_rows: int = 20000  # rows per Arrow batch: the memory bound of a decoding task
+    decode_in_subprocess: bool = True  # use a worker process per file (one GIL is not enough)
+    checksum: str = "raise"  # raise | warn | ignore
+    parallelism: int = 0  # decoding tasks; 0 = one per file, capped by the engine's cores
+
+
+@dataclass(frozen=True)
+class GoldConfig:
+    dsn: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    lake: LakeConfig = LakeConfig()
+    engine: EngineConfig = EngineConfig()
+    source: SourceConfig = SourceConfig()
+    bronze: BronzeConfig = BronzeConfig()
+    gold: GoldConfig = GoldConfig()
+
+    @property
+    def lake_root(self) -> str:
+        return os.path.abspath(self.lake.root)
+
+    def table_path(self, layer: str, name: str) -> str:
+        return os.path.join(self.lake_root, layer, name)
+
+
+_SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
+                                   "source": SourceConfig, "bronze": BronzeConfig,
+                                   "gold": GoldConfig}
+_SECTIONS = _SECTIONS_CLS
+_ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
+            "BINLAKE_ENGINE": ("engine", "kind")}
+
+
+def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
+    name = f"{section}.{key}"
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected true/false, got {value!r}")
+    if isinstance(default, int):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: expected a string, got {value!r}")
+    return value
+
+
+def _merge(values: dict[str, dict[str, Any]], section: str, key: str, value: Any) -> None:
+    cls = _SECTIONS_CLS[section]
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    if key not in defaults:
+        raise ConfigError(f"unknown setting {section}.{key}")
+    values.setdefault(section, {})[key] = _coerce(section, key, value, defaults[key])
+
+
+def load_config(conf_file: str | None = None, *, env: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Any] | None = None) -> Config:
+    """Build the :class:`Config` from defaults, the TOML file, ``BINLAKE_*`` env and overrides.
+
+    ``overrides`` maps ``"section.key"`` to a value (command-line flags; ``None`` = not given).
+    """
+    env = os.environ if env is None else env
+    values: dict[str, dict[str, Any]] = {}
+    path = conf_file or env.get("BINLAKE_CONF")
+    if path is None and DEFAULT_CONF.exists():
+        path = str(DEFAULT_CONF)
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"--conf {path}: cannot read: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--conf {path}: invalid TOML: {exc}") from exc
+        for section, body in data.items():
+            if section not in _SECTIONS or not isinstance(body, dict):
+                raise ConfigError(f"{path}: unknown section [{section}]")
+            for key, value in body.items():
+                _merge(values, section, key, value)
+    for var, value in env.items():
+        if not var.startswith("BINLAKE_") or var == "BINLAKE_CONF":
+            continue
+        if var in _ALIASES:
+            _merge(values, *_ALIASES[var], value)
+            continue
+        rest = var[len("BINLAKE_"):].lower()
+        section, _, key = rest.partition("_")
+        if section in _SECTIONS and key:
+            _merge(values, section, key, value)
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        if section not in _SECTIONS:
+            raise ConfigError(f"unknown setting {dotted}")
+        _merge(values, section, key, value)
+    cfg = Config(**{s: _SECTIONS_CLS[s](**values.get(s, {})) for s in _SECTIONS})
+    _validate(cfg)
+    return cfg
+
+
+def _validate(cfg: Config) -> None:
+    if cfg.engine.kind not in ("sail", "spark", "connect"):
+        raise ConfigError(f"engine.kind: expected sail, spark or connect, got {cfg.engine.kind!r}")
+    if cfg.engine.remote and not cfg.engine.remote.startswith("sc://"):
+        raise ConfigError(f"engine.remote: expected sc://host:port, got {cfg.engine.remote!r}")
+    if cfg.bronze.checksum not in ("raise", "warn", "ignore"):
+        raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
+    if cfg.bronze.batch_rows < 1:
+        raise ConfigError("bronze.batch_rows: must be at least 1")
+    for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
+        if dsn:
+            Dsn.parse(dsn, setting=name)

@@ -1,0 +1,142 @@
+"""The one Spark-session factory.
+
+Order: an active SparkSession (Databricks job, spark-submit with delta-spark) → a Spark Connect
+URL (``engine.remote`` / ``--spark-remote``) → ``engine.kind = "spark"``: a local JVM Spark
+with Delta (delta-spark's ``configure_spark_with_delta_pip``, which fetches the Delta jars from
+Maven, or jars from ``engine.delta_jars`` for machines without Maven) → the embedded default:
+a Sail Spark Connect server (``pysail``) started in this process on loopback.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+from pipelines.config import EngineConfig
+from pipelines.errors import EngineError
+
+__all__ = ["get_spark", "engine_name", "stop_engine"]
+
+log = logging.getLogger(__name__)
+
+_SAIL_SERVER = None
+_DELTA_EXTENSIONS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+@dataclass(frozen=True)
+class _Made:
+    spark: object
+    engine: str
+
+
+def _active():
+    try:
+        from pyspark.sql import SparkSession
+
+        return SparkSession.getActiveSession()
+    except Exception:  # noqa: BLE001 - no classic Spark installed/started
+        return None
+
+
+def _start_sail() -> str:
+    """Start (once per process) the embedded Sail server; return its sc:// URL."""
+    global _SAIL_SERVER
+    if _SAIL_SERVER is None:
+        try:
+            from pysail.spark import SparkConnectServer
+        except ImportError as exc:
+            raise EngineError("the embedded engine needs the pysail package "
+                              "(pip install pysail)") from exc
+        try:
+            server = SparkConnectServer(ip="127.0.0.1", port=0)
+            server.start(background=True)
+        except Exception as exc:  # noqa: BLE001 - pysail raises plain RuntimeError
+            raise EngineError(f"could not start the embedded Sail engine: {exc}") from exc
+        _SAIL_SERVER = server
+        atexit.register(stop_engine)
+    host, port = _SAIL_SERVER.listening_address
+    return f"sc://{host}:{port}"
+
+
+def stop_engine() -> None:
+    """Stop the embedded Sail server if this process started one."""
+    global _SAIL_SERVER
+    if _SAIL_SERVER is not None:
+        try:
+            _SAIL_SERVER.stop()
+        except Exception:  # noqa: BLE001
+            pass
+        _SAIL_SERVER = None
+
+
+def _connect(url: str):
+    from pyspark.sql import SparkSession
+
+    try:
+        return SparkSession.builder.remote(url).getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - grpc/pyspark raise many kinds
+        raise EngineError(f"cannot reach Spark Connect at {url}: {exc}") from exc
+
+
+def _local_spark(cfg: EngineConfig):
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(cfg.master).appName("binlake")
+    for key, value in _DELTA_EXTENSIONS.items():
+        builder = builder.config(key, value)
+    if cfg.delta_jars:
+        jars = sorted(glob.glob(os.path.join(cfg.delta_jars, "*.jar")))
+        if not jars:
+            raise EngineError(f"engine.delta_jars: no .jar files in {cfg.delta_jars}")
+        builder = builder.config("spark.jars", ",".join(jars))
+    else:
+        try:
+            from delta import configure_spark_with_delta_pip
+        except ImportError as exc:
+            raise EngineError("engine.kind=spark needs delta-spark (pip install delta-spark)") from exc
+        builder = configure_spark_with_delta_pip(builder)
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - py4j/JVM start-up errors
+        raise EngineError(f"could not start local Spark with Delta: {exc}") from exc
+
+
+_CURRENT: _Made | None = None
+
+
+def get_spark(cfg: EngineConfig | None = None):
+    """Return a SparkSession for binlake, making one as the module docstring says.
+
+    Raises :class:`EngineError` when the chosen engine cannot be started or reached.
+    """
+    global _CURRENT
+    cfg = cfg or EngineConfig()
+    active = _active()
+    if active is not None:
+        _CURRENT = _Made(active, "active")
+        return active
+    if _CURRENT is not None:
+        return _CURRENT.spark
+    if cfg.remote:
+        spark, engine = _connect(cfg.remote), "connect"
+    elif cfg.kind == "spark":
+        spark, engine = _local_spark(cfg), "spark"
+    elif cfg.kind == "connect":
+        raise EngineError("engine.kind=connect needs engine.remote (--spark-remote sc://HOST:PORT)")
+    else:
+        spark, engine = _connect(_start_sail()), "sail"
+    _CURRENT = _Made(spark, engine)
+    return spark
+
+
+def engine_name() -> str:
+    """``sail``, ``connect``, ``spark`` or ``active``: what :func:`get_spark` made."""
+    return _CURRENT.engine if _CURRENT else "none"
