@@ -1,0 +1,104 @@
+"""One decoding task: a binlog file → bronze Arrow batches, in this process or a worker process.
+
+On the embedded engine, Python UDFs run inside Sail's process under one GIL, so two files
+decoded there share one core. ``decode_file_batches(..., subprocess=True)`` runs the decoder
+in a child Python process (``python -m pipelines.bronze.decode_task``) that streams Arrow IPC
+back over a pipe: each task then has a core of its own and memory stays bounded by the batch
+size. On a Spark cluster each executor's Python worker is already a process; the subprocess is
+a cheap extra hop there and can be turned off (``bronze.decode_in_subprocess = false``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess as sp
+import sys
+from typing import Iterator
+
+import pyarrow as pa
+
+from pipelines.bronze.parser import ChecksumPolicy
+from pipelines.bronze.reader import BinlogFileReader
+from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
+
+__all__ = ["decode_file_batches", "main"]
+
+
+def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
+            checksum: str) -> Iterator[pa.RecordBatch]:
+    name = os.path.basename(path)
+    reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name)
+    batcher = BronzeBatcher(source_id=source_id, binlog_file=name, server_uuid=server_uuid,
+                            batch_rows=batch_rows)
+    yield from file_batches(reader, batcher, reader)
+
+
+def _error_batch(path: str, source_id: str, message: str) -> pa.RecordBatch:
+    batcher = BronzeBatcher(source_id=source_id, binlog_file=os.path.basename(path))
+    batcher.add_closing(ok=False, pos=0, info={"error": message})
+    return batcher.flush()
+
+
+def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = None,
+                        batch_rows: int = 20000, checksum: str = "raise",
+                        subprocess: bool = True) -> Iterator[pa.RecordBatch]:
+    """Bronze batches of one file; the last batch ends with the file's END/ERROR row.
+
+    Never raises for bad input: a decoding failure, or a worker that dies, becomes the ERROR
+    row so the other files of the job still commit.
+    """
+    if not subprocess:
+        yield from _inline(path, source_id, server_uuid, batch_rows, checksum)
+        return
+    cmd = [sys.executable, "-m", "pipelines.bronze.decode_task", path, "--source-id", source_id,
+           "--batch-rows", str(batch_rows), "--checksum", checksum]
+    if server_uuid:
+        cmd += ["--server-uuid", server_uuid]
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, env=env)
+    closed = False
+    try:
+        with pa.ipc.open_stream(proc.stdout) as stream:
+            for batch in stream:
+                closed = closed or _has_closing(batch)
+                yield batch
+    except pa.ArrowInvalid:
+        pass
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode("utf-8", "replace")
+        proc.stderr.close()
+        code = proc.wait()
+    if not closed:
+        tail = err.strip().splitlines()[-1:] or [""]
+        yield _error_batch(path, source_id,
+                           f"decoder process exited with code {code}: {tail[0][:500]}")
+
+
+def _has_closing(batch: pa.RecordBatch) -> bool:
+    last = batch.column(BRONZE_SCHEMA.get_field_index("event_type"))[-1].as_py()
+    return last in ("END", "ERROR")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry: decode one file and write Arrow IPC batches to stdout."""
+    ap = argparse.ArgumentParser(prog="python -m pipelines.bronze.decode_task")
+    ap.add_argument("path")
+    ap.add_argument("--source-id", required=True)
+    ap.add_argument("--server-uuid")
+    ap.add_argument("--batch-rows", type=int, default=20000)
+    ap.add_argument("--checksum", default="raise")
+    args = ap.parse_args(argv)
+    out = pa.output_stream(sys.stdout.buffer)
+    with pa.ipc.new_stream(out, BRONZE_SCHEMA) as writer:
+        for batch in _inline(args.path, args.source_id, args.server_uuid, args.batch_rows,
+                             args.checksum):
+            writer.write_batch(batch)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Pure: decoded events → bronze rows as Arrow record batches (no Spark, no I/O).
+
+One bronze row per row change (UPDATE keeps before and after in one row), plus one row per
+QUERY event other than BEGIN/COMMIT (DDL: silver needs to know where a table's schema
+changed), plus exactly one closing row per file: ``END`` (decoded to the end or to the last
+complete event of a file still being written) or ``ERROR`` (decoding stopped; ``query`` holds
+the message, ``start_pos`` the position of the failing event). The closing row is how a
+decoding task reports to the driver through the same DataFrame.
+
+Transaction context is tracked here: the GTID (MySQL ``uuid:n``, MariaDB ``d-s-n``), the
+transaction's first event position (``trx_pos``) and the BEGIN's thread id
+(``connection_id``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.bronze import events as ev
+from pipelines.bronze.table_map import TableMap
+from pipelines.errors import DecodeError
+
+__all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches"]
+
+_LIST_BIN = pa.list_(pa.binary())
+BRONZE_SCHEMA = pa.schema([
+    ("source_id", pa.string()),
+    ("server_id", pa.int64()),
+    ("server_uuid", pa.string()),
+    ("binlog_file", pa.string()),
+    ("start_pos", pa.int64()),
+    ("end_pos", pa.int64()),
+    ("row_in_event", pa.int32()),
+    ("event_timestamp", pa.timestamp("us", tz="UTC")),
+    ("event_type", pa.string()),
+    ("gtid", pa.string()),
+    ("trx_pos", pa.int64()),
+    ("connection_id", pa.int64()),
+    ("schema_name", pa.string()),
+    ("table_name", pa.string()),
+    ("table_id", pa.int64()),
+    ("column_count", pa.int32()),
+    ("column_types", pa.list_(pa.int32())),
+    ("column_meta", pa.list_(pa.int32())),
+    ("column_nullable", pa.list_(pa.bool_())),
+    ("column_names", pa.list_(pa.string())),
+    ("column_unsigned", pa.list_(pa.bool_())),
+    ("column_charsets", pa.list_(pa.int32())),
+    ("primary_key", pa.list_(pa.int32())),
+    ("enum_values", pa.list_(pa.list_(pa.string()))),
+    ("set_values", pa.list_(pa.list_(pa.string()))),
+    ("row_before", _LIST_BIN),
+    ("row_after", _LIST_BIN),
+    ("before_present", pa.list_(pa.bool_())),
+    ("after_present", pa.list_(pa.bool_())),
+    ("query", pa.string()),
+])
+# The same schema as Spark DDL (mapInArrow's return type, CREATE TABLE).
+BRONZE_DDL = ", ".join(
+    f"{f.name} {t}" for f, t in zip(BRONZE_SCHEMA, [
+        "string", "bigint", "string", "string", "bigint", "bigint", "int", "timestamp",
+        "string", "string", "bigint", "bigint", "string", "string", "bigint", "int",
+        "array<int>", "array<int>", "array<boolean>", "array<string>", "array<boolean>",
+        "array<int>", "array<int>", "array<array<string>>", "array<array<string>>",
+        "array<binary>", "array<binary>", "array<boolean>", "array<boolean>", "string",
+    ])
+)
+_TM_FIELDS = ["column_count", "column_types", "column_meta", "column_nullable", "column_names",
+              "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values"]
+
+
+def _tm_values(tm: TableMap) -> list:
+    return [tm.column_count, tm.column_types, tm.column_meta, tm.nullable, tm.column_names,
+            tm.unsigned, tm.charsets, tm.primary_key, tm.enum_values, tm.set_values]
+
+
+class BronzeBatcher:
+    """Accumulates bronze rows column by column and emits Arrow batches of ``batch_rows``."""
+
+    def __init__(self, *, source_id: str, binlog_file: str, server_uuid: str | None = None,
+                 batch_rows: int = 20000) -> None:
+        self.source_id = source_id
+        self.binlog_file = binlog_file
+        self.server_uuid = server_uuid
+        self.batch_rows = batch_rows
+        self.row_changes = 0
+        self.gtid: str | None = None
+        self.trx_pos: int | None = None
+        self.connection_id: int | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cols: dict[str, list] = {n: [] for n in (
+            "server_id", "start_pos", "end_pos", "row_in_event", "event_timestamp",
+            "event_type", "gtid", "trx_pos", "connection_id", "schema_name", "table_name",
+            "table_id", "row_before", "row_after", "before_present", "after_present", "query",
+        )}
+        self._tm_index: list[int | None] = []
+        self._tms: list[TableMap] = []
+        self._tm_slot: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._tm_index)
+
+    # -- transaction context ---------------------------------------------------------
+    def _end_trx(self) -> None:
+        self.gtid = self.trx_pos = self.connection_id = None
+
+    def add(self, event: ev.Event) -> None:
+        """Take one decoded event in binlog order."""
+        if isinstance(event, ev.RowsEvent):
+            self._add_rows(event)
+        elif isinstance(event, ev.Query):
+            self._add_query(event)
+        elif isinstance(event, ev.Gtid):
+            self.gtid = event.gtid
+            self.trx_pos = event.header.pos
+            self.connection_id = None
+        elif isinstance(event, ev.Xid):
+            self._end_trx()
+
+    def _add_query(self, q: ev.Query) -> None:
+        text = q.query.strip()
+        upper = text[:12].upper()
+        if upper == b"BEGIN" or upper.startswith(b"XA START"):
+            if self.trx_pos is None:
+                self.trx_pos = q.header.pos
+            self.connection_id = q.thread_id
+            return
+        if upper in (b"COMMIT", b"ROLLBACK") or upper.startswith((b"XA COMMIT", b"XA ROLLBACK")):
+            self._end_trx()
+            return
+        if upper.startswith(b"XA END"):
+            return
+        h = q.header
+        self._row(h, 0, "QUERY", None, None, None, None, None,
+                  schema=q.schema or None, query=text.decode("utf-8", "replace"),
+                  connection_id=q.thread_id)
+        if self.trx_pos is None or self.trx_pos == h.pos or self.connection_id is None:
+            # DDL and other statements outside BEGIN…COMMIT are their own transaction.
+            self._end_trx()
+
+    def _row(self, h, idx, etype, tm, before, after, bp, ap, *, schema=None, query=None,
+             connection_id=None) -> None:
+        c = self._cols
+        c["server_id"].append(h.server_id)
+        c["start_pos"].append(h.pos)
+        c["end_pos"].append(h.pos + h.event_length)
+        c["row_in_event"].append(idx)
+        c["event_timestamp"].append(h.timestamp * 1_000_000)
+        c["event_type"].append(etype)
+        c["gtid"].append(self.gtid)
+        c["trx_pos"].append(self.trx_pos if self.trx_pos is not None else h.pos)
+        c["connection_id"].append(connection_id if connection_id is not None else self.connection_id)
+        c["schema_name"].append(tm.schema if tm else schema)
+        c["table_name"].append(tm.table if tm else None)
+        c["table_id"].append(tm.table_id if tm else None)
+        c["row_before"].append(before)
+        c["row_after"].append(after)
+        c["before_present"].append(bp)
+        c["after_present"].append(ap)
+        c["query"].append(query)
+        if tm is None:
+            self._tm_index.append(None)
+        else:
+            slot = self._tm_slot.get(id(tm))
+            if slot is None:
+                slot = self._tm_slot[id(tm)] = len(self._tms)
+                self._tms.append(tm)
+            self._tm_index.append(slot)
+
+    def _add_rows(self, e: ev.RowsEvent) -> None:
+        h = e.header
+        tm = e.table
+        kind = e.kind
+        bp, ap = e.present_before, e.present_after
+        for idx, (before, after) in enumerate(e.rows):
+            self._row(h, idx, kind, tm, before, after, bp, ap)
+        self.row_changes += len(e.rows)
+
+    def add_closing(self, *, ok: bool, pos: int, info: dict, timestamp: int = 0) -> None:
+        """Append the file's closing row: END at ``pos`` or ERROR at the failing ``pos``.
+
+        ``info`` (events read, row changes, closed by ROTATE/STOP, note or error) is stored
+        as JSON text in ``query``.
+        """
+        h = _Pseudo(pos, timestamp)
+        info = {"row_changes": self.row_changes, **info}
+        self._row(h, 0, "END" if ok else "ERROR", None, None, None, None, None,
+                  query=json.dumps(info, sort_keys=True))
+
+    def full(self) -> bool:
+        return len(self._tm_index) >= self.batch_rows
+
+    def flush(self) -> pa.RecordBatch | None:
+        """Return the accumulated rows as one batch (``None`` when empty) and start afresh."""
+        n = len(self._tm_index)
+        if not n:
+            return None
+        c = self._cols
+        arrays: dict[str, pa.Array] = {
+            "source_id": pa.array([self.source_id] * n, pa.string()),
+            "server_uuid": pa.nulls(n, pa.string()) if not self.server_uuid
+            else pa.array([self.server_uuid] * n, pa.string()),
+            "binlog_file": pa.array([self.binlog_file] * n, pa.string()),
+        }
+        for f in BRONZE_SCHEMA:
+            if f.name in c:
+                arrays[f.name] = pa.array(c[f.name], f.type)
+        idx = pa.array(self._tm_index, pa.int32())
+        per_tm = [_tm_values(tm) for tm in self._tms]
+        for j, name in enumerate(_TM_FIELDS):
+            ftype = BRONZE_SCHEMA.field(name).type
+            small = pa.array([vals[j] for vals in per_tm], ftype)
+            arrays[name] = pc.take(small, idx) if per_tm else pa.nulls(n, ftype)
+        batch = pa.RecordBatch.from_arrays([arrays[f.name] for f in BRONZE_SCHEMA],
+                                           schema=BRONZE_SCHEMA)
+        self._reset()
+        return batch
+
+
+class _Pseudo:
+    """Header stand-in for the closing row (no event of its own)."""
+
+    __slots__ = ("pos", "event_length", "timestamp", "server_id")
+
+    def __init__(self, pos: int, timestamp: int) -> None:
+        self.pos, self.event_length, self.timestamp, self.server_id = pos, 0, timestamp, None
+
+
+def file_batches(events: Iterable[ev.Event], batcher: BronzeBatcher, reader=None
+                 ) -> Iterator[pa.RecordBatch]:
+    """Feed ``events`` through ``batcher``, yielding full batches and, last, the closing row.
+
+    A :class:`DecodeError` ends the file with an ERROR row (the rows decoded before it are
+    kept: re-running the file replaces them); ``reader`` (a ``BinlogFileReader``) supplies
+    the end position and whether the tail was an unfinished event.
+    """
+    last_ts = 0
+    try:
+        for event in events:
+            batcher.add(event)
+            last_ts = event.header.timestamp
+            if batcher.full():
+                yield batcher.flush()
+    except DecodeError as exc:
+        info = {"error": f"{type(exc).__name__}: {exc}",
+                "events": reader.events if reader is not None else None}
+        batcher.add_closing(ok=False, pos=exc.pos if exc.pos is not None else 0, info=info,
+                            timestamp=last_ts)
+    else:
+        info: dict = {"events": reader.events if reader is not None else None,
+                      "closed": bool(reader is not None and reader.closed_cleanly)}
+        if reader is not None and reader.partial_tail:
+            info["note"] = ("unfinished tail (file still being written): indexed to the last "
+                            "complete event")
+        elif not info["closed"]:
+            info["note"] = "no ROTATE/STOP at the end: the file may still be written"
+        batcher.add_closing(ok=True, pos=reader.end_pos if reader is not None else 0,
+                            info=info, timestamp=last_ts)
+    batch = batcher.flush()
+    if batch is not None:
+        yield batch

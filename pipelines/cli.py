@@ -1,0 +1,166 @@
+"""The ``binlake`` command line.
+
+``binlake [--lake DIR] [--conf FILE] [--spark-remote sc://HOST:PORT] [--engine KIND] COMMAND``
+
+Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
+table), ``index`` (every stage that exists, in order), ``status``, ``sql``. Each stage is also
+a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Sequence
+
+from pipelines.config import Config, load_config
+from pipelines.errors import BinlakeError, ConfigError
+
+__all__ = ["main", "build_parser"]
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _add_file_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--binlog-dir", required=True, help="directory holding the binlog files")
+    sel = p.add_mutually_exclusive_group(required=True)
+    sel.add_argument("--all", action="store_true", help="every *.NNNNNN file, in numeric order")
+    sel.add_argument("--files", type=_csv, help="comma-separated file names")
+    p.add_argument("--schemas", type=_csv, help="only these schemas' row changes")
+    p.add_argument("--tables", type=_csv, help="only these schema.table row changes")
+    p.add_argument("--source", help="source name written as source_id (default from conf)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="binlake", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lake", help="lake root directory (default from conf: ./lake)")
+    ap.add_argument("--conf", help="TOML config file (default conf/binlake.toml)")
+    ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
+    ap.add_argument("--engine", choices=["sail", "spark", "connect"],
+                    help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("decode", help="print a binlog file's decoded events")
+    p.add_argument("file")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text")
+
+    p = sub.add_parser("bronze", help="decode binlog files into the bronze Delta table")
+    _add_file_selection(p)
+    p = sub.add_parser("index", help="run every stage (bronze now) over binlog files")
+    _add_file_selection(p)
+
+    p = sub.add_parser("status", help="what is indexed")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=50)
+    return ap
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(args.conf, overrides={
+        "lake.root": args.lake,
+        "engine.remote": args.spark_remote,
+        "engine.kind": args.engine,
+        "source.name": getattr(args, "source", None),
+    })
+
+
+def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.bronze.parser import ChecksumPolicy
+    from pipelines.bronze.reader import BinlogFileReader
+    from pipelines.bronze.show import write_events
+
+    reader = BinlogFileReader(args.file, checksum=ChecksumPolicy(cfg.bronze.checksum))
+    write_events(reader, sys.stdout, args.format)
+    if reader.partial_tail:
+        print(f"# {reader.name}: unfinished tail after pos {reader.end_pos}", file=sys.stderr)
+    return 0
+
+
+def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.bronze.job import run_bronze
+    from pipelines.session import get_spark
+
+    spark = get_spark(cfg.engine)
+    res = run_bronze(spark, cfg, binlog_dir=args.binlog_dir, all_files=args.all,
+                     files=args.files, schemas=args.schemas, tables=args.tables)
+    for f in res.files:
+        line = (f"bronze: {f.binlog_file}: {f.status}, {f.events or 0} events, "
+                f"{f.row_changes or 0} row changes, last pos {f.last_pos}")
+        if f.error:
+            line += f" ({f.error})"
+        print(line)
+    for name in res.skipped:
+        print(f"bronze: {name}: already completed, skipped")
+    rate = res.row_changes / res.seconds if res.seconds else 0.0
+    print(f"bronze: {len(res.files)} file(s), {res.row_changes} row changes in "
+          f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {cfg.table_path('bronze', 'binlog_events')}")
+    return 1 if res.failed else 0
+
+
+def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.status import collect_status, render_status
+    from pipelines.session import get_spark
+
+    st = collect_status(get_spark(cfg.engine), cfg)
+    print(json.dumps(st, indent=2, default=str) if args.format == "json" else render_status(st))
+    return 0
+
+
+def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.session import get_spark
+    from pipelines.views import register_views
+
+    spark = get_spark(cfg.engine)
+    register_views(spark, cfg)
+    df = spark.sql(args.query)
+    print(_show_string(df, args.limit))
+    return 0
+
+
+def _show_string(df, limit: int) -> str:
+    rows = df.limit(limit).collect()
+    cols = df.columns
+    table = [cols] + [["NULL" if r[c] is None else str(r[c])[:60] for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [sep]
+    for j, row in enumerate(table):
+        out.append("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+        if j == 0:
+            out.append(sep)
+    out.append(sep)
+    return "\n".join(out)
+
+
+_COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
+             "status": _cmd_status, "sql": _cmd_sql}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``binlake``; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = _config(args)
+        return _COMMANDS[args.command](args, cfg)
+    except ConfigError as exc:
+        print(f"binlake: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except BinlakeError as exc:
+        print(f"binlake: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

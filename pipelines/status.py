@@ -1,0 +1,48 @@
+"""``binlake status``: what the lake holds (files, their outcome, table versions and counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.bronze.files import load_states
+from pipelines.config import Config
+from pipelines.delta_ops import current_version, table_exists
+
+__all__ = ["collect_status", "render_status"]
+
+
+def collect_status(spark, cfg: Config) -> dict[str, Any]:
+    """A JSON-able summary of the lake."""
+    bronze = cfg.table_path("bronze", "binlog_events")
+    files = sorted(load_states(spark, cfg.table_path("bronze", "files")).values(),
+                   key=lambda s: (s.source_id, s.binlog_file))
+    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [vars(f) for f in files]}
+    if table_exists(spark, bronze):
+        counts = spark.sql(
+            "SELECT source_id, count(*) AS row_changes, min(event_timestamp) AS earliest, "
+            "max(event_timestamp) AS latest, count(DISTINCT binlog_file) AS files "
+            f"FROM delta.`{bronze}` WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
+            "GROUP BY source_id ORDER BY source_id").collect()
+        out["bronze"] = {"version": current_version(bronze),
+                         "sources": [r.asDict() for r in counts]}
+    return out
+
+
+def render_status(st: dict[str, Any]) -> str:
+    lines = [f"lake: {st['lake']}"]
+    b = st.get("bronze")
+    if b:
+        lines.append(f"bronze: version {b['version']}")
+        for s in b["sources"]:
+            lines.append(f"  source {s['source_id']}: {s['row_changes']} row changes in "
+                         f"{s['files']} file(s), {s['earliest']} .. {s['latest']}")
+    else:
+        lines.append("bronze: no table yet")
+    lines.append(f"files: {len(st['files'])}")
+    for f in st["files"]:
+        line = (f"  {f['source_id']}/{f['binlog_file']}: {f['status']}, events {f['events']}, "
+                f"row changes {f['row_changes']}, last pos {f['last_pos']}")
+        if f.get("error"):
+            line += f"\n      {f['error']}"
+        lines.append(line)
+    return "\n".join(lines)
