@@ -54,6 +54,7 @@ def _start_sail() -> str:
         except ImportError as exc:
             raise EngineError("the embedded engine needs the pysail package "
                               "(pip install pysail)") from exc
+        os.environ.setdefault("RUST_LOG", "error")  # Sail's own logging: errors only
         try:
             server = SparkConnectServer(ip="127.0.0.1", port=0)
             server.start(background=True)

@@ -123,6 +123,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
      .save(bronze_path))
 
     outcome = _outcomes(spark, bronze_path, source_id, in_list)
+    followed = _followed_by_later_file(binlog_dir, todo)
     for path in todo:
         name = os.path.basename(path)
         st = states[(source_id, name)]
@@ -137,13 +138,23 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         st.events = info.get("events")
         if etype == "ERROR":
             st.status, st.error = "failed", info.get("error")
+        elif info.get("closed") or path in followed:
+            # Closed by ROTATE/STOP, or a later file exists (the server restarted after a
+            # crash): nothing more will be written to it.
+            st.status, st.error = "completed", None
         else:
-            st.status = "completed" if info.get("closed") else "partial"
-            st.error = info.get("note")
+            st.status, st.error = "partial", info.get("note")
     save_states(spark, files_path, states)
     result.files = [states[(source_id, os.path.basename(p))] for p in todo]
     result.seconds = time.monotonic() - started
     return result
+
+
+def _followed_by_later_file(binlog_dir: str, paths: list[str]) -> set[str]:
+    """The paths for which a later-numbered binlog file exists in the same directory."""
+    numbered = select_files(binlog_dir, all_files=True)
+    index = {os.path.abspath(p): i for i, p in enumerate(numbered)}
+    return {p for p in paths if index.get(os.path.abspath(p), len(numbered)) < len(numbered) - 1}
 
 
 def _outcomes(spark, bronze_path: str, source_id: str, in_list: str) -> dict:

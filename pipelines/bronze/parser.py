@@ -9,6 +9,7 @@ becomes an :class:`Unknown` event (skipped by its length, with a warning), never
 from __future__ import annotations
 
 import enum
+import struct
 import logging
 import warnings
 
@@ -62,7 +63,7 @@ class BinlogParser:
         except DecodeError as exc:
             raise exc.located(file=self.file, pos=h.pos, event_type=h.type_code,
                               preview=raw.body[:32])
-        except (IndexError, ValueError) as exc:
+        except (IndexError, ValueError, struct.error) as exc:
             raise DecodeError(f"malformed {ev.event_name(h.type_code)} event: {exc}",
                               file=self.file, pos=h.pos, event_type=h.type_code,
                               preview=raw.body[:32]) from exc
