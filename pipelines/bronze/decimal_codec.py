@@ -35,31 +35,19 @@ def decimal_size(precision: int, scale: int) -> int:
 
 
 def _groups(lead_digits: int, full_groups: int, leading_first: bool) -> list[tuple[int, int, int]]:
-    """(bit shift, digit count, 10**digits) per group, most significant group first.
+    """(bit shift, bit mask, 10**digits) per group, most significant group first.
 
     The integer part has its partial group first; the fraction part has it last.
     """
-    widths: list[tuple[int, int]] = []  # (bytes, digits)
     part = [(DIG2BYTES[lead_digits], lead_digits)] if lead_digits else []
     full = [(4, _DIG_PER_DEC)] * full_groups
     widths = part + full if leading_first else full + part
-    out = []
+    out: list[tuple[int, int, int]] = []
     shift = sum(b for b, _ in widths) * 8
     for nbytes, digits in widths:
         shift -= nbytes * 8
-        out.append((shift, digits, 10**digits))
+        out.append((shift, (1 << nbytes * 8) - 1, 10**digits))
     return out
-
-
-def _combine(raw: int, groups: list[tuple[int, int, int]]) -> int:
-    """Join base-10**9 groups stored in ``raw`` into one integer; raise on a non-decimal group."""
-    value = 0
-    for shift, _digits, limit in groups:
-        g = (raw >> shift) & ((1 << (shift and 0) + 32) - 1) if False else (raw >> shift) % (1 << 32)
-        if g >= limit:
-            raise ValueError(g)
-        value = value * limit + g
-    return value
 
 
 @lru_cache(maxsize=1024)
@@ -67,7 +55,7 @@ def decimal_decoder(precision: int, scale: int) -> Decoder:
     """A decoder ``dec(buf, pos) -> (text_bytes, new_pos)`` for DECIMAL(precision, scale).
 
     Raises :class:`ValueDecodeError` right away for impossible metadata (precision < 1,
-    scale > precision, precision > 65+30); the returned decoder raises
+    scale > precision or precision > 96; MySQL allows 65); the returned decoder raises
     :class:`TruncatedError` when ``buf`` ends inside the value and :class:`ValueDecodeError`
     when a digit group is not a valid base-10**9 digit (corrupt bytes).
     """
@@ -143,14 +131,14 @@ def decimal_decoder(precision: int, scale: int) -> Decoder:
         ip_raw = raw >> frac_bits
         fp_raw = raw & frac_mask
         ip = 0
-        for shift, _digits, limit in int_groups:
-            g = (ip_raw >> shift) & 0xFFFFFFFF
+        for shift, mask, limit in int_groups:
+            g = (ip_raw >> shift) & mask
             if g >= limit:
                 raise bad(buf, pos)
             ip = ip * limit + g
         fp = 0
-        for shift, _digits, limit in frac_groups:
-            g = (fp_raw >> shift) & 0xFFFFFFFF
+        for shift, mask, limit in frac_groups:
+            g = (fp_raw >> shift) & mask
             if g >= limit:
                 raise bad(buf, pos)
             fp = fp * limit + g
