@@ -6,8 +6,8 @@ back with ``SELECT`` (the ground truth for replay tests), shuts the server down 
 no file is left flagged in use) and writes to OUTDIR:
 
 * the binlog files (``mariadb-bin.000001`` …, not the index);
-* ``expected_tables.json``: per table its columns, declared types (``COLUMN_TYPE``), primary
-  key and final rows ordered by primary key, each value as the server's text protocol returns
+* ``expected_tables.json``: per table its columns, declared types (``COLUMN_TYPE``), character
+  sets (null for non-text columns), primary key and final rows ordered by primary key, each value as the server's text protocol returns
   it (a string, ``null``, or ``{"hex": "…"}`` for binary-charset values: BLOB, BINARY, BIT,
   GEOMETRY);
 * ``README.md``: what made them (server version, options, date, workload counts).
@@ -60,10 +60,12 @@ def read_tables(server: MariaDBServer) -> dict[str, Any]:
             for name in WORKLOAD_TABLES:
                 schema, table = name.split(".")
                 cur.execute(
-                    "SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
+                    "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME "
+                    "FROM information_schema.COLUMNS "
                     f"WHERE TABLE_SCHEMA = '{schema}' AND TABLE_NAME = '{table}' "
                     "ORDER BY ORDINAL_POSITION")
-                cols = [(str(c), str(t), str(k)) for c, t, k in cur.fetchall()]
+                cols = [(str(c), str(t), None if cs is None else str(cs))
+                        for c, t, cs in cur.fetchall()]
                 cur.execute(
                     "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
                     f"WHERE TABLE_SCHEMA = '{schema}' AND TABLE_NAME = '{table}' "
@@ -72,8 +74,9 @@ def read_tables(server: MariaDBServer) -> dict[str, Any]:
                 cur.execute(f"SELECT * FROM {name} ORDER BY {ORDER_BY[name]}")
                 rows = [[_json_value(v) for v in row] for row in cur.fetchall()]
                 tables[name] = {
-                    "columns": [c for c, _t, _k in cols],
-                    "column_types": [t for _c, t, _k in cols],
+                    "columns": [c for c, _t, _cs in cols],
+                    "column_types": [t for _c, t, _cs in cols],
+                    "charsets": [cs for _c, _t, cs in cols],
                     "primary_key": pk,
                     "rows": rows,
                 }
@@ -90,7 +93,7 @@ def _dump_expected(version: str, tables: dict[str, Any]) -> str:
     out = ["{", f' "server_version": {one(version)},', ' "tables": {']
     for i, (name, t) in enumerate(tables.items()):
         out.append(f"  {one(name)}: {{")
-        for key in ("columns", "column_types", "primary_key"):
+        for key in ("columns", "column_types", "charsets", "primary_key"):
             out.append(f"   {one(key)}: {one(t[key])},")
         rows = ",\n".join(f"    {one(r)}" for r in t["rows"])
         out.append('   "rows": [' + ("\n" + rows + "\n   ]" if rows else "]"))

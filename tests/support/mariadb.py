@@ -231,24 +231,30 @@ class MariaDBServer:
                 self._workdir = self._given_workdir
             else:
                 self._workdir = Path(tempfile.mkdtemp(prefix="binlake-mariadb-"))
-        if not (self.datadir / "mysql").is_dir():
-            self._install()
+        try:
+            if not (self.datadir / "mysql").is_dir():
+                self._install()
+            self._spawn_on_free_port(mariadbd)
+            self._secure_root()
+        except BaseException:
+            self.stop()  # the message already holds the error log's tail
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def _spawn_on_free_port(self, mariadbd: str) -> None:
         last_error: MariaDBStartError | None = None
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.port = _free_port()
             try:
                 self._spawn(mariadbd)
-                break
+                return
             except MariaDBStartError as exc:
                 last_error = exc
                 if "Address already in use" not in str(exc):
                     raise
-        else:
-            assert last_error is not None
-            raise last_error
-        self._secure_root()
-        self.start_seconds = time.monotonic() - t0
-        return self
+        assert last_error is not None
+        raise last_error
 
     def _spawn(self, mariadbd: str) -> None:
         cnf = self._write_cnf()
