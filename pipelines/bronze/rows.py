@@ -30,8 +30,9 @@ _DUMMY_TABLE_IDS = frozenset({0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFF})
 
 def _present(buf: bytes, pos: int, ncols: int) -> tuple[list[bool] | None, int]:
     nbytes = (ncols + 7) >> 3
-    bits = int.from_bytes(buf[pos:pos + nbytes], "little")
-    if bits == (1 << ncols) - 1:
+    full = (1 << ncols) - 1
+    bits = int.from_bytes(buf[pos:pos + nbytes], "little") & full  # unused bits may be set
+    if bits == full:
         return None, pos + nbytes
     return [bool(bits >> i & 1) for i in range(ncols)], pos + nbytes
 

@@ -45,7 +45,8 @@ def _json_value(value: bytes | None, col_type: int):
 
 def _header_line(e: ev.Event) -> str:
     h = e.header
-    return (f"# at {h.pos} end {h.pos + h.event_length} {e.name} server_id={h.server_id} "
+    return (f"# at {h.pos} end {h.pos + h.event_length} {ev.event_name(h.type_code)} "
+            f"server_id={h.server_id} "
             f"ts={_ts(h.timestamp)}")
 
 
@@ -94,7 +95,8 @@ def render_jsonl(events: Iterable[ev.Event]) -> Iterator[str]:
     """One JSON object per event; values as text, bytes that are not UTF-8 as base64."""
     for e in events:
         h = e.header
-        obj: dict = {"pos": h.pos, "end_pos": h.pos + h.event_length, "type": e.name,
+        obj: dict = {"pos": h.pos, "end_pos": h.pos + h.event_length,
+                     "type": ev.event_name(h.type_code),
                      "server_id": h.server_id, "timestamp": _ts(h.timestamp)}
         if isinstance(e, ev.RowsEvent):
             tm = e.table

@@ -1,0 +1,52 @@
+"""Shared fixtures: one embedded Spark session (Sail) for the whole run, the corpus, MariaDB."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.fixtures import *  # noqa: F403 - the `mariadb` server fixture
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+if not CORPUS.is_dir():  # CI clones main beside shared/
+    CORPUS = Path(os.environ.get("BINLAKE_CORPUS", "../shared/corpus")).resolve()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The embedded engine, started once (``pipelines.session.get_spark``)."""
+    from pipelines.config import EngineConfig
+    from pipelines.session import get_spark
+
+    return get_spark(EngineConfig())
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not (CORPUS / "MANIFEST.md").is_file():
+        pytest.fail(f"binlog corpus not found at {CORPUS} (expected ../shared/corpus)")
+    return CORPUS
+
+
+def manifest_entries(corpus_dir: Path = CORPUS) -> list[dict]:
+    """Per corpus file: its path and the facts MANIFEST.md states (independent walker)."""
+    text = (corpus_dir / "MANIFEST.md").read_text()
+    out = []
+    for name, body in re.findall(r"### `([^`]+)`(.*?)(?=\n### |\n## |\Z)", text, re.S):
+        path = corpus_dir / name
+        events = re.search(r"\* Events: (\d+)", body)
+        hist = re.search(r"histogram: ([^\n]+)", body)
+        out.append({
+            "name": name,
+            "path": path,
+            "events": int(events.group(1)) if events else None,
+            "histogram": dict(re.findall(r"([A-Z_0-9()\-a-z]+)\(\d+\)=(\d+)", hist.group(1)))
+            if hist else {},
+            "checksum": re.search(r"Checksum: \*\*(\w+)\*\*", body).group(1)
+            if re.search(r"Checksum: \*\*(\w+)\*\*", body) else None,
+            "body": body,
+        })
+    return out
