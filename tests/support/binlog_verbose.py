@@ -163,6 +163,7 @@ class _RowsEvent:
     kind: str
     stmt_end: bool
     crc: bool
+    table_map: TableMapInfo | None  # the TABLE_MAP in force for its table id
 
 
 @dataclass
@@ -180,7 +181,7 @@ class VerboseParse:
 
     changes: list[RowChange]
     groups: list[_Group]
-    table_maps: dict[int, TableMapInfo]
+    table_maps: dict[int, TableMapInfo]  # the last TABLE_MAP seen per table id
 
 
 # --- running the tool --------------------------------------------------------------------
@@ -240,9 +241,11 @@ def parse_verbose(output: bytes | str, file: str) -> VerboseParse:
     columns_of: TableMapInfo | None = None
     section: list[tuple[str, str]] | None = None
 
+    in_columns = False
     for line in text.split("\n"):
-        if columns_of is not None:  # inside a "# Columns(" block
-            m = _COLUMN.match(line)
+        if columns_of is not None:  # just after a Table_map header, or in its "# Columns(" block
+            in_columns = in_columns or line.startswith("# Columns(")
+            m = _COLUMN.match(line) if in_columns else None
             if m:
                 name = m.group(1)
                 if name is not None:
@@ -250,9 +253,9 @@ def parse_verbose(output: bytes | str, file: str) -> VerboseParse:
                         name.strip()[1:-1].replace("``", "`")]
                 columns_of.column_types = (columns_of.column_types or []) + [m.group(2)]
                 if m.group(3) == ")":
-                    columns_of = None
+                    columns_of, in_columns = None, False
                 continue
-            columns_of = None
+            columns_of, in_columns = None, False
         if line.startswith("###"):
             if group is None:
                 raise ValueError(f"{file}: row lines outside a rows statement: {line[:80]!r}")
@@ -293,8 +296,10 @@ def parse_verbose(output: bytes | str, file: str) -> VerboseParse:
                 if group is None or group.events and group.events[-1].stmt_end:
                     group = _Group(gtid=gtid)
                     groups.append(group)
-                group.events.append(_RowsEvent(start, end, int(r.group(2)), _KINDS[r.group(1)],
-                                               bool(r.group(3)), bool(m.group(3))))
+                table_id = int(r.group(2))
+                group.events.append(_RowsEvent(start, end, table_id, _KINDS[r.group(1)],
+                                               bool(r.group(3)), bool(m.group(3)),
+                                               table_maps.get(table_id)))
             continue
         if line.startswith("# Columns("):
             raise ValueError(f"{file}: '# Columns(' without a Table_map")
@@ -304,7 +309,7 @@ def parse_verbose(output: bytes | str, file: str) -> VerboseParse:
         single = len(grp.events) == 1
         for index, row in enumerate(grp.rows):
             ev = grp.events[0]
-            tm = table_maps.get(ev.table_id)
+            tm = ev.table_map
             before = row["before"]
             after = row["after"]
             changes.append(RowChange(
@@ -347,7 +352,7 @@ def read_row_changes(path: str | Path) -> list[RowChange]:
     """
     path = Path(path)
     parsed = parse_verbose(run_mariadb_binlog(path), path.name)
-    changes, groups, table_maps = parsed.changes, parsed.groups, parsed.table_maps
+    changes, groups = parsed.changes, parsed.groups
     if all(len(g.events) == 1 for g in groups):
         return changes
     data = path.read_bytes()
@@ -359,14 +364,14 @@ def read_row_changes(path: str | Path) -> list[RowChange]:
         if len(grp.events) == 1:
             out.extend(rows)
             continue
-        counts = [_count_rows_alone(data, fde_end, table_maps[ev.table_id], ev)
-                  for ev in grp.events]
+        counts = [_count_rows_alone(data, fde_end, ev) for ev in grp.events]
         if sum(counts) != len(rows):
             raise ValueError(f"{path.name}: rows events at {[e.start_pos for e in grp.events]} "
                              f"count {counts} rows alone but {len(rows)} together")
         k = 0
         for ev, n in zip(grp.events, counts):
-            tm = table_maps[ev.table_id]
+            tm = ev.table_map
+            assert tm is not None  # _count_rows_alone needed it
             for index in range(n):
                 rc = rows[k]
                 k += 1
@@ -385,8 +390,11 @@ def _fde_end(data: bytes) -> int:
     return 4 + size
 
 
-def _count_rows_alone(data: bytes, fde_end: int, tm: TableMapInfo, ev: _RowsEvent) -> int:
+def _count_rows_alone(data: bytes, fde_end: int, ev: _RowsEvent) -> int:
     """Rows the tool prints for one Rows event in a synthetic binlog of its own."""
+    tm = ev.table_map
+    if tm is None:
+        raise ValueError(f"rows event at {ev.start_pos}: no TABLE_MAP for id {ev.table_id}")
     rows_event = bytearray(data[ev.start_pos:ev.end_pos])
     rows_event[ROWS_FLAGS_OFFSET] |= STMT_END_F
     if ev.crc:
