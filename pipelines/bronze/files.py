@@ -19,7 +19,7 @@ from pipelines.errors import ConfigError
 
 __all__ = ["FileState", "FILES_DDL", "select_files", "load_states", "save_states"]
 
-_NUMBERED = re.compile(r"\.(\d{6,})$")
+_NUMBERED = re.compile(r"\.(\d{6})$")  # MySQL/MariaDB binlogs: base.NNNNNN
 FILES_DDL = ("source_id string, binlog_file string, path string, size bigint, status string, "
              "events bigint, row_changes bigint, last_pos bigint, error string, "
              "updated_at timestamp")
