@@ -25,7 +25,8 @@ from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
 from pipelines.delta_ops import delete_where, sql_string, table_exists
 
-__all__ = ["BronzeResult", "run_bronze", "BRONZE_PARTITIONS"]
+__all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
+           "TASKS_DDL"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 # re-indexed, readers prune by file, and a binlog file (max_binlog_size, 1 GB by default) is a
 # sensible partition size.
 BRONZE_PARTITIONS = ["source_id", "binlog_file"]
-_TASKS_DDL = "path string, source_id string"
+TASKS_DDL = "path string, source_id string"
 
 
 @dataclass
@@ -67,7 +68,15 @@ def _decode_partition(cfg: Config):
     return run
 
 
-def _filter(df, schemas: list[str] | None, tables: list[str] | None):
+def decode_files(tasks, cfg: Config):
+    """Pure transform: a DataFrame of ``(path, source_id)`` → bronze rows (``BRONZE_DDL``).
+
+    One task per partition of ``tasks``; each file's rows end with its closing END/ERROR row.
+    """
+    return tasks.mapInArrow(_decode_partition(cfg), BRONZE_DDL)
+
+
+def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
     if not schemas and not tables:
         return df
     keep = ["event_type IN ('QUERY', 'END', 'ERROR')"]
@@ -116,9 +125,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                      f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
     n_tasks = min(len(todo), cfg.bronze.parallelism or max(os.cpu_count() or 1, 1))
-    tasks = spark.createDataFrame([(os.path.abspath(p), source_id) for p in todo], _TASKS_DDL)
-    decoded = tasks.repartition(n_tasks).mapInArrow(_decode_partition(cfg), BRONZE_DDL)
-    decoded = _filter(decoded, schemas, tables)
+    tasks = spark.createDataFrame([(os.path.abspath(p), source_id) for p in todo], TASKS_DDL)
+    decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
     (decoded.write.format("delta").mode("append").partitionBy(*BRONZE_PARTITIONS)
      .save(bronze_path))
 
