@@ -117,6 +117,33 @@ def decimal_decoder(precision: int, scale: int) -> Decoder:
 
         return dec_small
 
+    if len(int_groups) == 2 and len(frac_groups) <= 1:
+        # DECIMAL(15..18 integer digits, scale <= 9), e.g. money columns: unrolled.
+        lead_limit = int_groups[0][2]
+        frac_limit = frac_groups[0][2] if frac_groups else 1
+
+        def dec_two(buf: bytes, pos: int) -> tuple[bytes, int]:
+            end = pos + size
+            if end > len(buf):
+                raise truncated(buf, pos)
+            raw = from_bytes(buf[pos:end], "big")
+            if raw & top:
+                raw ^= top
+                fmt = pos_fmt
+            else:
+                raw ^= flip_neg
+                fmt = neg_fmt if raw else pos_fmt
+            ip = raw >> frac_bits
+            hi = ip >> 32
+            lo = ip & 0xFFFFFFFF
+            fp = raw & frac_mask
+            if hi >= lead_limit or lo >= 1000000000 or fp >= frac_limit:
+                raise bad(buf, pos)
+            ip = hi * 1000000000 + lo
+            return fmt % (ip, fp) if scale else fmt % ip, end
+
+        return dec_two
+
     def dec(buf: bytes, pos: int) -> tuple[bytes, int]:
         end = pos + size
         if end > len(buf):

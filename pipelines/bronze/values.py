@@ -128,8 +128,8 @@ def _unsigned(col_type: int, size: int, order: str) -> Decoder:
 _FLT_MIN = 1.1754943508222875e-38  # smallest normal float32
 _INF = float("inf")
 _NINF = float("-inf")
-_FMTS_NORMAL = ("%.6g", "%.7g", "%.8g")
-_FMTS_ALL = tuple(f"%.{p}g" for p in range(1, 9))
+_FMTS_NORMAL = ("%.6g", "%.7g", "%.8g", "%.9g")
+_FMTS_ALL = tuple(f"%.{p}g" for p in range(1, 10))
 _pack_f = struct.Struct("<f").pack
 _unpack_f = struct.Struct("<f").unpack
 
@@ -141,26 +141,37 @@ def float32_text(v: float) -> str:
     ``16777216.0``, ``1e-45``); ``inf``/``nan`` (which MySQL never stores) as ``repr``.
     For normal numbers trying ``%.6g`` first is safe: a float32's half-ulp is below half a
     unit of the 6th significant digit, so if any shorter text round-trips, ``%.6g`` (which
-    drops trailing zeros) already yields it. Subnormals try every precision from 1.
+    drops trailing zeros) already yields it. Zero and subnormals try every precision from 1.
     """
     if v != v or v in (_INF, _NINF):
         return repr(v)
+    raw = _pack_f(v)
     for fmt in (_FMTS_NORMAL if abs(v) >= _FLT_MIN else _FMTS_ALL):
-        s = fmt % v
+        f = float(fmt % v)
         try:
-            if _unpack_f(_pack_f(float(s)))[0] == v:
-                return repr(float(s))
-        except OverflowError:  # decimal just above FLT_MAX
+            if _pack_f(f) == raw:
+                return repr(f)
+        except OverflowError:  # a decimal just above FLT_MAX
             pass
-    return repr(float("%.9g" % v))
+    return repr(v)  # unreachable: 9 significant digits always round-trip a float32
 
 
-def _float(buf: bytes, pos: int, _unpack=struct.Struct("<f").unpack_from) -> tuple[bytes, int]:
+def _float(buf: bytes, pos: int, _unpack=_unpack_f, _pack=_pack_f) -> tuple[bytes, int]:
+    end = pos + 4
+    raw = buf[pos:end]
     try:
-        (v,) = _unpack(buf, pos)
+        (v,) = _unpack(raw)  # unpack (not unpack_from) also rejects a short slice
     except struct.error:
         raise _truncated(coltypes.FLOAT, buf, pos, 4) from None
-    return float32_text(v).encode("ascii"), pos + 4
+    if abs(v) >= _FLT_MIN:  # normal (also rules out nan)
+        for fmt in _FMTS_NORMAL:
+            f = float(fmt % v)
+            try:
+                if _pack(f) == raw:
+                    return repr(f).encode("ascii"), end
+            except OverflowError:
+                pass
+    return float32_text(v).encode("ascii"), end
 
 
 def _double(buf: bytes, pos: int, _unpack=struct.Struct("<d").unpack_from) -> tuple[bytes, int]:
