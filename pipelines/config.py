@@ -194,6 +194,8 @@ def load_config(conf_file: str | None = None, *, env: Mapping[str, str] | None =
 def _validate(cfg: Config) -> None:
     if cfg.engine.kind not in ("sail", "spark", "connect"):
         raise ConfigError(f"engine.kind: expected sail, spark or connect, got {cfg.engine.kind!r}")
+    if cfg.engine.kind == "connect" and not cfg.engine.remote:
+        raise ConfigError("engine.kind: connect needs engine.remote (--spark-remote sc://HOST:PORT)")
     if cfg.engine.remote and not cfg.engine.remote.startswith("sc://"):
         raise ConfigError(f"engine.remote: expected sc://host:port, got {cfg.engine.remote!r}")
     if cfg.bronze.checksum not in ("raise", "warn", "ignore"):

@@ -13,6 +13,7 @@ import atexit
 import glob
 import logging
 import os
+import socket
 import sys
 from dataclasses import dataclass
 
@@ -77,9 +78,23 @@ def stop_engine() -> None:
         _SAIL_SERVER = None
 
 
+def _reachable(url: str, timeout: float = 5.0) -> None:
+    """Fail fast (the Connect client retries for minutes) when nothing listens at ``url``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.replace("sc://", "http://", 1))
+    host, port = parts.hostname or "localhost", parts.port or 15002
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise EngineError(f"cannot reach Spark Connect at sc://{host}:{port}: "
+                          f"{exc.strerror or exc}") from exc
+
+
 def _connect(url: str):
     from pyspark.sql import SparkSession
 
+    _reachable(url)
     try:
         return SparkSession.builder.remote(url).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - grpc/pyspark raise many kinds

@@ -30,6 +30,7 @@ def test_precedence(tmp_path: Path) -> None:
     ("not toml [", {}, "invalid TOML"),
     ("", {"BINLAKE_ENGINE_KIND": "flink"}, "engine.kind"),
     ("", {"BINLAKE_SPARK_REMOTE": "http://x"}, "engine.remote"),
+    ("", {"BINLAKE_ENGINE_KIND": "connect"}, "engine.remote"),
     ("", {"BINLAKE_BRONZE_CHECKSUM": "maybe"}, "bronze.checksum"),
     ("", {"BINLAKE_SOURCE_DSN": "postgres://u@h/db"}, "source.dsn"),
 ])

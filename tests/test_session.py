@@ -1,0 +1,33 @@
+"""The Spark-session factory: the embedded engine, and clear errors for the other paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines import session
+from pipelines.config import EngineConfig
+from pipelines.errors import EngineError
+
+
+@pytest.mark.spark
+def test_embedded_engine_reads_and_writes_delta(spark, tmp_path: Path) -> None:
+    assert session.engine_name() in ("sail", "active")
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(1, "a")], "id int, v string").write.format("delta").save(path)
+    spark.createDataFrame([(2, "b")], "id int, v string").write.format("delta").mode("append").save(path)
+    assert spark.read.format("delta").load(path).count() == 2
+    v0 = spark.sql(f"SELECT count(*) AS n FROM delta.`{path}` VERSION AS OF 0").collect()[0]["n"]
+    assert v0 == 1
+
+
+def test_unreachable_spark_connect_is_a_clear_error() -> None:
+    with pytest.raises(EngineError, match=r"cannot reach Spark Connect at sc://127.0.0.1:1"):
+        session._connect("sc://127.0.0.1:1")
+
+
+def test_local_spark_without_delta_jars_is_a_clear_error(tmp_path: Path) -> None:
+    # Machines without Maven give engine.delta_jars; a directory without jars is named.
+    with pytest.raises(EngineError, match="engine.delta_jars"):
+        session._local_spark(EngineConfig(kind="spark", delta_jars=str(tmp_path)))
