@@ -22,12 +22,13 @@ if TYPE_CHECKING:
 __all__ = [
     "EventType", "Event", "FormatDescription", "Query", "Xid", "Rotate", "Stop", "Gtid",
     "PreviousGtids", "GtidList", "BinlogCheckpoint", "RowsQuery", "Incident", "Unknown",
-    "RowsEvent", "decode_format_description", "SIMPLE_DECODERS", "read_packed_int",
+    "RowsEvent", "TransactionPayload", "decode_format_description", "SIMPLE_DECODERS",
+    "read_packed_int", "read_varlen_uint", "maria_uncompress",
 ]
 
 
 class EventType:
-    """Binlog event type codes (MySQL 0–42, MariaDB 160–171)."""
+    """Binlog event type codes (MySQL 0–42, MariaDB 160–171; 100 is Aurora's padding)."""
 
     UNKNOWN = 0
     START_V3 = 1
@@ -35,6 +36,13 @@ class EventType:
     STOP = 3
     ROTATE = 4
     INTVAR = 5
+    LOAD = 6
+    SLAVE = 7
+    CREATE_FILE = 8
+    APPEND_BLOCK = 9
+    EXEC_LOAD = 10
+    DELETE_FILE = 11
+    NEW_LOAD = 12
     RAND = 13
     USER_VAR = 14
     FORMAT_DESCRIPTION = 15
@@ -65,6 +73,7 @@ class EventType:
     TRANSACTION_PAYLOAD = 40
     HEARTBEAT_V2 = 41
     GTID_TAGGED = 42
+    AURORA_PADDING = 100  # Amazon Aurora MySQL 5.7: non-standard filler, skipped by length
     MARIA_ANNOTATE_ROWS = 160
     MARIA_BINLOG_CHECKPOINT = 161
     MARIA_GTID = 162
@@ -195,12 +204,35 @@ class Unknown(Event):
 
 
 @dataclass(slots=True)
+class TransactionPayload(Event):
+    """MySQL 8.0.20+ TRANSACTION_PAYLOAD: a whole transaction's events, compressed.
+
+    ``compression`` is 0 for ZSTD and 255 for NONE; ``payload`` the compressed bytes. The
+    reader decodes the inner events right after yielding this event (``payload.py``).
+    """
+
+    compression: int
+    uncompressed_size: int
+    payload: bytes = field(repr=False)
+
+
+@dataclass(slots=True)
 class RowsEvent(Event):
     """A WRITE/UPDATE/DELETE rows event, decoded.
 
     ``rows`` holds (before, after) pairs of positional images (``None`` for the absent side).
     ``present_before``/``present_after`` are the columns-present bitmaps as lists of bool, or
     ``None`` when every column is present (FULL row image).
+
+    ``row_base`` is the index of this event's first row among the rows sharing its position:
+    0 for a rows event of its own; inside a TRANSACTION_PAYLOAD every inner event carries the
+    payload event's position, so the inner rows events number their rows on from the earlier
+    ones (``row_in_event = row_base + index``) and stay unique per position.
+
+    ``partial_json_flags`` (PARTIAL_UPDATE_ROWS only, else ``None``): one tuple per row of the
+    column indexes whose after-image JSON could not be rebuilt from the logged diff (the
+    before image lacks the column, or the diff does not apply). Those after values are
+    ``None`` meaning *unknown*, not SQL NULL; an empty tuple means the row is complete.
     """
 
     kind: str  # INSERT | UPDATE | DELETE
@@ -210,6 +242,8 @@ class RowsEvent(Event):
     rows: list[tuple[list | None, list | None]] = field(default_factory=list)
     present_before: list[bool] | None = None
     present_after: list[bool] | None = None
+    row_base: int = 0
+    partial_json_flags: list[tuple[int, ...]] | None = None
 
 
 _U32 = struct.Struct("<I")
@@ -234,6 +268,63 @@ def read_packed_int(buf: bytes, pos: int) -> tuple[int, int]:
         raise TruncatedError("length-encoded integer runs past the event end",
                              preview=buf[pos:pos + 9]) from None
     raise DecodeError(f"invalid length-encoded integer prefix {first:#x}", preview=buf[pos:pos + 9])
+
+
+def read_varlen_uint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Read a MySQL serialization-library variable-length unsigned integer.
+
+    (mysql-server ``libs/mysql/serialization/variable_length_integers.h``): the number of
+    trailing 1 bits of the first byte is the number of extra bytes; the value is the
+    little-endian integer of all those bytes shifted right by their count (a first byte of
+    ``0xff`` is followed by the 8 bytes of the value).
+    """
+    try:
+        first = buf[pos]
+    except IndexError:
+        raise TruncatedError("variable-length integer runs past the event end") from None
+    extra = 0
+    while extra < 8 and first >> extra & 1:
+        extra += 1
+    end = pos + 1 + extra
+    if end > len(buf):
+        raise TruncatedError("variable-length integer runs past the event end",
+                             preview=buf[pos:pos + 9])
+    if extra == 8:
+        return int.from_bytes(buf[pos + 1:end], "little"), end
+    return int.from_bytes(buf[pos:end], "little") >> (extra + 1), end
+
+
+def maria_uncompress(buf: bytes, pos: int) -> bytes:
+    """Inflate a MariaDB compressed block (``binlog_buf_uncompress``, sql/log_event.cc).
+
+    One header byte (``0x80`` set, algorithm in bits 4–6: 0 = zlib, the size of the length
+    field in bits 0–2), that many bytes of uncompressed length (big-endian), then a zlib
+    stream. Raises :class:`DecodeError` when the block is malformed or does not inflate to
+    its stated length.
+    """
+    import zlib
+
+    if pos >= len(buf):
+        raise TruncatedError("compressed block header runs past the event end")
+    head = buf[pos]
+    nlen = head & 0x07
+    if not head & 0x80 or (head >> 4) & 0x07 or not 1 <= nlen <= 4:
+        raise DecodeError(f"bad MariaDB compression header byte {head:#04x}",
+                          preview=buf[pos:pos + 16])
+    start = pos + 1 + nlen
+    if start > len(buf):
+        raise TruncatedError("compressed block length runs past the event end")
+    size = int.from_bytes(buf[pos + 1:start], "big")
+    try:
+        d = zlib.decompressobj()
+        out = d.decompress(buf[start:], size + 1)
+    except zlib.error as exc:
+        raise DecodeError(f"compressed block does not inflate: {exc}",
+                          preview=buf[start:start + 16]) from None
+    if len(out) != size or not d.eof:
+        raise DecodeError(f"compressed block inflates to {len(out)} bytes, header says {size}",
+                          preview=buf[start:start + 16])
+    return out
 
 
 def _version_tuple(version: str) -> tuple[int, int, int]:
@@ -274,13 +365,23 @@ def decode_format_description(header: EventHeader, body: bytes) -> FormatDescrip
 
 
 def decode_query(header: EventHeader, body: bytes, fde: FormatDescription) -> Query:
-    """QUERY: thread id, exec time, schema, error code, status vars, then the statement."""
+    """QUERY: thread id, exec time, schema, error code, status vars, then the statement.
+
+    MariaDB's QUERY_COMPRESSED (165) has the same layout with the statement compressed
+    (:func:`maria_uncompress`).
+    """
     thread_id, exec_time, db_len, error_code = struct.unpack_from("<IIBH", body, 0)
-    post = fde.post_header_len(EventType.QUERY) or 13
+    post = fde.post_header_len(header.type_code) or fde.post_header_len(EventType.QUERY) or 13
     status_len = body[11] | body[12] << 8 if post >= 13 else 0
     pos = post + status_len
+    if pos + db_len + 1 > len(body):
+        raise TruncatedError(f"QUERY status block ({status_len} bytes) and schema "
+                             f"({db_len} bytes) run past the event end")
     schema = body[pos:pos + db_len].decode("utf-8", "replace")
-    query = body[pos + db_len + 1:]
+    if header.type_code == EventType.MARIA_QUERY_COMPRESSED:
+        query = maria_uncompress(body, pos + db_len + 1)
+    else:
+        query = body[pos + db_len + 1:]
     return Query(header, thread_id, exec_time, error_code, schema, bytes(query))
 
 
@@ -310,22 +411,124 @@ def decode_mysql_gtid(header: EventHeader, body: bytes, fde: FormatDescription) 
     return Gtid(header, f"{_uuid(body[1:17])}:{gno}")
 
 
+_TAGGED_GTID_FIELDS = {0: "flags", 1: "sid", 2: "gno", 3: "tag"}
+
+
+def decode_gtid_tagged(header: EventHeader, body: bytes, fde: FormatDescription) -> Gtid:
+    """MySQL 8.4+ GTID_TAGGED_LOG_EVENT (42): ``uuid:tag:gno``.
+
+    Serialization-library message (mysql-server ``libs/mysql/binlog/event/control_events``):
+    version byte (2), payload size (varlen, counting the whole message), last non-ignorable
+    field id, then (field id, value) pairs: 0 flags, 1 sid (16 varlen bytes), 2 gno (zigzag
+    signed), 3 tag (varlen length + bytes), 4.. clocks and versions (not needed: decoding
+    stops once sid, gno and tag are known).
+    """
+    if not body or body[0] != 2:
+        raise DecodeError(f"GTID_TAGGED serialization version {body[:1].hex() or 'missing'} "
+                          "is not 2", preview=body[:32])
+    size, pos = read_varlen_uint(body, 1)
+    _, pos = read_varlen_uint(body, pos)
+    end = min(size, len(body))
+    sid = bytearray()
+    gno = None
+    tag = ""
+    while pos < end and (gno is None or not sid or not tag):
+        fid, pos = read_varlen_uint(body, pos)
+        if fid == 0:
+            _, pos = read_varlen_uint(body, pos)
+        elif fid == 1:
+            sid.clear()
+            for _ in range(16):
+                b, pos = read_varlen_uint(body, pos)
+                sid.append(b & 0xFF)
+        elif fid == 2:
+            zz, pos = read_varlen_uint(body, pos)
+            gno = -(zz >> 1) - 1 if zz & 1 else zz >> 1
+        elif fid == 3:
+            n, pos = read_varlen_uint(body, pos)
+            tag = body[pos:pos + n].decode("utf-8", "replace")
+            pos += n
+        else:
+            break  # clocks, lengths, versions: all varlen ints, not needed
+    if gno is None or len(sid) != 16:
+        raise DecodeError("GTID_TAGGED event without a source uuid and gno", preview=body[:32])
+    return Gtid(header, f"{_uuid(bytes(sid))}:{tag}:{gno}" if tag else f"{_uuid(bytes(sid))}:{gno}")
+
+
 def decode_previous_gtids(header: EventHeader, body: bytes, fde: FormatDescription) -> PreviousGtids:
-    """PREVIOUS_GTIDS: n_sids u64, then per sid: uuid, n_intervals u64, [start, end) pairs."""
-    n_sids = _U64.unpack_from(body, 0)[0]
+    """PREVIOUS_GTIDS: n_sids u64, then per sid: uuid, n_intervals u64, [start, end) pairs.
+
+    MySQL 8.3+ tagged format (``Gtid_set::encode``): the first and the last byte of the
+    8-byte count are the format (1 = tagged) and the count sits in bytes 1–6; each uuid is
+    followed by its tag (varlen length + bytes, empty for untagged GTIDs). Printed MySQL
+    style: ``uuid:1-13:mytag:1-2`` (entries of one uuid grouped).
+    """
+    raw = _U64.unpack_from(body, 0)[0]
+    tagged = raw >> 56 == 1
+    n_sids = (raw >> 8) & 0xFFFFFFFFFFFF if tagged else raw
+    if n_sids * 24 > len(body):
+        raise TruncatedError(f"PREVIOUS_GTIDS claims {n_sids} source uuids", preview=body[:32])
     pos = 8
-    parts = []
+    parts: list[list[str]] = []
     for _ in range(n_sids):
+        if pos + 16 > len(body):
+            raise TruncatedError("PREVIOUS_GTIDS uuid runs past the event end")
         sid = _uuid(body[pos:pos + 16])
-        n_iv = _U64.unpack_from(body, pos + 16)[0]
-        pos += 24
+        pos += 16
+        tag = ""
+        if tagged:
+            n, pos = read_varlen_uint(body, pos)
+            tag = body[pos:pos + n].decode("utf-8", "replace")
+            pos += n
+        n_iv = _U64.unpack_from(body, pos)[0]
+        pos += 8
+        if n_iv * 16 > len(body) - pos:
+            raise TruncatedError(f"PREVIOUS_GTIDS claims {n_iv} intervals for {sid}")
         ivs = []
         for _ in range(n_iv):
             start, end = struct.unpack_from("<qq", body, pos)
             pos += 16
             ivs.append(f"{start}" if end - 1 == start else f"{start}-{end - 1}")
-        parts.append(":".join([sid] + ivs))
-    return PreviousGtids(header, ",".join(parts))
+        item = ([tag] if tag else []) + ivs
+        if parts and parts[-1][0] == sid:
+            parts[-1].extend(item)
+        else:
+            parts.append([sid] + item)
+    return PreviousGtids(header, ",".join(":".join(p) for p in parts))
+
+
+def decode_transaction_payload(header: EventHeader, body: bytes,
+                               fde: FormatDescription) -> TransactionPayload:
+    """TRANSACTION_PAYLOAD (40): (type, length, value) fields, each a packed int, up to the
+    end mark 0; then the compressed events. Fields: 1 payload size, 2 compression type
+    (0 ZSTD, 255 NONE), 3 uncompressed size (mysql-server ``Transaction_payload_event``).
+    """  # noqa: D205
+    # The FORMAT_DESCRIPTION declares a 40-byte post-header for this type, but the fields
+    # start right after the common header (mysql-server Transaction_payload_event::decode).
+    pos = 0
+    size = None
+    compression = 0
+    uncompressed = 0
+    while True:
+        ftype, pos = read_packed_int(body, pos)
+        if ftype == 0:
+            break
+        flen, pos = read_packed_int(body, pos)
+        if pos + flen > len(body):
+            raise TruncatedError(f"TRANSACTION_PAYLOAD field {ftype} runs past the event end")
+        value, _ = read_packed_int(body[pos:pos + flen], 0) if flen else (0, 0)
+        pos += flen
+        if ftype == 1:
+            size = value
+        elif ftype == 2:
+            compression = value
+        elif ftype == 3:
+            uncompressed = value
+    payload = body[pos:]
+    if size is not None and size != len(payload):
+        raise DecodeError(f"TRANSACTION_PAYLOAD says {size} payload bytes, the event holds "
+                          f"{len(payload)}", preview=body[:32])
+    return TransactionPayload(header, compression, uncompressed, bytes(payload))
 
 
 def decode_maria_gtid(header: EventHeader, body: bytes, fde: FormatDescription) -> Gtid:
@@ -367,6 +570,9 @@ def decode_incident(header: EventHeader, body: bytes, fde: FormatDescription) ->
 
 SIMPLE_DECODERS = {
     EventType.QUERY: decode_query,
+    EventType.MARIA_QUERY_COMPRESSED: decode_query,
+    EventType.GTID_TAGGED: decode_gtid_tagged,
+    EventType.TRANSACTION_PAYLOAD: decode_transaction_payload,
     EventType.XID: decode_xid,
     EventType.ROTATE: decode_rotate,
     EventType.STOP: decode_stop,

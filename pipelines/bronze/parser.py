@@ -8,14 +8,17 @@ becomes an :class:`Unknown` event (skipped by its length, with a warning), never
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-import struct
 import logging
+import struct
 import warnings
+from typing import Iterator
 
 from pipelines.bronze import events as ev
 from pipelines.bronze.events import EventType as E
 from pipelines.bronze.framing import RawEvent, check_crc
+from pipelines.bronze.payload import iter_payload_events
 from pipelines.bronze.rows import ROWS_KINDS, decode_rows
 from pipelines.bronze.table_map import TableMap, decode_table_map
 from pipelines.errors import DecodeError, NotABinlogError
@@ -28,8 +31,36 @@ log = logging.getLogger(__name__)
 _QUIET = frozenset({
     E.INTVAR, E.RAND, E.USER_VAR, E.HEARTBEAT, E.HEARTBEAT_V2, E.IGNORABLE,
     E.TRANSACTION_CONTEXT, E.VIEW_CHANGE, E.XA_PREPARE, E.BEGIN_LOAD_QUERY,
-    E.EXECUTE_LOAD_QUERY, E.MARIA_START_ENCRYPTION,
+    E.EXECUTE_LOAD_QUERY, E.MARIA_START_ENCRYPTION, E.LOAD, E.SLAVE, E.CREATE_FILE,
+    E.APPEND_BLOCK, E.EXEC_LOAD, E.DELETE_FILE, E.NEW_LOAD, E.AURORA_PADDING,
 })
+
+# Development trees 5.1.1–5.1.5 "-a_drop5*", 5.1.4 "-a_drop6*" and 5.2.0–5.2.2 "-a_drop6*"
+# numbered events 16–22 differently (mysql-server Format_description_event constructor,
+# ``event_type_permutation``): their code → today's code.
+_A_DROP_PERMUTATION = {
+    16: E.TABLE_MAP, 17: E.PRE_GA_WRITE_ROWS, 18: E.PRE_GA_UPDATE_ROWS,
+    19: E.PRE_GA_DELETE_ROWS, 20: E.XID, 21: E.BEGIN_LOAD_QUERY, 22: E.EXECUTE_LOAD_QUERY,
+}
+
+
+def _needs_permutation(version: str) -> bool:
+    v = version
+    if len(v) < 13 or v[0] != "5" or v[1] != "." or v[3] != "." or v[5:12] != "-a_drop":
+        return False
+    return ((v[2] == "1" and "1" <= v[4] <= "5" and v[12] == "5")
+            or (v[2] == "1" and v[4] == "4" and v[12] == "6")
+            or (v[2] == "2" and "0" <= v[4] <= "2" and v[12] == "6"))
+
+
+def _permuted(fde: ev.FormatDescription) -> ev.FormatDescription:
+    """The FORMAT_DESCRIPTION with post-header lengths indexed by today's type codes."""
+    post = bytearray(fde.post_header_lengths)
+    old = bytes(post)
+    for was, now in _A_DROP_PERMUTATION.items():
+        if was - 1 < len(old) and now - 1 < len(post):
+            post[now - 1] = old[was - 1]
+    return dataclasses.replace(fde, post_header_lengths=bytes(post))
 
 
 class ChecksumPolicy(enum.Enum):
@@ -54,6 +85,7 @@ class BinlogParser:
         self.fde: ev.FormatDescription | None = None
         self.table_maps: dict[int, TableMap] = {}
         self.unknown_types: dict[int, int] = {}
+        self.permutation: dict[int, int] | None = None
 
     def parse(self, raw: RawEvent) -> ev.Event | None:
         """Decode one framed event; ``None`` for events that carry nothing (dummy rows)."""
@@ -68,31 +100,40 @@ class BinlogParser:
                               file=self.file, pos=h.pos, event_type=h.type_code,
                               preview=raw.body[:32]) from exc
 
-    def _parse(self, raw: RawEvent) -> ev.Event | None:
+    def _parse(self, raw: RawEvent, *, inner: bool = False) -> ev.Event | None:
         h = raw.header
         code = h.type_code
-        if code == E.FORMAT_DESCRIPTION:
+        if code == E.FORMAT_DESCRIPTION and not inner:
             fde = ev.decode_format_description(h, raw.body)
             if fde.binlog_version != 4:
                 raise NotABinlogError(f"binlog version {fde.binlog_version} is not supported "
                                       "(only v4, MySQL 5.0+ / MariaDB)")
             if fde.has_crc32 and self.checksum is not ChecksumPolicy.IGNORE:
                 self._check(raw)
+            self.permutation = None
+            if _needs_permutation(fde.server_version):
+                self.permutation = _A_DROP_PERMUTATION
+                fde = _permuted(fde)
             self.fde = fde
             self.table_maps.clear()
             return fde
-        if code == E.START_V3:
+        if code == E.START_V3 and not inner:
             raise NotABinlogError("binlog version 1/3 (MySQL 3.23–4.x) is not supported")
         fde = self.fde
         if fde is None:
             raise DecodeError("event before any FORMAT_DESCRIPTION")
         body = raw.body
-        if fde.has_crc32:
+        if fde.has_crc32 and not inner:
             if self.checksum is not ChecksumPolicy.IGNORE:
                 self._check(raw)
             body = body[:-4]
+        if self.permutation is not None and code in self.permutation:
+            code = self.permutation[code]
+            h = dataclasses.replace(h, type_code=code)
         if code in ROWS_KINDS:
             return decode_rows(h, body, fde.post_header_len(code), self.table_maps)
+        if inner and code in (E.FORMAT_DESCRIPTION, E.TRANSACTION_PAYLOAD, E.START_V3):
+            raise DecodeError(f"{ev.event_name(code)} inside a TRANSACTION_PAYLOAD")
         if code == E.TABLE_MAP:
             tm = decode_table_map(h, body, fde.post_header_len(E.TABLE_MAP))
             self.table_maps[tm.table_id] = tm
@@ -106,6 +147,37 @@ class BinlogParser:
                 log.warning("%s: pos %d: skipping unknown event type %s (%d bytes)",
                             self.file, h.pos, ev.event_name(code), h.event_length)
         return ev.Unknown(h, bytes(body))
+
+    def payload_events(self, payload: ev.TransactionPayload) -> Iterator[ev.Event]:
+        """Decode the events inside a TRANSACTION_PAYLOAD with this parser's state.
+
+        Inner events carry the payload event's position (see ``payload.py``); rows events
+        get ``row_base`` so that rows stay unique per position. Errors name the payload
+        event's position and the inner event's offset inside the decompressed payload.
+        """
+        h = payload.header
+        rows_before = 0
+        try:
+            for offset, raw in iter_payload_events(payload):
+                try:
+                    event = self._parse(raw, inner=True)
+                except DecodeError as exc:
+                    exc.reason = (f"inside TRANSACTION_PAYLOAD, {ev.event_name(raw.header.type_code)}"
+                                  f" at payload offset {offset}: {exc.reason}")
+                    raise exc.located(preview=raw.body[:32])
+                except (IndexError, ValueError, struct.error) as exc:
+                    raise DecodeError(
+                        f"inside TRANSACTION_PAYLOAD, malformed "
+                        f"{ev.event_name(raw.header.type_code)} at payload offset {offset}: {exc}",
+                        preview=raw.body[:32]) from exc
+                if event is None:
+                    continue
+                if isinstance(event, ev.RowsEvent):
+                    event.row_base = rows_before
+                    rows_before += len(event.rows)
+                yield event
+        except DecodeError as exc:
+            raise exc.located(file=self.file, pos=h.pos, event_type=h.type_code)
 
     def _check(self, raw: RawEvent) -> None:
         try:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from pipelines.bronze.events import Event, FormatDescription
+from pipelines.bronze.events import Event, FormatDescription, TransactionPayload
 from pipelines.bronze.framing import LOG_EVENT_BINLOG_IN_USE_F, iter_raw_events
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.errors import DecodeError, TruncatedError
@@ -22,7 +22,9 @@ class BinlogFileReader:
 
     After iteration: ``end_pos`` is the end of the last complete event, ``partial_tail`` says
     the file ended inside an event while its FORMAT_DESCRIPTION still had BINLOG_IN_USE set
-    (the server is writing it: not an error, the next run continues), ``events`` counts events.
+    (the server is writing it: not an error, the next run continues), ``events`` counts events
+    of the file (a TRANSACTION_PAYLOAD counts as one), ``inner_events`` the events decoded
+    from inside TRANSACTION_PAYLOADs; those are yielded right after their payload event.
     """
 
     path: str
@@ -30,6 +32,7 @@ class BinlogFileReader:
     name: str = ""
     end_pos: int = 4
     events: int = 0
+    inner_events: int = 0
     partial_tail: bool = False
     in_use: bool = False
     closed_cleanly: bool = False
@@ -67,6 +70,10 @@ class BinlogFileReader:
                 self.closed_cleanly = raw.header.type_code in (3, 4)
                 if event is not None:
                     yield event
+                if isinstance(event, TransactionPayload):
+                    for inner in self.parser.payload_events(event):
+                        self.inner_events += 1
+                        yield inner
 
 
 def read_events(path: str, *, checksum: ChecksumPolicy = ChecksumPolicy.RAISE) -> Iterator[Event]:

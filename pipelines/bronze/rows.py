@@ -1,18 +1,28 @@
-"""WRITE/UPDATE/DELETE rows events (v0 pre-GA, v1, v2): row images in binlog order.
+"""WRITE/UPDATE/DELETE rows events (v0 pre-GA, v1, v2, MySQL partial JSON, MariaDB
+compressed): row images in binlog order.
 
-Layout (MySQL ``Rows_log_event``): post-header table_id (6 bytes; 4 in old formats), flags u16
-and, for v2, an extra-data block (u16 length that counts itself). Body: column count (packed
-int), the columns-present bitmap (for UPDATE a second one for the after image), then rows: per
-image a NULL bitmap over the *present* columns followed by the present non-NULL values.
+Layout (MySQL ``Rows_log_event``): post-header table_id (6 bytes; 4 in old formats) and flags
+u16 and, for v2, an extra-data block (u16 length that counts itself). Body: column count
+(packed int), the columns-present bitmap (for UPDATE v1/v2 a second one for the after image;
+pre-GA UPDATE events have one for both), then rows: per image a NULL bitmap over the
+*present* columns followed by the present non-NULL values.
+
+MariaDB ``*_ROWS_COMPRESSED`` (166–171): the rows part (after the bitmaps) is one compressed
+block (:func:`~pipelines.bronze.events.maria_uncompress`). MySQL PARTIAL_UPDATE_ROWS (39,
+``binlog_row_value_options=PARTIAL_JSON``): every after image starts with a packed int of
+value options and, when bit 1 (PARTIAL_JSON_UPDATES) is set, a bitmap over the table's JSON
+columns; a JSON column whose bit is set holds a diff (``json_diff.py``) instead of a document.
 """
 
 from __future__ import annotations
 
 import struct
 
+from pipelines.bronze import coltypes as T
 from pipelines.bronze.events import EventType as E
-from pipelines.bronze.events import RowsEvent, read_packed_int
+from pipelines.bronze.events import RowsEvent, maria_uncompress, read_packed_int
 from pipelines.bronze.framing import EventHeader
+from pipelines.bronze.json_diff import JsonDiffError, apply_json_diff, read_json_diff
 from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError, MissingTableMapError, TruncatedError
 
@@ -22,10 +32,23 @@ ROWS_KINDS: dict[int, str] = {
     E.PRE_GA_WRITE_ROWS: "INSERT", E.PRE_GA_UPDATE_ROWS: "UPDATE", E.PRE_GA_DELETE_ROWS: "DELETE",
     E.WRITE_ROWS_V1: "INSERT", E.UPDATE_ROWS_V1: "UPDATE", E.DELETE_ROWS_V1: "DELETE",
     E.WRITE_ROWS: "INSERT", E.UPDATE_ROWS: "UPDATE", E.DELETE_ROWS: "DELETE",
+    E.PARTIAL_UPDATE_ROWS: "UPDATE",
+    E.MARIA_WRITE_ROWS_COMPRESSED_V1: "INSERT", E.MARIA_UPDATE_ROWS_COMPRESSED_V1: "UPDATE",
+    E.MARIA_DELETE_ROWS_COMPRESSED_V1: "DELETE",
+    E.MARIA_WRITE_ROWS_COMPRESSED: "INSERT", E.MARIA_UPDATE_ROWS_COMPRESSED: "UPDATE",
+    E.MARIA_DELETE_ROWS_COMPRESSED: "DELETE",
 }
-_V2 = frozenset({E.WRITE_ROWS, E.UPDATE_ROWS, E.DELETE_ROWS, E.PARTIAL_UPDATE_ROWS})
+_V2 = frozenset({E.WRITE_ROWS, E.UPDATE_ROWS, E.DELETE_ROWS, E.PARTIAL_UPDATE_ROWS,
+                 E.MARIA_WRITE_ROWS_COMPRESSED, E.MARIA_UPDATE_ROWS_COMPRESSED,
+                 E.MARIA_DELETE_ROWS_COMPRESSED})
+_COMPRESSED = frozenset(range(E.MARIA_WRITE_ROWS_COMPRESSED_V1,
+                              E.MARIA_DELETE_ROWS_COMPRESSED + 1))
+_PRE_GA = frozenset({E.PRE_GA_WRITE_ROWS, E.PRE_GA_UPDATE_ROWS, E.PRE_GA_DELETE_ROWS})
+_ONE_BITMAP_UPDATE = frozenset({E.PRE_GA_UPDATE_ROWS})
 STMT_END_F = 0x0001
+PARTIAL_JSON_UPDATES = 0x1
 _DUMMY_TABLE_IDS = frozenset({0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFF})
+_OLD_TEMPORAL = frozenset({T.TIMESTAMP, T.DATETIME, T.TIME})
 
 
 def _present(buf: bytes, pos: int, ncols: int) -> tuple[list[bool] | None, int]:
@@ -69,7 +92,7 @@ def decode_rows(
     Returns ``None`` for MySQL's dummy rows event (no table, no rows). Raises
     :class:`MissingTableMapError` when the table_id has no TABLE_MAP, :class:`TruncatedError`
     when a value runs past the event end, :class:`DecodeError` when the column count differs
-    from the TABLE_MAP's.
+    from the TABLE_MAP's or a compressed block is malformed.
     """
     type_code = header.type_code
     id_len = 4 if post_header_len == 6 else 6
@@ -85,7 +108,7 @@ def decode_rows(
             return None
         raise MissingTableMapError(f"rows event for table_id {table_id} without a TABLE_MAP",
                                    preview=body[:32])
-    kind = ROWS_KINDS.get(type_code) or ("UPDATE" if type_code == E.PARTIAL_UPDATE_ROWS else "?")
+    kind = ROWS_KINDS[type_code]
     ncols, pos = read_packed_int(body, pos)
     if ncols != tm.column_count:
         raise DecodeError(
@@ -93,8 +116,13 @@ def decode_rows(
             f"{tm.column_count}", preview=body[:32])
     present_a, pos = _present(body, pos, ncols)
     present_b = present_a
-    if kind == "UPDATE":
+    if kind == "UPDATE" and type_code not in _ONE_BITMAP_UPDATE:
         present_b, pos = _present(body, pos, ncols)
+    if pos > len(body):
+        raise TruncatedError("columns-present bitmaps run past the event end")
+    if type_code in _COMPRESSED:
+        body = maria_uncompress(body, pos)
+        pos = 0
     cols_a = _columns(tm, present_a)
     nbytes_a = (len(cols_a) + 7) >> 3
     cols_b, nbytes_b = cols_a, nbytes_a
@@ -102,8 +130,14 @@ def decode_rows(
         cols_b = _columns(tm, present_b)
         nbytes_b = (len(cols_b) + 7) >> 3
     end = len(body)
+    if type_code in _PRE_GA:
+        rows = _pre_ga_rows(body, pos, kind, tm, cols_a, cols_b, ncols)
+        return RowsEvent(header, kind, table_id, flags, tm, rows,
+                         None if kind == "INSERT" else present_a,
+                         None if kind == "DELETE" else present_b)
     rows: list = []
     append = rows.append
+    partial = None
     try:
         if kind == "INSERT":
             while pos < end:
@@ -113,21 +147,139 @@ def decode_rows(
             while pos < end:
                 before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
                 append((before, None))
+        elif type_code == E.PARTIAL_UPDATE_ROWS:
+            partial = []
+            json_cols = [i for i, t in enumerate(tm.column_types) if t == T.JSON]
+            while pos < end:
+                before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                after, pos, unresolved = _partial_after(body, pos, tm, before, present_a,
+                                                        cols_b, ncols, nbytes_b, json_cols)
+                append((before, after))
+                partial.append(unresolved)
         else:
             while pos < end:
                 before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
                 after, pos = _image(body, pos, cols_b, ncols, nbytes_b)
                 append((before, after))
     except (IndexError, struct.error) as exc:
-        raise TruncatedError(f"row {len(rows)} of {tm.schema}.{tm.table} runs past the event end",
-                             preview=body[pos:pos + 32]) from exc
+        raise TruncatedError(f"row {len(rows)} of {tm.schema}.{tm.table} runs past the event end"
+                             + _hint(tm), preview=body[pos:pos + 32]) from exc
     except DecodeError as exc:
-        exc.reason = f"row {len(rows)} of {tm.schema}.{tm.table}: {exc.reason}"
+        exc.reason = f"row {len(rows)} of {tm.schema}.{tm.table}: {exc.reason}{_hint(tm)}"
         raise
     if pos != end:
-        raise TruncatedError(f"last row of {tm.schema}.{tm.table} runs past the event end")
+        raise TruncatedError(f"last row of {tm.schema}.{tm.table} runs past the event end"
+                             + _hint(tm))
     if kind == "INSERT":
         return RowsEvent(header, kind, table_id, flags, tm, rows, None, present_a)
     if kind == "DELETE":
         return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, None)
-    return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, present_b)
+    return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, present_b,
+                     partial_json_flags=partial)
+
+
+def _pre_ga_rows(body: bytes, pos: int, kind: str, tm: TableMap, cols_a: list, cols_b: list,
+                 ncols: int) -> list:
+    """Rows of a pre-GA (5.1 development trees) rows event.
+
+    Their NULL bitmap is the table record's null bytes (``unpack_row_old``), where a MyISAM
+    table with fixed-length rows keeps bit 0 for itself: the column bits start at 0 or at 1
+    depending on the engine, which the event does not say. Both are tried; the one whose rows
+    tile the event exactly wins (the first, when both do).
+    """
+    failure: DecodeError | None = None
+    for shift in (0, 1):
+        rows: list = []
+        p = pos
+        try:
+            while p < len(body):
+                if kind == "INSERT":
+                    after, p = _image_shifted(body, p, cols_a, ncols, shift)
+                    rows.append((None, after))
+                elif kind == "DELETE":
+                    before, p = _image_shifted(body, p, cols_a, ncols, shift)
+                    rows.append((before, None))
+                else:
+                    before, p = _image_shifted(body, p, cols_a, ncols, shift)
+                    after, p = _image_shifted(body, p, cols_b, ncols, shift)
+                    rows.append((before, after))
+        except (IndexError, struct.error):
+            failure = failure or TruncatedError(
+                f"row {len(rows)} of {tm.schema}.{tm.table} runs past the event end")
+            continue
+        except DecodeError as exc:
+            failure = failure or exc
+            continue
+        if p == len(body):
+            return rows
+        failure = failure or TruncatedError(
+            f"last row of {tm.schema}.{tm.table} runs past the event end")
+    assert failure is not None
+    raise failure
+
+
+def _image_shifted(buf: bytes, pos: int, cols: list, ncols: int, shift: int) -> tuple[list, int]:
+    nbytes = (len(cols) + shift + 7) >> 3
+    if pos + nbytes > len(buf):
+        raise TruncatedError("NULL bitmap runs past the event end")
+    nulls = int.from_bytes(buf[pos:pos + nbytes], "little") >> shift
+    pos += nbytes
+    row: list = [None] * ncols
+    bit = 1
+    for idx, dec in cols:
+        if not nulls & bit:
+            row[idx], pos = dec(buf, pos)
+        bit <<= 1
+    return row, pos
+
+
+def _hint(tm: TableMap) -> str:
+    """Why a MariaDB 5.3–10.0 table with old-format temporal columns may not decode."""
+    if not any(t in _OLD_TEMPORAL for t in tm.column_types):
+        return ""
+    return ("; note: MariaDB 5.3–10.0 (mysql56_temporal_format=OFF) logs TIMESTAMP/DATETIME/"
+            "TIME columns with fractional seconds under their old type codes without the "
+            "precision, so their width cannot be known from the binlog alone (mariadb-binlog "
+            "cannot read such rows either)")
+
+
+def _partial_after(buf: bytes, pos: int, tm: TableMap, before: list, present_before,
+                   cols: list, ncols: int, nbytes: int, json_cols: list[int]
+                   ) -> tuple[list, int, tuple[int, ...]]:
+    """One PARTIAL_UPDATE_ROWS after image; JSON diffs applied to the before image's JSON.
+
+    Returns (values, new_pos, columns whose JSON could not be rebuilt).
+    """
+    options, pos = read_packed_int(buf, pos)
+    diff_cols: set[int] = set()
+    if options & PARTIAL_JSON_UPDATES:
+        nb = (len(json_cols) + 7) >> 3
+        bits = int.from_bytes(buf[pos:pos + nb], "little")
+        if pos + nb > len(buf):
+            raise TruncatedError("partial JSON bitmap runs past the event end")
+        pos += nb
+        diff_cols = {c for k, c in enumerate(json_cols) if bits >> k & 1}
+    if not diff_cols:
+        row, pos = _image(buf, pos, cols, ncols, nbytes)
+        return row, pos, ()
+    nulls = int.from_bytes(buf[pos:pos + nbytes], "little")
+    pos += nbytes
+    row: list = [None] * ncols
+    unresolved = []
+    bit = 1
+    for idx, dec in cols:
+        if not nulls & bit:
+            if idx in diff_cols:
+                diffs, pos = read_json_diff(buf, pos)
+                base = before[idx] if before is not None and (
+                    present_before is None or present_before[idx]) else None
+                try:
+                    row[idx] = None if base is None else apply_json_diff(base, diffs)
+                except JsonDiffError:
+                    row[idx] = None
+                if row[idx] is None:
+                    unresolved.append(idx)
+            else:
+                row[idx], pos = dec(buf, pos)
+        bit <<= 1
+    return row, pos, tuple(unresolved)

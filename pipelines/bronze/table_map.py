@@ -234,6 +234,11 @@ def decode_table_map(header: EventHeader, body: bytes, post_header_len: int) -> 
         if len(raw_types) < ncols:
             raise TruncatedError("TABLE_MAP column types run past the event end")
         pos += ncols
+        if pos == len(body):
+            # MySQL 5.1 development trees (5.1.x/5.2.x "-a_drop", pre-GA rows events) wrote
+            # TABLE_MAPs that end after the column types: no metadata, no NULL bitmap.
+            return TableMap(header, table_id, schema, table, raw_types, [0] * ncols,
+                            [True] * ncols)
         meta_len, pos = read_packed_int(body, pos)
         meta_end = pos + meta_len
         types, metas = _read_meta(raw_types, body, pos, meta_end)
