@@ -11,6 +11,8 @@
     │   ├── MissingTableMapError (KeyError)
     │   │                                 a ROWS event names a table_id with no TABLE_MAP
     │   └── ValueDecodeError              a column value does not fit its declared type
+    ├── SchemaMismatchError (ValueError)  a row change cannot be named/rendered with the schema
+    │                                     at hand (silver quarantines it, never guesses)
     ├── EngineError (RuntimeError)        the Spark engine could not be started or reached
     └── SourceError (ConnectionError)     a MySQL/MariaDB server could not be reached/used
 
@@ -31,6 +33,7 @@ __all__ = [
     "ValueDecodeError",
     "EngineError",
     "SourceError",
+    "SchemaMismatchError",
 ]
 
 
@@ -40,6 +43,13 @@ class BinlakeError(Exception):
 
 class ConfigError(BinlakeError, ValueError):
     """A configuration value, file or command-line flag is invalid; the message names it."""
+
+
+class SchemaMismatchError(BinlakeError, ValueError):
+    """A row change's values do not fit the schema chosen for it (count, ENUM index, charset).
+
+    Silver sends such rows to quarantine with this message as the reason.
+    """
 
 
 class EngineError(BinlakeError, RuntimeError):

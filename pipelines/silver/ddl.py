@@ -1,0 +1,68 @@
+"""Pure: which tables a DDL statement changes (so silver knows where schema epochs begin).
+
+Conservative on purpose: any CREATE/ALTER/DROP/RENAME TABLE (and DROP DATABASE) touching a
+table starts a new epoch for it, even when the change kept the columns (ALTER … ADD INDEX):
+a spurious epoch can only cost a quarantine, never a misnamed row.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["tables_touched", "DROP_DATABASE"]
+
+DROP_DATABASE = "*"  # table name meaning "every table of the schema"
+
+_COMMENTS = re.compile(r"/\*(?!!).*?\*/|--[^\n]*\n|#[^\n]*\n", re.S)
+_VERSIONED = re.compile(r"/\*!\d*\s*(.*?)\*/", re.S)
+_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_QUALIFIED = rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?"
+_CREATE = re.compile(
+    rf"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}",
+    re.I)
+_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|OFFLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.I)
+_DROP = re.compile(r"^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?(.*)$", re.I | re.S)
+_RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
+_DROP_DB = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({_IDENT})", re.I)
+_ITEM = re.compile(_QUALIFIED)
+
+
+def _unquote(ident: str) -> str:
+    if ident.startswith("`"):
+        return ident[1:-1].replace("``", "`")
+    return ident
+
+
+def _qualify(first: str, second: str | None, default_schema: str | None) -> tuple[str, str]:
+    if not second:
+        return default_schema or "", _unquote(first)
+    return _unquote(first), _unquote(second)
+
+
+def _clean(query: str) -> str:
+    q = _VERSIONED.sub(r"\1", query)
+    q = _COMMENTS.sub(" ", q + "\n")
+    return q.strip()
+
+
+def tables_touched(query: str, default_schema: str | None) -> list[tuple[str, str]]:
+    """(schema, table) pairs whose columns the statement may change; ``[]`` for other SQL.
+
+    ``DROP DATABASE db`` gives ``[(db, "*")]``. RENAME gives both the old and the new names.
+    """
+    q = _clean(query)
+    m = _CREATE.match(q) or _ALTER.match(q)
+    if m:
+        return [_qualify(m.group(1), m.group(2), default_schema)]
+    m = _DROP.match(q)
+    if m:
+        body = re.split(r"\s+(?:RESTRICT|CASCADE)\s*$", m.group(1).strip(), flags=re.I)[0]
+        return [_qualify(a, b, default_schema) for a, b in _ITEM.findall(body)]
+    m = _RENAME.match(q)
+    if m:
+        return [_qualify(a, b, default_schema) for a, b in _ITEM.findall(m.group(1))
+                if a.upper() != "TO"]
+    m = _DROP_DB.match(q)
+    if m:
+        return [(_unquote(m.group(1)), DROP_DATABASE)]
+    return []
