@@ -3,7 +3,7 @@
 ``binlake [--lake DIR] [--conf FILE] [--spark-remote sc://HOST:PORT] [--engine KIND] COMMAND``
 
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
-table), ``index`` (every stage that exists, in order), ``status``, ``sql``. Each stage is also
+table), ``silver`` (name row changes), ``index`` (every stage, in order), ``status``, ``sql``. Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
@@ -51,8 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bronze", help="decode binlog files into the bronze Delta table")
     _add_file_selection(p)
-    p = sub.add_parser("index", help="run every stage (bronze now) over binlog files")
+    p = sub.add_parser("index", help="run every stage (bronze, silver) over binlog files")
     _add_file_selection(p)
+
+    sub.add_parser("silver", help="name new bronze row changes into the silver table")
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -102,7 +104,21 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
     rate = res.row_changes / res.seconds if res.seconds else 0.0
     print(f"bronze: {len(res.files)} file(s), {res.row_changes} row changes in "
           f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {cfg.table_path('bronze', 'binlog_events')}")
-    return 1 if res.failed else 0
+    code = 1 if res.failed else 0
+    if args.command == "index":
+        code = max(code, _cmd_silver(args, cfg))
+    return code
+
+
+def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.session import get_spark
+    from pipelines.silver.job import run_silver
+
+    res = run_silver(get_spark(cfg.engine), cfg)
+    print(f"silver: {len(res.files)} bronze file(s) considered, {res.appended} row changes "
+          f"appended, {res.quarantined} in quarantine, version {res.silver_version} in "
+          f"{res.seconds:.1f}s -> {cfg.table_path('silver', 'binlog_events')}")
+    return 0
 
 
 def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
@@ -141,6 +157,7 @@ def _show_string(df, limit: int) -> str:
 
 
 _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
+             "silver": _cmd_silver,
              "status": _cmd_status, "sql": _cmd_sql}
 
 

@@ -11,6 +11,11 @@ __all__ = ["LAKE_TABLES", "register_views"]
 LAKE_TABLES: dict[str, tuple[str, str]] = {
     "bronze_binlog_events": ("bronze", "binlog_events"),
     "bronze_files": ("bronze", "files"),
+    "silver_binlog_events": ("silver", "binlog_events"),
+    "quarantine": ("silver", "quarantine"),
+    "schema_snapshots": ("silver", "schema_snapshots"),
+    "fk_constraints": ("silver", "fk_constraints"),
+    "source_checks": ("silver", "source_checks"),
 }
 
 
