@@ -80,6 +80,25 @@ class Figure:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
+def timed(fn, *args) -> tuple[int, float]:
+    """(rows returned by ``fn(*args)``, seconds it took)."""
+    t0 = time.perf_counter()
+    rows = fn(*args)
+    return rows, time.perf_counter() - t0
+
+
+def best(method: str, runs: int, attempt) -> Figure:
+    """The fastest of ``runs`` calls of ``attempt(i) -> (rows, seconds)``; rows must agree."""
+    tries = [attempt(i) for i in range(runs)]
+    if len({rows for rows, _s in tries}) != 1:
+        raise SystemExit(f"{method}: row counts differ between repeats: {tries}")
+    fig = Figure(method, tries[0][0], min(sec for _r, sec in tries))
+    each = ", ".join(f"{sec:.2f}" for _r, sec in tries)
+    say(f"  {fig.rows:,} row images in {fig.seconds:.2f} s ({fig.rate:,.0f}/s)"
+        + (f"; best of {runs}: {each} s" if runs > 1 else ""))
+    return fig
+
+
 def say(msg: str) -> None:
     print(msg, flush=True)
 
@@ -252,8 +271,12 @@ def binlake_decode(path: Path) -> int:
 
 # -- 4/5. the bronze stage ----------------------------------------------------------------
 
-def bronze_stage(spark, lake: Path, binlog_dir: Path, *, expect: str = "completed"):
-    """Run ``run_bronze --all`` over ``binlog_dir`` into the fresh lake ``lake``; time it."""
+def bronze_stage(spark, lake: Path, binlog_dir: Path, *,
+                 expect: str = "completed") -> tuple[int, float]:
+    """Run ``run_bronze --all`` over ``binlog_dir`` into the fresh lake ``lake``.
+
+    Returns (row changes the stage counted in the bronze table, seconds).
+    """
     from pipelines.bronze.job import run_bronze
 
     cfg = load_config(overrides={"lake.root": str(lake)})
@@ -265,7 +288,7 @@ def bronze_stage(spark, lake: Path, binlog_dir: Path, *, expect: str = "complete
         for f in bad:
             say(f"  ! {f.binlog_file}: {f.status} {f.error or ''}")
         raise SystemExit(f"bronze run over {binlog_dir} did not complete")
-    return res, seconds
+    return res.row_changes, seconds
 
 
 def copies(src: Path, dest: Path, n: int) -> Path:
@@ -279,22 +302,34 @@ def copies(src: Path, dest: Path, n: int) -> Path:
 
 # -- 6. memory ----------------------------------------------------------------------------
 
-def worker_peak_rss(path: Path, work: Path) -> tuple[float, float]:
+# Runs the worker and prints its peak RSS. A child's ru_maxrss starts from the RSS of the
+# process it was forked from (Linux carries the forked copy's high-water mark over exec), so
+# the worker is started from this small launcher, not from the benchmark process with its
+# embedded engine (which would add that process's hundreds of MB).
+_RSS_LAUNCHER = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_pid, status, usage = os.wait4(proc.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def worker_peak_rss(path: Path) -> tuple[float, float]:
     """(peak RSS in bytes, seconds) of ``python -m pipelines.bronze.decode_task path``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    err = work / "decode_task.stderr"
+    worker = [sys.executable, "-m", "pipelines.bronze.decode_task", str(path), "--source-id", "x"]
     t0 = time.perf_counter()
-    with err.open("wb") as err_fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.bronze.decode_task", str(path), "--source-id", "x"],
-            stdout=subprocess.DEVNULL, stderr=err_fh, cwd=str(REPO), env=env)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.run([sys.executable, "-c", _RSS_LAUNCHER, *worker], cwd=str(REPO), env=env,
+                          capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"decode_task exited {proc.returncode}: {err.read_text()[-500:]}")
-    return usage.ru_maxrss * 1024.0, seconds  # Linux reports kilobytes
+    try:
+        code, max_kb = (int(v) for v in done.stdout.split())
+    except ValueError:
+        code, max_kb = -1, 0
+    if done.returncode != 0 or code != 0:
+        raise SystemExit(f"decode_task failed (exit {code}): {done.stderr[-500:]}")
+    return max_kb * 1024.0, seconds  # Linux reports kilobytes
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -329,10 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--binlog-dir", help="use the largest binlog file of DIR instead")
     ap.add_argument("--copies", type=int, default=os.cpu_count() or 1,
                     help="files in the multi-file run (default: the number of cores)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time each speed figure this many times and keep the fastest")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--profile", type=int, nargs="?", const=25, default=0, metavar="TOP",
                     help="also cProfile binlake's decode and print the TOP functions")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     if not 0 < args.mb <= 1000:
         ap.error("--mb must be in (0, 1000]: one binlog file holds at most 1 GiB")
     cores = os.cpu_count() or 1
@@ -348,19 +387,15 @@ def main(argv: list[str] | None = None) -> int:
         size = big.stat().st_size
 
         say("[2/6] mysql-replication: BinLogStreamReader over the replication protocol")
-        t0 = time.perf_counter()
-        base_rows = mysql_replication(server, last_data_end(big))
-        base = Figure("mysql-replication (replication protocol)", base_rows,
-                      time.perf_counter() - t0)
-        say(f"  {base.rows:,} row images in {base.seconds:.2f} s ({base.rate:,.0f}/s)")
+        end_pos = last_data_end(big)
+        base = best("mysql-replication (replication protocol)", args.repeat,
+                    lambda _i: timed(mysql_replication, server, end_pos))
         server.stop()
         server = None
 
         say("[3/6] binlake decode alone (decode_file_batches, subprocess=False)")
-        t0 = time.perf_counter()
-        dec = Figure("binlake decode only (1 file, in-process)", binlake_decode(big),
-                     time.perf_counter() - t0)
-        say(f"  {dec.rows:,} row images in {dec.seconds:.2f} s ({dec.rate:,.0f}/s)")
+        dec = best("binlake decode only (1 file, in-process)", args.repeat,
+                   lambda _i: timed(binlake_decode, big))
 
         say("[4/6] binlake bronze stage, 1 file (decode + Delta write, embedded Sail)")
         from pipelines.session import engine_name, get_spark
@@ -377,20 +412,18 @@ def main(argv: list[str] | None = None) -> int:
             f"on the 1/4 file {warm_s:.2f} s (neither is in the figures); bronze settings: "
             f"decode_in_subprocess={cfg.bronze.decode_in_subprocess}, "
             f"batch_rows={cfg.bronze.batch_rows}")
-        res, secs = bronze_stage(spark, work / "lake-single", big.parent)
-        one = Figure("binlake bronze stage (1 file)", res.row_changes, secs)
-        say(f"  {one.rows:,} row images in {one.seconds:.2f} s ({one.rate:,.0f}/s)")
+        one = best("binlake bronze stage (1 file)", args.repeat,
+                   lambda i: bronze_stage(spark, work / f"lake-single-{i}", big.parent))
 
         n = max(args.copies, 1)
         say(f"[5/6] binlake bronze stage, {n} files of {mb(size)} in one run")
         many_dir = copies(big, work / "many", n)
-        res, secs = bronze_stage(spark, work / "lake-many", many_dir)
-        many = Figure(f"binlake bronze stage ({n} files)", res.row_changes, secs)
-        say(f"  {many.rows:,} row images in {many.seconds:.2f} s ({many.rate:,.0f}/s)")
+        many = best(f"binlake bronze stage ({n} files)", args.repeat,
+                    lambda i: bronze_stage(spark, work / f"lake-many-{i}", many_dir))
 
         say("[6/6] peak RSS of the decoding worker (python -m pipelines.bronze.decode_task)")
-        rss_q, sec_q = worker_peak_rss(quarter, work)
-        rss_f, sec_f = worker_peak_rss(big, work)
+        rss_q, sec_q = worker_peak_rss(quarter)
+        rss_f, sec_f = worker_peak_rss(big)
         say(f"  1/4 file ({mb(quarter.stat().st_size)}): peak RSS {mb(rss_q)} ({sec_q:.1f} s)")
         say(f"  full file ({mb(size)}): peak RSS {mb(rss_f)} ({sec_f:.1f} s)")
 
