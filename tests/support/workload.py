@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 __all__ = ["WorkloadSummary", "run_mixed_workload", "WORKLOAD_TABLES", "SCHEMAS"]
 
@@ -174,12 +174,15 @@ class _Runner:
         self.summary.flushes += 1
 
 
-def run_mixed_workload(conn: Any, *, seed: int = 1) -> WorkloadSummary:
+def run_mixed_workload(conn: Any, *, seed: int = 1, after_ddl: Callable[[], None] | None = None,
+                       alter_mid_stream: bool = False) -> WorkloadSummary:
     """Run the workload on an autocommit pymysql connection; return what it did.
 
     Drops and recreates ``shop`` and ``ops``. Deterministic for a given ``seed`` (only the
     200-order transaction uses it). Sets the session's ``sql_mode=''`` (zero dates) and
-    ``time_zone='+00:00'``.
+    ``time_zone='+00:00'``. ``after_ddl`` is called once the tables exist, before any DML (to
+    take a schema snapshot there). ``alter_mid_stream`` adds a column to ``shop.orders``
+    after its first changes (``ALTER TABLE … ADD COLUMN note``) and changes orders again.
     """
     summary = WorkloadSummary(tables=list(WORKLOAD_TABLES))
     r = _Runner(conn, summary)
@@ -191,6 +194,8 @@ def run_mixed_workload(conn: Any, *, seed: int = 1) -> WorkloadSummary:
         r.sql(f"CREATE DATABASE {schema} CHARACTER SET utf8mb4")
     for ddl in _DDL.values():
         r.sql(ddl)
+    if after_ddl is not None:
+        after_ddl()
 
     _integers(r)
     _numbers(r)
@@ -200,6 +205,8 @@ def run_mixed_workload(conn: Any, *, seed: int = 1) -> WorkloadSummary:
     r.flush()
     _blobs(r)
     _orders(r, random.Random(seed))
+    if alter_mid_stream:
+        _alter_orders(r)
     r.flush()
     _ops(r)
     r.cur.close()
@@ -336,6 +343,19 @@ def _orders(r: _Runner, rnd: random.Random) -> None:
           "UPDATE shop.order_lines SET line_no = line_no + 100 WHERE order_id = 1")  # PK update
     r.dml("shop.orders", "DELETE", "DELETE FROM shop.orders WHERE order_id > 190")
     r.dml("shop.order_lines", "DELETE", "DELETE FROM shop.order_lines WHERE order_id = 2")
+
+
+def _alter_orders(r: _Runner) -> None:
+    """A DDL mid-stream: orders gains a column, then changes with the new shape."""
+    r.sql("ALTER TABLE shop.orders ADD COLUMN note VARCHAR(20) CHARACTER SET utf8mb4 NULL "
+          "AFTER total")
+    r.dml("shop.orders", "UPDATE",
+          "UPDATE shop.orders SET note = 'late', status = 'cancelled' WHERE order_id BETWEEN 40 AND 44")
+    r.dml("shop.orders", "INSERT",
+          "INSERT INTO shop.orders (order_id, customer, total, note, status, placed_at, flags) "
+          "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+          (18446744073709551615, "Max|U", "0.01", None, "new", "2024-12-31 23:59:59.999", "gift"))
+    r.dml("shop.orders", "DELETE", "DELETE FROM shop.orders WHERE order_id = 45")
 
 
 def _ops(r: _Runner) -> None:
