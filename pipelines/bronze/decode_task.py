@@ -51,7 +51,7 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
     if not subprocess:
         yield from _inline(path, source_id, server_uuid, batch_rows, checksum)
         return
-    cmd = [sys.executable, "-m", "pipelines.bronze.decode_task", path, "--source-id", source_id,
+    cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id", source_id,
            "--batch-rows", str(batch_rows), "--checksum", checksum]
     if server_uuid:
         cmd += ["--server-uuid", server_uuid]

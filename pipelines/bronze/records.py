@@ -15,6 +15,7 @@ transaction's first event position (``trx_pos``) and the BEGIN's thread id
 from __future__ import annotations
 
 import json
+from itertools import repeat
 from typing import Iterable, Iterator
 
 import pyarrow as pa
@@ -174,13 +175,38 @@ class BronzeBatcher:
             self._tm_index.append(slot)
 
     def _add_rows(self, e: ev.RowsEvent) -> None:
+        """All row changes of one event at once: column-wise extends, not per-row appends."""
+        rows = e.rows
+        n = len(rows)
+        if not n:
+            return
         h = e.header
         tm = e.table
-        kind = e.kind
-        bp, ap = e.present_before, e.present_after
-        for idx, (before, after) in enumerate(e.rows):
-            self._row(h, idx, kind, tm, before, after, bp, ap)
-        self.row_changes += len(e.rows)
+        c = self._cols
+        c["server_id"].extend(repeat(h.server_id, n))
+        c["start_pos"].extend(repeat(h.pos, n))
+        c["end_pos"].extend(repeat(h.pos + h.event_length, n))
+        c["row_in_event"].extend(range(n))
+        c["event_timestamp"].extend(repeat(h.timestamp * 1_000_000, n))
+        c["event_type"].extend(repeat(e.kind, n))
+        c["gtid"].extend(repeat(self.gtid, n))
+        c["trx_pos"].extend(repeat(self.trx_pos if self.trx_pos is not None else h.pos, n))
+        c["connection_id"].extend(repeat(self.connection_id, n))
+        c["schema_name"].extend(repeat(tm.schema, n))
+        c["table_name"].extend(repeat(tm.table, n))
+        c["table_id"].extend(repeat(tm.table_id, n))
+        befores, afters = zip(*rows)
+        c["row_before"].extend(befores)
+        c["row_after"].extend(afters)
+        c["before_present"].extend(repeat(e.present_before, n))
+        c["after_present"].extend(repeat(e.present_after, n))
+        c["query"].extend(repeat(None, n))
+        slot = self._tm_slot.get(id(tm))
+        if slot is None:
+            slot = self._tm_slot[id(tm)] = len(self._tms)
+            self._tms.append(tm)
+        self._tm_index.extend(repeat(slot, n))
+        self.row_changes += n
 
     def add_closing(self, *, ok: bool, pos: int, info: dict, timestamp: int = 0) -> None:
         """Append the file's closing row: END at ``pos`` or ERROR at the failing ``pos``.
