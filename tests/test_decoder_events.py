@@ -16,7 +16,7 @@ from pipelines.bronze import events as ev
 from pipelines.bronze.framing import MAGIC, iter_raw_events
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.bronze.table_map import TableMap
-from pipelines.errors import (ChecksumError, MissingTableMapError, NotABinlogError,
+from pipelines.errors import (ChecksumError, DecodeError, MissingTableMapError, NotABinlogError,
                               TruncatedError)
 
 FDE = bytes.fromhex(
@@ -165,3 +165,178 @@ def test_unknown_event_is_skipped_by_length() -> None:
     odd[4] = 100
     (_, unknown) = parse_all(FDE, bytes(odd), checksum=ChecksumPolicy.IGNORE)
     assert isinstance(unknown, ev.Unknown) and unknown.header.type_code == 100
+
+
+# --- events added for the corpus (issue 6) -------------------------------------------------
+
+import struct as _struct  # noqa: E402
+import zlib as _zlib  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from pipelines.bronze.json_diff import (INSERT, REMOVE, REPLACE, JsonDiffError,  # noqa: E402
+                                        apply_json_diff, read_json_diff)
+from pipelines.bronze.reader import BinlogFileReader  # noqa: E402
+
+
+def event(code: int, body: bytes, *, pos: int = 0, ts: int = 0x5AEC1A7F) -> bytes:
+    """A v4 event with a zero CRC trailer (parse with ChecksumPolicy.IGNORE)."""
+    length = 19 + len(body) + 4
+    return _struct.pack("<IBIIIH", ts, code, 1, length, pos + length, 0) + body + b"\0" * 4
+
+
+def with_crc(raw: bytes) -> bytes:
+    return raw[:-4] + _struct.pack("<I", _zlib.crc32(raw[:-4]))
+
+
+def maria_block(data: bytes) -> bytes:
+    """MariaDB compressed block: 0x80 | size-of-length, big-endian length, zlib stream."""
+    return bytes([0x80 | 2]) + len(data).to_bytes(2, "big") + _zlib.compress(data)
+
+
+def test_maria_query_compressed() -> None:
+    body = bytes.fromhex("12000000" "00000000" "04" "0000" "0000") + b"test\0"
+    body += maria_block(b"INSERT INTO t VALUES (1)")
+    (_, q) = parse_all(FDE, event(165, body), checksum=ChecksumPolicy.IGNORE)
+    assert isinstance(q, ev.Query) and (q.schema, q.query) == ("test", b"INSERT INTO t VALUES (1)")
+
+
+def test_maria_rows_compressed_v1_and_v2() -> None:
+    rows_plain = WRITE_ROWS[19 + 6 + 2 + 2 + 3:-4]  # NULL bitmap + values of the one row
+    head_v1 = bytes.fromhex("d70000000000" "0100" "0c" "ffff")
+    head_v2 = bytes.fromhex("d70000000000" "0100" "0200" "0c" "ffff")
+    for code, head in ((166, head_v1), (169, head_v2)):
+        _, _, rows = parse_all(FDE, TABLE_MAP, event(code, head + maria_block(rows_plain)),
+                               checksum=ChecksumPolicy.IGNORE)
+        assert rows.kind == "INSERT" and rows.rows[0][1][:2] == [b"12300113", b"test2"]
+    bad = head_v1 + b"\x82\x00\x10not zlib"
+    with pytest.raises(DecodeError, match="does not inflate"):
+        parse_all(FDE, TABLE_MAP, event(166, bad), checksum=ChecksumPolicy.IGNORE)
+
+
+def test_binlog_v1_v3_refused() -> None:
+    v3 = bytearray(FDE)
+    v3[19:21] = b"\x03\x00"
+    with pytest.raises(NotABinlogError, match="binlog version 3"):
+        parse_all(bytes(v3), checksum=ChecksumPolicy.IGNORE)
+    start_v3 = event(1, b"\x01\x00" + b"3.23.58-log".ljust(50, b"\0") + b"\0" * 4)
+    with pytest.raises(NotABinlogError, match="1/3"):
+        parse_all(start_v3, checksum=ChecksumPolicy.IGNORE)
+
+
+# MySQL 9.6 GTID_TAGGED (42) from the corpus (binlog_transaction_with_GTID_TAG.000001 at 245):
+# version 2, size 60, last non-ignorable field 0, then fields: flags 0, sid (16 varlen
+# bytes), gno 3 (zigzag 6), tag "mytag" (length 5 as 0x0a), then clocks and versions.
+GTID_TAGGED_BODY = bytes.fromhex(
+    "027800" "0000" "02aaee25020804650222c503c502e1029cc103110355" "02dead"
+    "0304" "0c" "06" "0a6d79746167" "08000a040c7f1cf3b814244a0610a10412430f0b7872ad08")
+
+
+def test_gtid_tagged_and_varlen() -> None:
+    assert ev.read_varlen_uint(b"\x0a", 0) == (5, 1)
+    assert ev.read_varlen_uint(b"\x25\x02", 0) == (0x89, 2)
+    assert ev.read_varlen_uint(b"\xff" + (2**64 - 1).to_bytes(8, "little"), 0) == (2**64 - 1, 9)
+    with pytest.raises(TruncatedError):
+        ev.read_varlen_uint(b"\x03\x00", 0)
+    (_, g) = parse_all(FDE, event(42, GTID_TAGGED_BODY[:-4]), checksum=ChecksumPolicy.IGNORE)
+    assert g.gtid == "55778904-0299-11f1-b1b8-4ef0c4956feb:mytag:3"
+
+
+def test_transaction_payload_uncompressed_with_row_base(tmp_path) -> None:
+    """Compression NONE (255): inner events without CRC; rows numbered on across events."""
+    inner_rows = WRITE_ROWS[:-4]
+    inner = TABLE_MAP[:-4] + inner_rows + inner_rows + XID[:-4]
+    fix = bytearray(inner)
+    p = 0
+    while p < len(fix):  # inner lengths without the 4-byte trailer
+        n = _struct.unpack_from("<I", fix, p + 9)[0] - 4
+        _struct.pack_into("<I", fix, p + 9, n)
+        p += n
+    fields = bytes([2, 3, 252, 255, 0]) + bytes([3, 3, 252]) + _struct.pack("<H", len(fix))
+    fields += bytes([1, 3, 252]) + _struct.pack("<H", len(fix)) + b"\0"
+    payload = with_crc(event(40, fields + bytes(fix), pos=4 + len(FDE)))
+    path = tmp_path / "p.000001"
+    path.write_bytes(MAGIC + FDE + payload)
+    got = list(BinlogFileReader(str(path)))
+    rows = [e for e in got if isinstance(e, ev.RowsEvent)]
+    assert [type(e).__name__ for e in got] == [
+        "FormatDescription", "TransactionPayload", "TableMap", "RowsEvent", "RowsEvent", "Xid"]
+    assert [(r.header.pos, r.header.event_length, r.row_base) for r in rows] == [
+        (123, len(payload), 0), (123, len(payload), 1)]
+    assert rows[1].rows[0][1][0] == b"12300113"
+
+
+def _json_obj_age(n: int) -> bytes:
+    """Binary JSON {"age": n} (small object, int16 inlined)."""
+    return bytes.fromhex("00" "0100" "0e00" "0b00" "0300" "05") + _struct.pack("<h", n) + b"age"
+
+
+def test_json_diff_read_and_apply() -> None:
+    def diff(op, path, value=None):
+        out = bytes([op, len(path)]) + path.encode()
+        return out + (bytes([len(value)]) + value if value is not None else b"")
+    ops = (diff(REPLACE, "$.age", b"\x05\x1a\x00") + diff(INSERT, "$.b", b"\x0c\x01x")
+           + diff(INSERT, '$."a b"[0]', b"\x04\x01"))
+    with pytest.raises(JsonDiffError):  # no member "a b" to insert into
+        apply_json_diff(b'{"age": 24}', read_json_diff(_struct.pack("<I", len(ops)) + ops, 0)[0])
+    ops = diff(REPLACE, "$.age", b"\x05\x1a\x00") + diff(INSERT, "$.b", b"\x0c\x01x")
+    diffs, end = read_json_diff(_struct.pack("<I", len(ops)) + ops, 0)
+    assert end == 4 + len(ops)
+    assert diffs == [(REPLACE, "$.age", "26"), (INSERT, "$.b", '"x"')]
+    assert apply_json_diff(b'{"age": 24, "list": [1, 2.50]}', diffs) == (
+        b'{"b": "x", "age": 26, "list": [1, 2.50]}')
+    assert apply_json_diff(b"[1, [2, 3]]", [(REMOVE, "$[1][0]", None),
+                                            (INSERT, "$[9]", "true")]) == b"[1, [3], true]"
+
+
+def test_partial_update_rows_applies_diffs_to_a_full_before_image() -> None:
+    # TABLE_MAP of mysql.t (id INT, data JSON, name VARCHAR(100), age INT) from
+    # json.binlog.000001, and a PARTIAL_UPDATE_ROWS with a FULL before image.
+    tmap = bytes.fromhex("770000000000" "0100" "056d7973716c00" "017400" "04" "03f50f03"
+                         "03" "04" "9001" "0e")
+    diff = bytes([REPLACE, 5]) + b"$.age" + b"\x03\x05\x1a\x00"
+    doc = _json_obj_age(24)
+    before = b"\x00" + b"\x01\x00\x00\x00" + _struct.pack("<I", len(doc)) + doc + b"\x03\x00Joe" \
+        + b"\x18\x00\x00\x00"
+    after = b"\x01" + b"\x01" + b"\x00" + b"\x01\x00\x00\x00" + _struct.pack("<I", len(diff)) \
+        + diff + b"\x03\x00Joe" + b"\x1a\x00\x00\x00"
+    body = bytes.fromhex("770000000000" "0100" "0200" "04" "0f" "0f") + before + after
+    _, tm, rows = parse_all(FDE, event(19, tmap), event(39, body), checksum=ChecksumPolicy.IGNORE)
+    assert rows.kind == "UPDATE" and rows.partial_json_flags == [()]
+    assert rows.rows == [([b"1", b'{"age": 24}', b"Joe", b"24"],
+                          [b"1", b'{"age": 26}', b"Joe", b"26"])]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.binary(max_size=300),
+                          st.sampled_from(["INSERT", "DELETE"])), min_size=1, max_size=12),
+       st.booleans())
+def test_random_valid_event_streams_decode(tmp_path_factory, rows, crc) -> None:
+    """Random rows of (INT, VARCHAR(300)) as TABLE_MAP + WRITE/DELETE_ROWS v2 + XID events."""
+    fde = bytearray(FDE)
+    if not crc:
+        fde[-5] = 0
+    fde = with_crc(bytes(fde))
+    tmap = bytes.fromhex("2a0000000000" "0100" "017300" "017400" "02" "030f" "02" "2c01" "02")
+    out = bytearray(MAGIC + fde)
+
+    def add(code: int, body: bytes) -> None:
+        raw = bytearray(event(code, body, pos=len(out)))
+        if not crc:
+            raw = raw[:-4]
+            _struct.pack_into("<I", raw, 9, len(raw))
+            _struct.pack_into("<I", raw, 13, len(out) + len(raw))
+        out.extend(with_crc(bytes(raw)) if crc else raw)
+
+    for value, text, kind in rows:
+        add(19, tmap)
+        image = b"\x00" + _struct.pack("<i", value) + _struct.pack("<H", len(text)) + text
+        add(30 if kind == "INSERT" else 32, bytes.fromhex("2a0000000000" "0100" "0200" "02" "03")
+            + image)
+        add(16, b"\x01" * 8)
+    path = tmp_path_factory.mktemp("stream") / "r.000001"
+    path.write_bytes(bytes(out))
+    got = [e for e in BinlogFileReader(str(path)) if isinstance(e, ev.RowsEvent)]
+    assert [(e.kind, e.rows[0][0] or e.rows[0][1]) for e in got] == [
+        (k, [str(v).encode(), t]) for v, t, k in rows]

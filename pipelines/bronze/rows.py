@@ -130,6 +130,11 @@ def decode_rows(
         cols_b = _columns(tm, present_b)
         nbytes_b = (len(cols_b) + 7) >> 3
     end = len(body)
+    if pos < end and not cols_a and (kind != "UPDATE" or not cols_b) \
+            and type_code != E.PARTIAL_UPDATE_ROWS:
+        # An image of no columns takes no bytes: the row bytes could never be consumed.
+        raise DecodeError(f"rows event of {tm.schema}.{tm.table} has row bytes but no column "
+                          "in its columns-present bitmaps", preview=body[:32])
     if type_code in _PRE_GA:
         rows = _pre_ga_rows(body, pos, kind, tm, cols_a, cols_b, ncols)
         return RowsEvent(header, kind, table_id, flags, tm, rows,
