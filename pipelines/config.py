@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from pipelines.errors import ConfigError
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "Config", "load_config", "DEFAULT_CONF",
+    "Config", "load_config", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -85,12 +86,23 @@ class BronzeConfig:
     batch_rows: int = 20000  # rows per Arrow batch: the memory bound of a decoding task
     decode_in_subprocess: bool = True  # use a worker process per file (one GIL is not enough)
     checksum: str = "raise"  # raise | warn | ignore
-    parallelism: int = 0  # decoding tasks; 0 = one per file, capped by the engine's cores
+    parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
+    min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
 
 
 @dataclass(frozen=True)
 class GoldConfig:
-    dsn: str = ""
+    """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
+
+    dsn: str = ""  # mysql://user:password@host:port/db; db defaults to `binlake`, created if missing
+    partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
+    partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
+    batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
+    method: str = "auto"  # auto | load_data | insert: auto = LOAD DATA LOCAL when the server allows it
+    parallelism: int = 0  # export tasks; 0 = the engine's cores
+    retain: str = "7d"  # `binlake rotate` default retention: Nd or Nh
+    log_retention: str = "interval 30 days"  # delta.logRetentionDuration of the lake's tables
+    deleted_file_retention: str = "interval 7 days"  # delta.deletedFileRetentionDuration
 
 
 @dataclass(frozen=True)
@@ -202,6 +214,35 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
+    _validate_gold(cfg.gold)
     for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
         if dsn:
             Dsn.parse(dsn, setting=name)
+
+
+_RETAIN = re.compile(r"^\s*(\d+)\s*([dh])\s*$")
+_INTERVAL = re.compile(r"^interval\s+\d+\s+(?:second|minute|hour|day|week)s?$", re.I)
+
+
+def parse_retain(value: str, *, setting: str = "gold.retain") -> int:
+    """``7d`` / ``48h`` → hours; raises :class:`ConfigError` naming ``setting``."""
+    m = _RETAIN.match(value or "")
+    if not m or int(m.group(1)) < 1:
+        raise ConfigError(f"{setting}: expected Nd or Nh (e.g. 7d, 48h), got {value!r}")
+    return int(m.group(1)) * (24 if m.group(2) == "d" else 1)
+
+
+def _validate_gold(g: GoldConfig) -> None:
+    if g.method not in ("auto", "load_data", "insert"):
+        raise ConfigError(f"gold.method: expected auto, load_data or insert, got {g.method!r}")
+    for name in ("partitions", "batch_rows"):
+        if getattr(g, name) < 1:
+            raise ConfigError(f"gold.{name}: must be at least 1")
+    for name in ("partitions_ahead", "parallelism"):
+        if getattr(g, name) < 0:
+            raise ConfigError(f"gold.{name}: must be 0 or more")
+    parse_retain(g.retain)
+    for name in ("log_retention", "deleted_file_retention"):
+        if not _INTERVAL.match(getattr(g, name).strip()):
+            raise ConfigError(f"gold.{name}: expected a Delta interval like 'interval 30 days', "
+                              f"got {getattr(g, name)!r}")

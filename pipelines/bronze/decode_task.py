@@ -26,33 +26,38 @@ __all__ = ["decode_file_batches", "main"]
 
 
 def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-            checksum: str) -> Iterator[pa.RecordBatch]:
+            checksum: str, chunk: int = 0, chunks: int = 1) -> Iterator[pa.RecordBatch]:
     name = os.path.basename(path)
-    reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name)
+    reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name, chunk=chunk,
+                              chunks=chunks)
     batcher = BronzeBatcher(source_id=source_id, binlog_file=name, server_uuid=server_uuid,
                             batch_rows=batch_rows)
     yield from file_batches(reader, batcher, reader)
 
 
-def _error_batch(path: str, source_id: str, message: str) -> pa.RecordBatch:
+def _error_batch(path: str, source_id: str, message: str, chunk: int, chunks: int
+                 ) -> pa.RecordBatch:
     batcher = BronzeBatcher(source_id=source_id, binlog_file=os.path.basename(path))
-    batcher.add_closing(ok=False, pos=0, info={"error": message})
+    batcher.add_closing(ok=False, pos=0, info={"error": message, "chunk": chunk,
+                                               "chunks": chunks}, chunk=chunk)
     return batcher.flush()
 
 
 def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = None,
                         batch_rows: int = 20000, checksum: str = "raise",
-                        subprocess: bool = True) -> Iterator[pa.RecordBatch]:
+                        subprocess: bool = True, chunk: int = 0, chunks: int = 1
+                        ) -> Iterator[pa.RecordBatch]:
     """Bronze batches of one file; the last batch ends with the file's END/ERROR row.
 
     Never raises for bad input: a decoding failure, or a worker that dies, becomes the ERROR
     row so the other files of the job still commit.
     """
     if not subprocess:
-        yield from _inline(path, source_id, server_uuid, batch_rows, checksum)
+        yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks)
         return
     cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id", source_id,
-           "--batch-rows", str(batch_rows), "--checksum", checksum]
+           "--batch-rows", str(batch_rows), "--checksum", checksum, "--chunk", str(chunk),
+           "--chunks", str(chunks)]
     if server_uuid:
         cmd += ["--server-uuid", server_uuid]
     env = dict(os.environ)
@@ -75,7 +80,8 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
     if not closed:
         tail = err.strip().splitlines()[-1:] or [""]
         yield _error_batch(path, source_id,
-                           f"decoder process exited with code {code}: {tail[0][:500]}")
+                           f"decoder process exited with code {code}: {tail[0][:500]}",
+                           chunk, chunks)
 
 
 def _has_closing(batch: pa.RecordBatch) -> bool:
@@ -91,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-uuid")
     ap.add_argument("--batch-rows", type=int, default=20000)
     ap.add_argument("--checksum", default="raise")
+    ap.add_argument("--chunk", type=int, default=0)
+    ap.add_argument("--chunks", type=int, default=1)
     args = ap.parse_args(argv)
     out = pa.output_stream(sys.stdout.buffer)
     with pa.ipc.new_stream(out, BRONZE_SCHEMA) as writer:
         for batch in _inline(args.path, args.source_id, args.server_uuid, args.batch_rows,
-                             args.checksum):
+                             args.checksum, args.chunk, args.chunks):
             writer.write_batch(batch)
     return 0
 

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 # re-indexed, readers prune by file, and a binlog file (max_binlog_size, 1 GB by default) is a
 # sensible partition size.
 BRONZE_PARTITIONS = ["source_id", "binlog_file"]
-TASKS_DDL = "path string, source_id string"
+TASKS_DDL = "path string, source_id string, chunk int, chunks int"
 
 
 @dataclass
@@ -59,19 +59,21 @@ def _decode_partition(cfg: Config):
 
     def run(batches):
         for tasks in batches:
-            for path, source_id in zip(tasks.column(0).to_pylist(), tasks.column(1).to_pylist()):
+            cols = [tasks.column(i).to_pylist() for i in range(4)]
+            for path, source_id, chunk, chunks in zip(*cols):
                 yield from decode_file_batches(
                     path, source_id=source_id, server_uuid=server_uuid,
                     batch_rows=b.batch_rows, checksum=b.checksum,
-                    subprocess=b.decode_in_subprocess)
+                    subprocess=b.decode_in_subprocess, chunk=chunk or 0, chunks=chunks or 1)
 
     return run
 
 
 def decode_files(tasks, cfg: Config):
-    """Pure transform: a DataFrame of ``(path, source_id)`` → bronze rows (``BRONZE_DDL``).
+    """Pure transform: a DataFrame of ``TASKS_DDL`` rows → bronze rows (``BRONZE_DDL``).
 
-    One task per partition of ``tasks``; each file's rows end with its closing END/ERROR row.
+    A task row is a file, or one chunk of a file split among tasks (``reader.py``); each
+    chunk's rows end with its closing END/ERROR row.
     """
     return tasks.mapInArrow(_decode_partition(cfg), BRONZE_DDL)
 
@@ -124,8 +126,11 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         delete_where(spark, bronze_path,
                      f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
-    n_tasks = min(len(todo), cfg.bronze.parallelism or max(os.cpu_count() or 1, 1))
-    tasks = spark.createDataFrame([(os.path.abspath(p), source_id) for p in todo], TASKS_DDL)
+    cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
+    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20)
+    n_tasks = min(len(plan), cores)
+    tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n) for p, c, n in plan],
+                                  TASKS_DDL)
     decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
     (decoded.write.format("delta").mode("append").partitionBy(*BRONZE_PARTITIONS)
      .save(bronze_path))
@@ -146,6 +151,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         st.events = info.get("events")
         if etype == "ERROR":
             st.status, st.error = "failed", info.get("error")
+        elif info.get("missing_chunks"):
+            st.status = "failed"
+            st.error = f"decoding task(s) lost for chunk(s) {info['missing_chunks']}"
         elif info.get("closed") or path in followed:
             # Closed by ROTATE/STOP, or a later file exists (the server restarted after a
             # crash): nothing more will be written to it.
@@ -165,21 +173,50 @@ def _followed_by_later_file(binlog_dir: str, paths: list[str]) -> set[str]:
     return {p for p in paths if index.get(os.path.abspath(p), len(numbered)) < len(numbered) - 1}
 
 
+def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int) -> list[tuple[str, int, int]]:
+    """(path, chunk, chunks) decoding tasks: a file is split among idle cores when fewer
+    files than cores are indexed, in chunks of at least ``min_chunk_bytes``."""
+    per_file = max(1, cores // max(len(paths), 1))
+    out = []
+    for p in paths:
+        n = max(1, min(per_file, os.path.getsize(p) // max(min_chunk_bytes, 1)))
+        out += [(p, c, n) for c in range(n)]
+    return out
+
+
 def _outcomes(spark, bronze_path: str, source_id: str, in_list: str) -> dict:
-    """Per file: (closing event_type, position, closing info, row changes) from bronze."""
-    rows = spark.sql(
-        "SELECT binlog_file, "
-        "max(CASE WHEN event_type IN ('END', 'ERROR') THEN event_type END) AS closing, "
-        "max(CASE WHEN event_type IN ('END', 'ERROR') THEN start_pos END) AS pos, "
-        "max(CASE WHEN event_type IN ('END', 'ERROR') THEN query END) AS info, "
-        "sum(CASE WHEN event_type IN ('INSERT', 'UPDATE', 'DELETE') THEN 1 ELSE 0 END) AS n "
-        f"FROM delta.`{bronze_path}` WHERE source_id = {sql_string(source_id)} "
-        f"AND binlog_file IN ({in_list}) GROUP BY binlog_file"
+    """Per file: (closing type, position, merged closing info, row changes) from bronze.
+
+    A file decoded in chunks has one closing row per chunk: it failed if any chunk failed
+    (the first failing chunk's error and position), its end is the last chunk's.
+    """
+    where = (f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
+    closing = spark.sql(
+        "SELECT binlog_file, event_type, start_pos, row_in_event, query "
+        f"FROM delta.`{bronze_path}` WHERE {where} AND event_type IN ('END', 'ERROR')"
     ).collect()
+    counts = {r["binlog_file"]: int(r["n"]) for r in spark.sql(
+        f"SELECT binlog_file, count(*) AS n FROM delta.`{bronze_path}` WHERE {where} "
+        "AND event_type IN ('INSERT', 'UPDATE', 'DELETE') GROUP BY binlog_file").collect()}
+    per_file: dict[str, list] = {}
+    for r in closing:
+        info = json.loads(r["query"]) if r["query"] else {}
+        per_file.setdefault(r["binlog_file"], []).append(
+            (info.get("chunk", r["row_in_event"]), r["event_type"], r["start_pos"], info))
     out = {}
-    for r in rows:
-        if r["closing"] is None:
-            continue
-        info = json.loads(r["info"]) if r["info"] else {}
-        out[r["binlog_file"]] = (r["closing"], r["pos"], info, int(r["n"] or 0))
+    for name, parts in per_file.items():
+        parts.sort(key=lambda p: p[0])
+        chunks = parts[0][3].get("chunks", 1)
+        merged = dict(parts[-1][3])
+        merged["events"] = sum(p[3].get("events") or 0 for p in parts)
+        missing = sorted(set(range(chunks)) - {p[0] for p in parts})
+        if missing:
+            merged["missing_chunks"] = missing
+        failed = [p for p in parts if p[1] == "ERROR"]
+        if failed:
+            first = failed[0]
+            merged["error"] = first[3].get("error")
+            out[name] = ("ERROR", first[2], merged, counts.get(name, 0))
+        else:
+            out[name] = ("END", parts[-1][2], merged, counts.get(name, 0))
     return out

@@ -14,6 +14,11 @@ from pipelines.errors import DecodeError, TruncatedError
 __all__ = ["BinlogFileReader", "read_events"]
 
 _BUFFER = 1 << 20
+# Events that start a transaction: MySQL GTID / ANONYMOUS_GTID / GTID_TAGGED, MariaDB GTID.
+# A chunk of a file starts at one of them, so no TABLE_MAP or transaction context is needed
+# from before the chunk (servers re-send TABLE_MAPs in every transaction).
+TRX_START_TYPES = frozenset({33, 34, 42, 162})
+_FDE = 15
 
 
 @dataclass
@@ -25,11 +30,20 @@ class BinlogFileReader:
     (the server is writing it: not an error, the next run continues), ``events`` counts events
     of the file (a TRANSACTION_PAYLOAD counts as one), ``inner_events`` the events decoded
     from inside TRANSACTION_PAYLOADs; those are yielded right after their payload event.
+
+    ``chunk``/``chunks`` split one file among several decoding tasks: chunk ``k`` holds the
+    transactions whose first event (:data:`TRX_START_TYPES`) starts in the byte range
+    ``[k·size/chunks, (k+1)·size/chunks)`` — chunk 0 also what precedes the first such event,
+    the last chunk everything after. Events before a chunk are framed (and the
+    FORMAT_DESCRIPTIONs parsed) but not decoded. A file without GTID events is not split:
+    chunk 0 takes it whole.
     """
 
     path: str
     checksum: ChecksumPolicy = ChecksumPolicy.RAISE
     name: str = ""
+    chunk: int = 0
+    chunks: int = 1
     end_pos: int = 4
     events: int = 0
     inner_events: int = 0
@@ -51,6 +65,12 @@ class BinlogFileReader:
         with fh:
             parse = self.parser.parse
             raw_iter = iter_raw_events(fh, file=self.name)
+            lo = hi = None
+            if self.chunks > 1:
+                size = os.fstat(fh.fileno()).st_size
+                lo = size * self.chunk // self.chunks
+                hi = size * (self.chunk + 1) // self.chunks if self.chunk + 1 < self.chunks else None
+            started = self.chunk == 0
             while True:
                 try:
                     raw = next(raw_iter)
@@ -61,6 +81,18 @@ class BinlogFileReader:
                         self.partial_tail = True
                         return
                     raise
+                h = raw.header
+                if not started:
+                    if h.type_code == _FDE:
+                        self.in_use = bool(h.flags & LOG_EVENT_BINLOG_IN_USE_F)
+                        parse(raw)
+                    if h.pos < lo or h.type_code not in TRX_START_TYPES:
+                        continue
+                    if hi is not None and h.pos >= hi:
+                        return  # no transaction starts in this chunk's byte range
+                    started = True
+                elif hi is not None and h.pos >= hi and h.type_code in TRX_START_TYPES:
+                    return
                 event = parse(raw)
                 self.events += 1
                 self.end_pos = raw.header.pos + raw.header.event_length

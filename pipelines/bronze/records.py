@@ -186,7 +186,8 @@ class BronzeBatcher:
         c["server_id"].extend(repeat(h.server_id, n))
         c["start_pos"].extend(repeat(h.pos, n))
         c["end_pos"].extend(repeat(h.pos + h.event_length, n))
-        c["row_in_event"].extend(range(n))
+        base = e.row_base  # inside a TRANSACTION_PAYLOAD, rows number on across inner events
+        c["row_in_event"].extend(range(base, base + n))
         c["event_timestamp"].extend(repeat(h.timestamp * 1_000_000, n))
         c["event_type"].extend(repeat(e.kind, n))
         c["gtid"].extend(repeat(self.gtid, n))
@@ -199,7 +200,18 @@ class BronzeBatcher:
         c["row_before"].extend(befores)
         c["row_after"].extend(afters)
         c["before_present"].extend(repeat(e.present_before, n))
-        c["after_present"].extend(repeat(e.present_after, n))
+        flags = e.partial_json_flags
+        if flags is None:
+            c["after_present"].extend(repeat(e.present_after, n))
+        else:
+            # PARTIAL_JSON: a column whose after value could not be rebuilt from the diff is
+            # marked absent (unknown), never reported as NULL.
+            ncols = tm.column_count
+            for cols in flags:
+                present = list(e.present_after or [True] * ncols)
+                for i in cols:
+                    present[i] = False
+                c["after_present"].append(present if cols else e.present_after)
         c["query"].extend(repeat(None, n))
         slot = self._tm_slot.get(id(tm))
         if slot is None:
@@ -208,7 +220,8 @@ class BronzeBatcher:
         self._tm_index.extend(repeat(slot, n))
         self.row_changes += n
 
-    def add_closing(self, *, ok: bool, pos: int, info: dict, timestamp: int = 0) -> None:
+    def add_closing(self, *, ok: bool, pos: int, info: dict, timestamp: int = 0,
+                    chunk: int = 0) -> None:
         """Append the file's closing row: END at ``pos`` or ERROR at the failing ``pos``.
 
         ``info`` (events read, row changes, closed by ROTATE/STOP, note or error) is stored
@@ -216,7 +229,7 @@ class BronzeBatcher:
         """
         h = _Pseudo(pos, timestamp)
         info = {"row_changes": self.row_changes, **info}
-        self._row(h, 0, "END" if ok else "ERROR", None, None, None, None, None,
+        self._row(h, chunk, "END" if ok else "ERROR", None, None, None, None, None,
                   query=json.dumps(info, sort_keys=True))
 
     def full(self) -> bool:
@@ -264,8 +277,11 @@ def file_batches(events: Iterable[ev.Event], batcher: BronzeBatcher, reader=None
 
     A :class:`DecodeError` ends the file with an ERROR row (the rows decoded before it are
     kept: re-running the file replaces them); ``reader`` (a ``BinlogFileReader``) supplies
-    the end position and whether the tail was an unfinished event.
+    the end position, whether the tail was an unfinished event, and the chunk it decoded
+    (a file split among tasks has one closing row per chunk, ``row_in_event`` = chunk).
     """
+    chunk = reader.chunk if reader is not None else 0
+    chunks = reader.chunks if reader is not None else 1
     last_ts = 0
     try:
         for event in events:
@@ -274,20 +290,21 @@ def file_batches(events: Iterable[ev.Event], batcher: BronzeBatcher, reader=None
             if batcher.full():
                 yield batcher.flush()
     except DecodeError as exc:
-        info = {"error": f"{type(exc).__name__}: {exc}",
+        info = {"error": f"{type(exc).__name__}: {exc}", "chunk": chunk, "chunks": chunks,
                 "events": reader.events if reader is not None else None}
         batcher.add_closing(ok=False, pos=exc.pos if exc.pos is not None else 0, info=info,
-                            timestamp=last_ts)
+                            timestamp=last_ts, chunk=chunk)
     else:
         info: dict = {"events": reader.events if reader is not None else None,
-                      "closed": bool(reader is not None and reader.closed_cleanly)}
+                      "closed": bool(reader is not None and reader.closed_cleanly),
+                      "chunk": chunk, "chunks": chunks}
         if reader is not None and reader.partial_tail:
             info["note"] = ("unfinished tail (file still being written): indexed to the last "
                             "complete event")
         elif not info["closed"]:
             info["note"] = "no ROTATE/STOP at the end: the file may still be written"
         batcher.add_closing(ok=True, pos=reader.end_pos if reader is not None else 0,
-                            info=info, timestamp=last_ts)
+                            info=info, timestamp=last_ts, chunk=chunk)
     batch = batcher.flush()
     if batch is not None:
         yield batch
