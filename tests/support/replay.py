@@ -52,6 +52,9 @@ def _select_expr(col: dict[str, Any]) -> str:
         return f"HEX({name})"
     if t in ("bit", "year"):
         return f"{name} + 0"
+    if t == "float":
+        # CAST(float AS CHAR) prints 6 significant digits; as DOUBLE the value is exact.
+        return f"CAST({name} AS DOUBLE)"
     return f"CAST({name} AS CHAR)"
 
 
