@@ -24,7 +24,8 @@ __all__ = [
     "ColumnSchema", "TableSchema", "ForeignKey", "Snapshot", "SourceCheck", "CHECK_LEVELS",
     "SNAPSHOT_COLUMNS", "FK_COLUMNS", "CHECK_COLUMNS", "parse_enum_values", "binlog_file_number",
     "snapshot_to_rows", "fk_to_rows", "checks_to_rows", "snapshots_from_rows",
-    "snapshot_to_json", "snapshot_from_json", "check_to_json", "check_from_json",
+    "snapshot_to_json", "snapshot_from_json", "check_to_json", "check_from_json", "JSON_FORMAT",
+    "JSON_VERSION",
 ]
 
 CHECK_LEVELS = ("ok", "warn", "refuse")
@@ -103,6 +104,8 @@ def parse_enum_values(column_type: str) -> list[str]:
             if body[i] != ",":
                 raise ValueError(f"expected ',' at {i} in {column_type!r}")
             i += 1
+            if not body[i:].strip(" \t"):
+                raise ValueError(f"a label must follow ',' in {column_type!r}")
     return out
 
 
