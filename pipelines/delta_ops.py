@@ -12,7 +12,8 @@ from typing import Any
 
 from pipelines.errors import EngineError
 
-__all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version"]
+__all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
+           "table_id", "files_added", "set_retention", "vacuum_table"]
 
 
 def sql_string(value: str) -> str:
@@ -67,3 +68,65 @@ def current_version(path: str) -> int | None:
         return DeltaTable(path).version()
     except Exception:  # noqa: BLE001 - TableNotFoundError and friends
         return None
+
+
+def table_id(path: str) -> str | None:
+    """The Delta table's metadata id (a UUID fixed at creation), ``None`` when unreadable."""
+    try:
+        from deltalake import DeltaTable
+
+        return DeltaTable(path).metadata().id
+    except Exception:  # noqa: BLE001 - not found / no deltalake / remote store without creds
+        return None
+
+
+def files_added(path: str, since_version: int, to_version: int) -> list[str] | None:
+    """Data files present at ``to_version`` and not at ``since_version`` (absolute URIs).
+
+    For an append-only table these hold exactly the rows added in between (Sail has no change
+    data feed). ``None`` when either version cannot be loaded (log cleaned up, table
+    re-created, store unreadable by delta-rs): the caller then reads the whole snapshot.
+    """
+    try:
+        from deltalake import DeltaTable
+
+        old = set(DeltaTable(path, version=since_version).file_uris())
+        new = DeltaTable(path, version=to_version).file_uris()
+    except Exception:  # noqa: BLE001 - delta-rs raises several kinds
+        return None
+    return [f for f in new if f not in old]
+
+
+def set_retention(path: str, *, log_retention: str, deleted_file_retention: str) -> dict[str, str]:
+    """Set ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration`` (delta-rs:
+    Sail 0.7 has no ALTER TABLE … SET TBLPROPERTIES); return the table's properties after."""
+    try:
+        from deltalake import DeltaTable
+    except ImportError as exc:
+        raise EngineError("table properties on this engine need the deltalake package") from exc
+    dt = DeltaTable(path)
+    want = {"delta.logRetentionDuration": log_retention,
+            "delta.deletedFileRetentionDuration": deleted_file_retention}
+    have = dt.metadata().configuration or {}
+    if any(have.get(k) != v for k, v in want.items()):
+        dt.alter.set_table_properties(want)
+        dt = DeltaTable(path)
+    return dict(dt.metadata().configuration or {})
+
+
+def vacuum_table(path: str, *, dry_run: bool = False) -> dict[str, Any]:
+    """VACUUM by the table's own ``delta.deletedFileRetentionDuration`` (delta-rs, retention
+    enforced), then drop log entries older than ``delta.logRetentionDuration`` (checkpoint
+    first so every kept version stays readable). Returns the files removed (or to remove)
+    and the table version."""
+    try:
+        from deltalake import DeltaTable
+    except ImportError as exc:
+        raise EngineError("VACUUM on this engine needs the deltalake package") from exc
+    dt = DeltaTable(path)
+    removed = dt.vacuum(dry_run=dry_run, enforce_retention_duration=True)
+    if not dry_run:
+        dt = DeltaTable(path)
+        dt.create_checkpoint()
+        dt.cleanup_metadata()
+    return {"files": list(removed), "version": dt.version()}

@@ -1,0 +1,120 @@
+"""``binlake init | gold | rotate | vacuum``: argparse options and handlers.
+
+``pipelines/cli.py`` wires them (``add_*_arguments`` on a sub-parser, ``cmd_*`` in its
+command table); ``python -m pipelines.gold`` uses the same pieces. Handlers take the parsed
+arguments and the loaded :class:`Config`, print one line per fact, and return the exit code.
+The DSN is printed only in its redacted form.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pipelines.config import Config
+
+__all__ = ["add_init_arguments", "add_gold_arguments", "add_rotate_arguments",
+           "add_vacuum_arguments", "cmd_init", "cmd_gold", "cmd_rotate", "cmd_vacuum",
+           "render_gold_status"]
+
+
+def _dsn_option(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--gold-dsn", required=required,
+                   help="gold MySQL/MariaDB: mysql://user:password@host:port/db "
+                        "(default gold.dsn / BINLAKE_GOLD_DSN; db created when missing)")
+
+
+def add_init_arguments(p: argparse.ArgumentParser) -> None:
+    _dsn_option(p)
+    p.add_argument("--partitions", type=int, help="hourly partitions from the current hour "
+                   "(default gold.partitions: 48)")
+
+
+def add_gold_arguments(p: argparse.ArgumentParser) -> None:
+    _dsn_option(p)
+
+
+def add_rotate_arguments(p: argparse.ArgumentParser) -> None:
+    _dsn_option(p)
+    p.add_argument("--retain", help="keep this much gold history: Nd or Nh (default gold.retain)")
+    p.add_argument("--add-future", type=int,
+                   help="hourly partitions kept ahead of now (default gold.partitions_ahead)")
+
+
+def add_vacuum_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed")
+
+
+def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.gold.job import resolve_dsn, run_init
+
+    res = run_init(cfg, gold_dsn=args.gold_dsn, partitions=args.partitions)
+    dsn = resolve_dsn(cfg, args.gold_dsn)
+    print(f"init: {dsn}: database {res.database} "
+          f"{'created' if res.created_database else 'exists'}; tables {', '.join(res.tables)}; "
+          f"{res.partitions} partitions ({res.partitions_added} added)")
+    return 0
+
+
+def cmd_gold(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.gold.job import run_gold
+    from pipelines.session import get_spark
+
+    res = run_gold(get_spark(cfg.engine), cfg, gold_dsn=args.gold_dsn)
+    if res.note:
+        print(f"gold: {res.note}")
+    if res.mode != "none":
+        rate = res.rows_read / res.seconds if res.seconds else 0.0
+        print(f"gold: silver v{res.from_version} -> v{res.to_version} ({res.mode}"
+              f"{'' if res.files is None else f', {res.files} file(s)'}): {res.rows_read} rows "
+              f"read, {res.rows_inserted} inserted, {res.rows_read - res.rows_inserted} already "
+              f"there; {res.pk_marked} pk_values over 512 chars stored marked; method "
+              f"{res.method}, {res.tasks} task(s), {res.partitions_added} partition(s) added; "
+              f"{res.seconds:.1f}s ({rate:,.0f} rows/s)")
+    if res.snapshot_rows:
+        print(f"gold: {res.snapshot_rows} schema snapshot row(s) added")
+    return 0
+
+
+def cmd_rotate(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.gold.job import run_rotate
+    from pipelines.session import get_spark
+
+    res = run_rotate(get_spark(cfg.engine), cfg, gold_dsn=args.gold_dsn, retain=args.retain,
+                     add_future=args.add_future)
+    print(f"rotate: cut-off {res.cutoff:%Y-%m-%d %H:00} UTC; dropped {len(res.dropped)} "
+          f"partition(s){': ' + ', '.join(res.dropped) if res.dropped else ''}; "
+          f"{res.partitions_added} future partition(s) added")
+    for k in res.kept:
+        print(f"rotate: kept {k['partition']}: gold has {k['gold_rows']} rows, silver only "
+              f"{k['silver_rows']}")
+    return 0
+
+
+def cmd_vacuum(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.gold.job import run_vacuum
+
+    for t in run_vacuum(cfg, dry_run=args.dry_run):
+        props = ", ".join(f"{k}={v}" for k, v in sorted(t["properties"].items()))
+        verb = "would remove" if t["dry_run"] else "removed"
+        print(f"vacuum: {t['table']}: {verb} {t['files_removed']} file(s); version "
+              f"{t['version']}; {props}")
+    return 0
+
+
+def render_gold_status(g: dict) -> list[str]:
+    """Text lines for ``binlake status`` from :func:`pipelines.gold.job.gold_status`."""
+    if not g.get("configured"):
+        return ["gold: not configured (gold.dsn)"]
+    if "error" in g:
+        return [f"gold: {g.get('dsn')}: {g['error']}"]
+    w = g["watermark"]
+    lines = [f"gold: {g['dsn']}: watermark silver v{w['silver_version']} ({w['status']}, "
+             f"finished {w['finished_at']}), silver at v{g['silver_version']}, lag "
+             f"{g['lag_versions']} version(s) / {g['lag_seconds']}s since the latest event; "
+             f"{g['pk_values_marked_last_run']} pk_values marked in the last run"]
+    parts = g["partitions"]
+    lines.append(f"  partitions: {len(parts)} ({parts[0]['name']} .. {parts[-1]['name']}), "
+                 f"p_future ~{g['p_future_estimated_rows']} rows")
+    lines += [f"    {p['name']}: ~{p['estimated_rows']} rows" for p in parts
+              if p["estimated_rows"]]
+    return lines

@@ -1,0 +1,248 @@
+"""Gold objects in MySQL/MariaDB: ``binlog_events`` (bintrail-compatible, hourly partitions),
+``schema_snapshots``, ``binlake_export_state``; and hourly partition management.
+
+The DDL sticks to what MySQL 8.0/8.4 and MariaDB 10.6+ both accept: a STORED generated
+column, JSON columns (MariaDB: LONGTEXT with a ``json_valid`` CHECK, text kept verbatim),
+``PARTITION BY RANGE (TO_SECONDS(event_timestamp))``, and ``REORGANIZE PARTITION`` to add
+partitions (``ADD PARTITION`` cannot go below ``p_future`` / above MAXVALUE).
+
+Partition ``p_YYYYMMDDHH`` holds the hour starting then: ``VALUES LESS THAN
+(TO_SECONDS(<the next hour>))``, as bintrail names them; ``p_future`` (MAXVALUE) catches the
+rest and stays empty because partitions are added ahead of every export. RANGE partitions are
+open below, so the oldest hourly partition also holds anything older than its hour.
+
+Partition planning (:func:`plan_partitions`) is pure; :func:`apply_plan` runs the DDL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+
+from pipelines.gold.client import quote_ident
+
+__all__ = [
+    "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "EVENT_COLUMNS", "EVENT_TYPE_CODES",
+    "MAX_PARTITIONS", "Partition", "PartitionPlan", "hour_floor", "partition_name",
+    "partition_hour", "partition_clause", "create_events_sql", "CREATE_SNAPSHOTS",
+    "CREATE_STATE", "read_partitions", "plan_partitions", "apply_plan", "utc_now",
+]
+
+EVENTS_TABLE = "binlog_events"
+SNAPSHOTS_TABLE = "schema_snapshots"
+STATE_TABLE = "binlake_export_state"
+FUTURE = "p_future"
+# MySQL allows 8192 partitions per table (p_future included); keep a margin for rotate's
+# top-up between exports.
+MAX_PARTITIONS = 8000
+EVENT_TYPE_CODES = {"INSERT": 1, "UPDATE": 2, "DELETE": 3}
+
+# The columns an export writes, in order (event_id is AUTO_INCREMENT, pk_hash generated).
+EVENT_COLUMNS = (
+    "source_id", "binlog_file", "start_pos", "end_pos", "row_in_event", "event_timestamp",
+    "gtid", "connection_id", "schema_name", "table_name", "event_type", "pk_values",
+    "changed_columns", "row_before", "row_after", "schema_version",
+)
+
+# bintrail's binlog_events plus what exactly-once needs: source_id and row_in_event, and the
+# UNIQUE key uq_event_row naming one row change (it must include the partitioning column).
+# Widened from bintrail: connection_id BIGINT (silver's type), pk_values NULL (tables without
+# a primary key), schema_version VARCHAR(64) (silver's snapshot ids are text; numeric ids still
+# compare equal to integers).
+_EVENTS_BODY = """(
+    event_id        BIGINT UNSIGNED  NOT NULL AUTO_INCREMENT,
+    source_id       VARCHAR(64)      NOT NULL DEFAULT 'default' COMMENT 'binlake source.name',
+    binlog_file     VARCHAR(255)     NOT NULL,
+    start_pos       BIGINT UNSIGNED  NOT NULL,
+    end_pos         BIGINT UNSIGNED  NOT NULL,
+    row_in_event    INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT '0-based row index in its rows event',
+    event_timestamp DATETIME         NOT NULL,
+    gtid            VARCHAR(255)     DEFAULT NULL,
+    connection_id   BIGINT UNSIGNED  DEFAULT NULL,
+    schema_name     VARCHAR(64)      NOT NULL,
+    table_name      VARCHAR(64)      NOT NULL,
+    event_type      TINYINT UNSIGNED NOT NULL COMMENT '1=INSERT, 2=UPDATE, 3=DELETE',
+    pk_values       VARCHAR(512)     DEFAULT NULL COMMENT 'silver pk_values; over 512 chars: prefix, backslash-hash, sha256 of the full value',
+    pk_hash         VARCHAR(64)      AS (SHA2(pk_values, 256)) STORED,
+    changed_columns JSON             DEFAULT NULL,
+    row_before      JSON             DEFAULT NULL,
+    row_after       JSON             DEFAULT NULL,
+    schema_version  VARCHAR(64)      NOT NULL DEFAULT '0',
+    PRIMARY KEY (event_id, event_timestamp),
+    UNIQUE KEY uq_event_row (source_id, binlog_file, start_pos, row_in_event, event_timestamp),
+    INDEX idx_row_lookup (schema_name, table_name, event_timestamp),
+    INDEX idx_pk_hash    (schema_name, table_name, pk_hash, event_timestamp),
+    INDEX idx_gtid       (gtid)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+# bintrail's schema_snapshots, with snapshot_id as text (silver's ids) plus source_id and a
+# unique key so an export of silver's snapshots is idempotent.
+CREATE_SNAPSHOTS = f"""CREATE TABLE IF NOT EXISTS {quote_ident(SNAPSHOTS_TABLE)} (
+    id               INT UNSIGNED AUTO_INCREMENT PRIMARY KEY,
+    snapshot_id      VARCHAR(64)  NOT NULL,
+    snapshot_time    DATETIME     NOT NULL,
+    source_id        VARCHAR(64)  NOT NULL DEFAULT 'default',
+    schema_name      VARCHAR(64)  NOT NULL,
+    table_name       VARCHAR(64)  NOT NULL,
+    column_name      VARCHAR(64)  NOT NULL,
+    ordinal_position INT UNSIGNED NOT NULL,
+    column_key       VARCHAR(3)   NOT NULL COMMENT 'PRI, UNI, MUL, or empty',
+    data_type        VARCHAR(64)  NOT NULL,
+    column_type      TEXT         DEFAULT NULL,
+    is_nullable      VARCHAR(3)   NOT NULL,
+    column_default   TEXT         DEFAULT NULL,
+    is_generated     TINYINT(1)   NOT NULL DEFAULT 0,
+    pg_type_oid      INT UNSIGNED DEFAULT NULL,
+    pg_type_mod      INT          DEFAULT NULL,
+    UNIQUE KEY uq_snapshot_column (source_id, snapshot_id, schema_name, table_name, column_name),
+    INDEX idx_snapshot_id    (snapshot_id),
+    INDEX idx_snapshot_table (snapshot_id, schema_name, table_name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+# One row per exported Delta table. silver_version is the watermark: every row of that
+# silver version is in gold. rotated_before: rows older than this were rotated away and are
+# never exported again.
+CREATE_STATE = f"""CREATE TABLE IF NOT EXISTS {quote_ident(STATE_TABLE)} (
+    export_name     VARCHAR(64)     NOT NULL PRIMARY KEY,
+    silver_table_id VARCHAR(64)     DEFAULT NULL COMMENT 'Delta table id the watermark refers to',
+    silver_path     VARCHAR(1024)   DEFAULT NULL,
+    silver_version  BIGINT          NOT NULL DEFAULT -1 COMMENT 'watermark: this version is fully in gold',
+    target_version  BIGINT          DEFAULT NULL COMMENT 'version of the run in progress',
+    status          VARCHAR(16)     NOT NULL DEFAULT 'never' COMMENT 'never, running, completed, failed',
+    last_rows_read  BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    last_rows_inserted BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    last_pk_marked  BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'pk_values over 512 chars stored marked',
+    last_method     VARCHAR(16)     DEFAULT NULL,
+    rotated_before  DATETIME        DEFAULT NULL,
+    started_at      DATETIME        DEFAULT NULL,
+    finished_at     DATETIME        DEFAULT NULL,
+    error           TEXT            DEFAULT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+
+
+def utc_now() -> dt.datetime:
+    """The current UTC time as a naive datetime (gold's DATETIME convention)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def hour_floor(t: dt.datetime) -> dt.datetime:
+    if t.tzinfo is not None:
+        t = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def partition_name(hour: dt.datetime) -> str:
+    return hour.strftime("p_%Y%m%d%H")
+
+
+_NAME = re.compile(r"^p_(\d{10})$")
+
+
+def partition_hour(name: str) -> dt.datetime | None:
+    """The hour a ``p_YYYYMMDDHH`` partition holds; None for ``p_future`` and other names."""
+    m = _NAME.match(name)
+    if not m:
+        return None
+    try:
+        return dt.datetime.strptime(m.group(1), "%Y%m%d%H")
+    except ValueError:
+        return None
+
+
+def partition_clause(hour: dt.datetime) -> str:
+    nxt = hour + dt.timedelta(hours=1)
+    return (f"PARTITION {partition_name(hour)} VALUES LESS THAN "
+            f"(TO_SECONDS('{nxt:%Y-%m-%d %H:%M:%S}'))")
+
+
+def _future_clause() -> str:
+    return f"PARTITION {FUTURE} VALUES LESS THAN MAXVALUE"
+
+
+def create_events_sql(first_hour: dt.datetime, count: int) -> str:
+    """``CREATE TABLE IF NOT EXISTS binlog_events`` with ``count`` hours from ``first_hour``."""
+    hours = [first_hour + dt.timedelta(hours=i) for i in range(count)]
+    parts = ",\n    ".join([partition_clause(h) for h in hours] + [_future_clause()])
+    return (f"CREATE TABLE IF NOT EXISTS {quote_ident(EVENTS_TABLE)} {_EVENTS_BODY}\n"
+            f"PARTITION BY RANGE (TO_SECONDS(event_timestamp)) (\n    {parts}\n)")
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    hour: dt.datetime | None  # None for p_future
+    estimated_rows: int
+
+
+def read_partitions(conn, database: str) -> list[Partition]:
+    """``binlog_events``' partitions in order, with InnoDB's estimated row counts."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT PARTITION_NAME, TABLE_ROWS FROM information_schema.PARTITIONS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND PARTITION_NAME IS NOT NULL "
+            "ORDER BY PARTITION_ORDINAL_POSITION", (database, EVENTS_TABLE))
+        return [Partition(str(n), partition_hour(str(n)), int(r or 0)) for n, r in cur.fetchall()]
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """Hours to split off the oldest hourly partition (``below``) and off ``p_future``
+    (``above``), each ascending."""
+
+    below: list[dt.datetime] = field(default_factory=list)
+    above: list[dt.datetime] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.below or self.above)
+
+
+def plan_partitions(existing: list[dt.datetime], lo: dt.datetime, hi: dt.datetime, *,
+                    floor: dt.datetime | None = None,
+                    max_partitions: int = MAX_PARTITIONS) -> PartitionPlan:
+    """Partitions to add so every hour in ``[lo, hi]`` has its own partition.
+
+    ``existing``: the hourly partitions' hours, ascending. Hours after the newest existing
+    one are split off ``p_future`` (starting at ``lo`` when ``lo`` is later: the empty hours
+    between need no partition of their own); hours before the oldest are split off it, never
+    below ``floor`` (rotated away). The total stays within ``max_partitions`` (``p_future``
+    counted): when the span is wider, its oldest hours share the oldest partition.
+    """
+    lo, hi = hour_floor(lo), hour_floor(hi)
+    if floor is not None:
+        lo = max(lo, hour_floor(floor))
+    if hi < lo:
+        return PartitionPlan()
+    room = max_partitions - len(existing) - 1
+    above: list[dt.datetime] = []
+    below: list[dt.datetime] = []
+    start = lo if not existing else max(existing[-1] + dt.timedelta(hours=1), lo)
+    h = start
+    while h <= hi:
+        above.append(h)
+        h += dt.timedelta(hours=1)
+    above = above[max(0, len(above) - room):] if room > 0 else []
+    room -= len(above)
+    if existing and lo < existing[0]:
+        h = existing[0] - dt.timedelta(hours=1)
+        while h >= lo and room > 0:
+            below.append(h)
+            room -= 1
+            h -= dt.timedelta(hours=1)
+        below.reverse()
+    return PartitionPlan(below=below, above=above)
+
+
+def apply_plan(conn, plan: PartitionPlan, existing: list[dt.datetime]) -> None:
+    """Run ``plan`` as at most two ``ALTER TABLE … REORGANIZE PARTITION`` statements."""
+    table = quote_ident(EVENTS_TABLE)
+    with conn.cursor() as cur:
+        if plan.below:
+            first = existing[0]
+            parts = [partition_clause(h) for h in plan.below] + [partition_clause(first)]
+            cur.execute(f"ALTER TABLE {table} REORGANIZE PARTITION {partition_name(first)} "
+                        f"INTO ({', '.join(parts)})")
+        if plan.above:
+            parts = [partition_clause(h) for h in plan.above] + [_future_clause()]
+            cur.execute(f"ALTER TABLE {table} REORGANIZE PARTITION {FUTURE} "
+                        f"INTO ({', '.join(parts)})")

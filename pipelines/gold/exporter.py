@@ -1,0 +1,161 @@
+"""The parallel bulk export: each engine task writes its share of silver rows to gold.
+
+:func:`export_rows` is ``DataFrame → DataFrame``: ``mapInArrow`` runs :func:`_task` on every
+partition; the task opens one connection, turns each Arrow batch into gold values
+(``rows.to_gold``), writes them in chunks of ``batch_rows`` — one transaction each — and
+yields one small row of counts. No RDD and no foreachPartition, so it runs the same on Sail,
+Spark Connect, classic Spark and Databricks.
+
+Methods (``gold.method``; ``bench/gold_export.py`` measures them side by side):
+
+* ``load_data``: ``LOAD DATA LOCAL INFILE … IGNORE`` from a temporary TSV file per chunk. The
+  chunk's warnings are checked before COMMIT: every warning must be a duplicate-key skip
+  (their number = rows read − rows inserted), anything else rolls back and raises.
+* ``insert``: multi-row ``INSERT … ON DUPLICATE KEY UPDATE event_id = event_id`` (a no-op on
+  an existing row; unlike INSERT IGNORE it keeps strict mode's errors as errors).
+* ``single``: one INSERT per row, committed per chunk — the baseline the bench compares.
+
+Duplicates are no-ops on the ``uq_event_row`` key, so a chunk written twice (a re-run after a
+crash) changes nothing: that is the exactly-once half that lives in MySQL.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
+from pipelines.gold.rows import sql_rows, to_gold, tsv_rows
+
+__all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
+           "write_chunk", "sum_counts"]
+
+METHODS = ("load_data", "insert", "single")
+RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, seconds double"
+_COLS = ", ".join(f"`{c}`" for c in EVENT_COLUMNS)
+_INSERT = f"INSERT INTO `{EVENTS_TABLE}` ({_COLS}) VALUES "
+_NOOP = " ON DUPLICATE KEY UPDATE event_id = event_id"
+_LOAD = (f"LOAD DATA LOCAL INFILE %s IGNORE INTO TABLE `{EVENTS_TABLE}` CHARACTER SET utf8mb4 "
+         "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
+         f"({_COLS})")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What a task needs (pickled to the engine's workers): the DSN URL, its database,
+    the method and the chunk size."""
+
+    dsn_url: str
+    database: str
+    method: str
+    batch_rows: int
+
+    def __repr__(self) -> str:  # the URL holds the password
+        return f"ExportOptions(database={self.database!r}, method={self.method!r}, " \
+               f"batch_rows={self.batch_rows})"
+
+
+@dataclass
+class ExportCounts:
+    rows_read: int = 0
+    rows_inserted: int = 0
+    pk_marked: int = 0
+    seconds: float = 0.0
+
+
+def write_chunk(conn, chunk: pa.RecordBatch, method: str, tmpdir: str | None = None) -> int:
+    """Write one chunk of gold values in one transaction; return the rows inserted.
+
+    Raises pymysql errors as they come (the caller maps them); for ``load_data`` a warning
+    other than a duplicate-key skip rolls the chunk back and raises ValueError.
+    """
+    n = chunk.num_rows
+    if n == 0:
+        return 0
+    with conn.cursor() as cur:
+        if method == "insert":
+            inserted = cur.execute(_INSERT + ",".join(sql_rows(chunk)) + _NOOP)
+        elif method == "single":
+            inserted = 0
+            for row in sql_rows(chunk):
+                inserted += cur.execute(_INSERT + row + _NOOP)
+        elif method == "load_data":
+            fd, path = tempfile.mkstemp(suffix=".tsv", dir=tmpdir)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(tsv_rows(chunk))
+                inserted = cur.execute(_LOAD, (path,))
+            finally:
+                os.unlink(path)
+            cur.execute("SELECT @@warning_count")
+            warnings = int(cur.fetchone()[0])
+            if warnings > n - inserted:
+                cur.execute("SHOW WARNINGS LIMIT 5")
+                shown = [f"{r[1]}: {r[2]}" for r in cur.fetchall() if int(r[1]) != 1062]
+                conn.rollback()
+                raise ValueError("LOAD DATA warnings other than duplicate keys (rolled back): "
+                                 + "; ".join(shown))
+        else:
+            raise ValueError(f"unknown gold export method {method!r}")
+    conn.commit()
+    return int(inserted)
+
+
+def _task(opts: ExportOptions):
+    def run(batches):
+        import pymysql
+
+        from pipelines.config import Dsn
+        from pipelines.gold.client import connect
+
+        started = time.monotonic()
+        counts = ExportCounts()
+        dsn = Dsn.parse(opts.dsn_url, setting="gold.dsn")
+        conn = connect(dsn, local_infile=opts.method == "load_data", autocommit=False)
+        try:
+            with tempfile.TemporaryDirectory(prefix="binlake-gold-") as tmpdir:
+                for batch in batches:
+                    if batch.num_rows == 0:
+                        continue
+                    gold, marked = to_gold(batch)
+                    counts.rows_read += gold.num_rows
+                    counts.pk_marked += marked
+                    for off in range(0, gold.num_rows, opts.batch_rows):
+                        chunk = gold.slice(off, opts.batch_rows)
+                        try:
+                            counts.rows_inserted += write_chunk(conn, chunk, opts.method, tmpdir)
+                        except pymysql.err.MySQLError as exc:
+                            raise RuntimeError(f"gold export to {dsn}: {exc.args}") from None
+        finally:
+            conn.close()
+        counts.seconds = time.monotonic() - started
+        yield pa.RecordBatch.from_pydict(
+            {"rows_read": [counts.rows_read], "rows_inserted": [counts.rows_inserted],
+             "pk_marked": [counts.pk_marked], "seconds": [counts.seconds]},
+            schema=pa.schema([("rows_read", pa.int64()), ("rows_inserted", pa.int64()),
+                              ("pk_marked", pa.int64()), ("seconds", pa.float64())]))
+
+    return run
+
+
+def export_rows(df, opts: ExportOptions):
+    """Pure transform: silver rows → one counts row per task (:data:`RESULT_DDL`).
+
+    Nothing happens until the result is collected; collect it once.
+    """
+    return df.select(*EVENT_COLUMNS).mapInArrow(_task(opts), RESULT_DDL)
+
+
+def sum_counts(rows) -> ExportCounts:
+    """Add up the collected per-task rows."""
+    out = ExportCounts()
+    for r in rows:
+        out.rows_read += int(r["rows_read"])
+        out.rows_inserted += int(r["rows_inserted"])
+        out.pk_marked += int(r["pk_marked"])
+        out.seconds = max(out.seconds, float(r["seconds"]))
+    return out

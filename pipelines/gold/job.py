@@ -1,0 +1,433 @@
+"""The gold stage's jobs: ``init``, ``gold`` (export), ``rotate``, ``vacuum``, and status.
+
+Only orchestration and I/O live here; DDL and partition planning are ``ddl``, row values
+``rows``, the task ``exporter``, the watermark ``state``, drop planning ``rotate``.
+
+Exactly once (``docs/gold.md``): a run reads the watermark W (a silver Delta version) from
+``binlake_export_state``, pins the silver version V to export, writes the rows of the data
+files added between W and V (the whole snapshot when W is unknown or its log is gone) with
+duplicates as no-ops on ``uq_event_row``, and only then moves the watermark to V. A kill -9
+anywhere leaves W in place; the re-run writes the same rows again, which changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from pipelines.config import Config, Dsn, parse_retain
+from pipelines.delta_ops import (current_version, files_added, set_retention, table_exists,
+                                 table_id, vacuum_table)
+from pipelines.errors import ConfigError, SourceError
+from pipelines.gold import ddl, state
+from pipelines.gold.client import connect, database_of, quote_ident
+from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
+from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
+                                   silver_hour_counts)
+
+__all__ = ["InitResult", "GoldResult", "RotateResult", "run_init", "run_gold", "run_rotate",
+           "run_vacuum", "gold_status", "resolve_dsn", "LAKE_TABLES"]
+
+log = logging.getLogger(__name__)
+
+SILVER = ("silver", "binlog_events")
+SILVER_SNAPSHOTS = ("silver", "schema_snapshots")
+# The lake's Delta tables that `binlake vacuum` keeps within the configured retention.
+LAKE_TABLES = [("bronze", "binlog_events"), ("bronze", "files"), ("silver", "binlog_events"),
+               ("silver", "quarantine"), ("silver", "schema_snapshots"),
+               ("silver", "fk_constraints")]
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def resolve_dsn(cfg: Config, gold_dsn: str | None = None) -> Dsn:
+    """The gold DSN from the argument, else ``gold.dsn``; ConfigError when neither is set."""
+    url = gold_dsn or cfg.gold.dsn
+    if not url:
+        raise ConfigError("gold.dsn: no gold database (give --gold-dsn mysql://user:pw@host:port/db, "
+                          "BINLAKE_GOLD_DSN or [gold] dsn)")
+    return Dsn.parse(url, setting="--gold-dsn" if gold_dsn else "gold.dsn")
+
+
+def _url(dsn: Dsn) -> str:
+    from urllib.parse import quote
+
+    auth = quote(dsn.user, safe="") + (":" + quote(dsn.password, safe="") if dsn.password else "")
+    return f"mysql://{auth}@{dsn.host}:{dsn.port}/{quote(database_of(dsn), safe='')}"
+
+
+def _sql_error(dsn: Dsn, what: str, exc: BaseException) -> SourceError:
+    return SourceError(f"gold {dsn}: {what}: {getattr(exc, 'args', exc)}")
+
+
+# -- init ------------------------------------------------------------------------------
+
+@dataclass
+class InitResult:
+    database: str
+    created_database: bool
+    tables: list[str]
+    partitions_added: int
+    partitions: int
+
+
+def _existing_hours(conn, database: str) -> list[dt.datetime]:
+    return [p.hour for p in ddl.read_partitions(conn, database) if p.hour is not None]
+
+
+def _ensure_partitions(conn, database: str, lo: dt.datetime, hi: dt.datetime, *,
+                       floor: dt.datetime | None = None) -> int:
+    existing = _existing_hours(conn, database)
+    plan = ddl.plan_partitions(existing, lo, hi, floor=floor)
+    if plan:
+        ddl.apply_plan(conn, plan, existing)
+    return len(plan.below) + len(plan.above)
+
+
+def run_init(cfg: Config, *, gold_dsn: str | None = None,
+             partitions: int | None = None) -> InitResult:
+    """Create the gold database (if missing) and its tables; idempotent.
+
+    ``binlog_events`` starts with ``partitions`` hourly partitions from the current UTC hour
+    (bintrail's layout) plus ``p_future``; on an existing table the same span is topped up.
+    Raises :class:`SourceError` when the server refuses.
+    """
+    import pymysql
+
+    dsn = resolve_dsn(cfg, gold_dsn)
+    n = partitions or cfg.gold.partitions
+    if n < 1:
+        raise ConfigError("--partitions: must be at least 1")
+    db = database_of(dsn)
+    now = ddl.hour_floor(ddl.utc_now())
+    server = connect(dsn, database=False)
+    try:
+        with server.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                        (db,))
+            created = int(cur.fetchone()[0]) == 0
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)} "
+                        "DEFAULT CHARACTER SET utf8mb4")
+    except pymysql.err.MySQLError as exc:
+        raise _sql_error(dsn, f"CREATE DATABASE {db}", exc) from exc
+    finally:
+        server.close()
+    conn = connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(ddl.create_events_sql(now, n))
+            cur.execute(ddl.CREATE_SNAPSHOTS)
+            cur.execute(ddl.CREATE_STATE)
+        added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=n - 1))
+        total = len(ddl.read_partitions(conn, db))
+    except pymysql.err.MySQLError as exc:
+        raise _sql_error(dsn, "creating gold tables", exc) from exc
+    finally:
+        conn.close()
+    return InitResult(db, created, [ddl.EVENTS_TABLE, ddl.SNAPSHOTS_TABLE, ddl.STATE_TABLE],
+                      added, total)
+
+
+# -- export ----------------------------------------------------------------------------
+
+@dataclass
+class GoldResult:
+    database: str = ""
+    mode: str = "none"  # none | incremental | full
+    from_version: int = -1
+    to_version: int | None = None
+    files: int | None = None
+    rows_read: int = 0
+    rows_inserted: int = 0
+    pk_marked: int = 0
+    snapshot_rows: int = 0
+    method: str = ""
+    tasks: int = 0
+    partitions_added: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+
+def _server_method(conn, wanted: str) -> str:
+    if wanted != "auto":
+        return wanted
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.local_infile")
+        on = str(cur.fetchone()[0]).upper() in ("1", "ON")
+    return "load_data" if on else "insert"
+
+
+def _silver_rows(spark, path: str, watermark: int, target: int):
+    """(DataFrame of the silver rows to export, mode, file count)."""
+    if watermark >= 0:
+        files = files_added(path, watermark, target)
+        if files is not None:
+            if not files:
+                return None, "incremental", 0
+            return spark.read.parquet(*files), "incremental", len(files)
+        log.warning("silver log for version %s is gone: exporting the whole snapshot", watermark)
+    df = spark.read.format("delta").option("versionAsOf", target).load(path)
+    return df, "full", None
+
+
+def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
+    """Export the silver rows not yet in gold (module docstring); returns the counts.
+
+    Creates the gold database and tables when missing. Raises :class:`SourceError` when the
+    gold server refuses a statement (the watermark then stays where it was).
+    """
+    import pymysql
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    dsn = resolve_dsn(cfg, gold_dsn)
+    res = GoldResult(database=database_of(dsn))
+    silver_path = cfg.table_path(*SILVER)
+    run_init(cfg, gold_dsn=gold_dsn, partitions=cfg.gold.partitions)
+    if not table_exists(spark, silver_path):
+        res.note = f"no silver table at {silver_path}"
+        return res
+    target = current_version(silver_path)
+    tid = table_id(silver_path)
+    conn = connect(dsn, autocommit=False)
+    try:
+        st = state.load_state(conn)
+        watermark = st.silver_version
+        if st.silver_table_id and tid and st.silver_table_id != tid:
+            log.warning("silver was re-created (table id changed): exporting it all again")
+            watermark = -1
+        res.from_version, res.to_version = watermark, target
+        res.snapshot_rows = _export_snapshots(spark, cfg, conn)
+        if target is None or watermark >= target:
+            res.note = "gold is up to date"
+            res.seconds = time.monotonic() - started
+            return res
+        df, res.mode, res.files = _silver_rows(spark, silver_path, watermark, target)
+        res.method = _server_method(conn, cfg.gold.method)
+        if df is not None:
+            df = df.where(F.col("event_type").isin("INSERT", "UPDATE", "DELETE"))
+            if st.rotated_before is not None:
+                cut = int((st.rotated_before - _EPOCH).total_seconds())
+                df = df.where(F.col("event_timestamp").cast("long") >= F.lit(cut))
+            res.partitions_added = _partitions_for(conn, res.database, df, cfg, st.rotated_before)
+            state.mark_running(conn, table_id=tid, path=silver_path, target=target)
+            res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
+            opts = ExportOptions(_url(dsn), res.database, res.method, cfg.gold.batch_rows)
+            try:
+                counts = sum_counts(export_rows(df.repartition(res.tasks), opts).collect())
+            except Exception as exc:  # noqa: BLE001 - engines wrap task errors differently
+                msg = _first_line(exc)
+                _try(lambda: state.mark_failed(conn, msg))
+                raise SourceError(f"gold export to {dsn} failed (watermark stays at "
+                                  f"{watermark}): {msg}") from None
+            res.rows_read, res.rows_inserted = counts.rows_read, counts.rows_inserted
+            res.pk_marked = counts.pk_marked
+        state.mark_done(conn, table_id=tid, version=target, rows_read=res.rows_read,
+                        inserted=res.rows_inserted, pk_marked=res.pk_marked,
+                        method=res.method or "none")
+    except pymysql.err.MySQLError as exc:
+        raise _sql_error(dsn, "export", exc) from exc
+    finally:
+        conn.close()
+    res.seconds = time.monotonic() - started
+    return res
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():
+        if "gold export to" in line or "Error" in line:
+            return line.strip()[:1000]
+    return text.splitlines()[0][:1000]
+
+
+def _try(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - best effort while reporting another error
+        pass
+
+
+def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | None) -> int:
+    """Add partitions for every hour the rows fall in, then the future ones (so nothing
+    lands in ``p_future``); return how many were added."""
+    from pyspark.sql import functions as F
+
+    secs = F.col("event_timestamp").cast("long")
+    b = df.agg(F.min(secs).alias("lo"), F.max(secs).alias("hi")).collect()[0]
+    added = 0
+    if b["lo"] is not None:
+        lo = _EPOCH + dt.timedelta(seconds=int(b["lo"]))
+        hi = _EPOCH + dt.timedelta(seconds=int(b["hi"]))
+        added += _ensure_partitions(conn, database, lo, hi, floor=floor)
+    now = ddl.hour_floor(ddl.utc_now())
+    added += _ensure_partitions(conn, database, now,
+                                now + dt.timedelta(hours=cfg.gold.partitions_ahead))
+    return added
+
+
+_SNAPSHOT_COLS = ("snapshot_id", "snapshot_time", "source_id", "schema_name", "table_name",
+                  "column_name", "ordinal_position", "column_key", "data_type", "column_type",
+                  "is_nullable", "column_default", "is_generated")
+
+
+def _yes_no(v: Any) -> str:
+    if isinstance(v, bool):
+        return "YES" if v else "NO"
+    return str(v) if v is not None else "NO"
+
+
+def _export_snapshots(spark, cfg: Config, conn) -> int:
+    """Copy silver's schema_snapshots (small) into gold's; existing rows are no-ops."""
+    from pyspark.sql import functions as F
+
+    path = cfg.table_path(*SILVER_SNAPSHOTS)
+    if not table_exists(spark, path):
+        return 0
+    df = spark.read.format("delta").load(path)
+    secs = F.col("snapshot_time").cast("long").alias("snapshot_time")
+    rows = df.select(*[secs if c == "snapshot_time" else F.col(c) for c in _SNAPSHOT_COLS]
+                     ).collect()
+    values = []
+    for r in rows:
+        values.append((str(r["snapshot_id"]), _EPOCH + dt.timedelta(seconds=int(r["snapshot_time"] or 0)),
+                       r["source_id"] or "default", r["schema_name"], r["table_name"],
+                       r["column_name"], int(r["ordinal_position"] or 0), r["column_key"] or "",
+                       r["data_type"] or "", r["column_type"], _yes_no(r["is_nullable"]),
+                       r["column_default"], 1 if r["is_generated"] in (True, 1, "1", "YES") else 0))
+    if not values:
+        return 0
+    cols = ", ".join(quote_ident(c) for c in _SNAPSHOT_COLS)
+    marks = ", ".join(["%s"] * len(_SNAPSHOT_COLS))
+    inserted = 0
+    with conn.cursor() as cur:
+        for i in range(0, len(values), 1000):
+            inserted += cur.executemany(
+                f"INSERT INTO {quote_ident(ddl.SNAPSHOTS_TABLE)} ({cols}) VALUES ({marks}) "
+                "ON DUPLICATE KEY UPDATE id = id", values[i:i + 1000]) or 0
+    conn.commit()
+    return inserted
+
+
+# -- rotate ----------------------------------------------------------------------------
+
+@dataclass
+class RotateResult:
+    cutoff: dt.datetime
+    dropped: list[str] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)  # too old, but silver lacks rows
+    partitions_added: int = 0
+
+
+def run_rotate(spark, cfg: Config, *, gold_dsn: str | None = None, retain: str | None = None,
+               add_future: int | None = None) -> RotateResult:
+    """Drop gold partitions older than ``retain`` (``7d``/``48h``, default ``gold.retain``)
+    that silver fully holds, in one DDL; then keep ``add_future`` (default
+    ``gold.partitions_ahead``) hourly partitions ahead of the current hour."""
+    import pymysql
+
+    dsn = resolve_dsn(cfg, gold_dsn)
+    hours = parse_retain(retain or cfg.gold.retain, setting="--retain" if retain else "gold.retain")
+    ahead = cfg.gold.partitions_ahead if add_future is None else add_future
+    if ahead < 0:
+        raise ConfigError("--add-future: must be 0 or more")
+    db = database_of(dsn)
+    now = ddl.hour_floor(ddl.utc_now())
+    res = RotateResult(cutoff=now - dt.timedelta(hours=hours))
+    silver_path = cfg.table_path(*SILVER)
+    conn = connect(dsn)
+    try:
+        parts = ddl.read_partitions(conn, db)
+        if not parts:
+            raise SourceError(f"gold {dsn}: no partitioned {ddl.EVENTS_TABLE} (run binlake init)")
+        gold = gold_hour_counts(conn, res.cutoff)
+        silver = (silver_hour_counts(spark, silver_path, res.cutoff)
+                  if table_exists(spark, silver_path) else {})
+        plan = plan_rotation(parts, res.cutoff, gold, silver)
+        res.kept = [{"partition": c.partition.name, "gold_rows": c.gold_rows,
+                     "silver_rows": c.silver_rows} for c in plan.keep]
+        res.dropped = [c.partition.name for c in plan.drop]
+        if res.dropped:
+            # Rows before the newest dropped hour are never exported again.
+            state.set_rotated_before(conn, max(c.hi for c in plan.drop))
+            drop_partitions(conn, res.dropped)
+        res.partitions_added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=ahead))
+    except pymysql.err.MySQLError as exc:
+        raise _sql_error(dsn, "rotate", exc) from exc
+    finally:
+        conn.close()
+    return res
+
+
+# -- vacuum ----------------------------------------------------------------------------
+
+def run_vacuum(cfg: Config, *, dry_run: bool = False) -> list[dict[str, Any]]:
+    """Set the retention properties from ``gold.log_retention`` /
+    ``gold.deleted_file_retention`` on every lake table, then VACUUM it by them (delta-rs)."""
+    out = []
+    for layer, name in LAKE_TABLES:
+        path = cfg.table_path(layer, name)
+        if current_version(path) is None:
+            continue
+        props = set_retention(path, log_retention=cfg.gold.log_retention,
+                              deleted_file_retention=cfg.gold.deleted_file_retention)
+        done = vacuum_table(path, dry_run=dry_run)
+        out.append({"table": f"{layer}/{name}", "path": path, "version": done["version"],
+                    "files_removed": len(done["files"]), "dry_run": dry_run,
+                    "properties": {k: v for k, v in props.items() if "Retention" in k}})
+    return out
+
+
+# -- status ----------------------------------------------------------------------------
+
+def gold_status(cfg: Config, *, gold_dsn: str | None = None) -> dict[str, Any]:
+    """Export watermark and lag, partitions with InnoDB's estimated rows; JSON-able.
+
+    ``{"configured": False}`` without a DSN; ``{"error": ...}`` when the server is away
+    (status must not fail because gold is down).
+    """
+    import pymysql
+
+    url = gold_dsn or cfg.gold.dsn
+    if not url:
+        return {"configured": False}
+    dsn = Dsn.parse(url, setting="gold.dsn")
+    db = database_of(dsn)
+    out: dict[str, Any] = {"configured": True, "dsn": str(dsn), "database": db}
+    silver_version = current_version(cfg.table_path(*SILVER))
+    try:
+        conn = connect(dsn)
+    except SourceError as exc:
+        out["error"] = str(exc)
+        return out
+    try:
+        parts = ddl.read_partitions(conn, db)
+        if not parts:
+            out["error"] = f"no {ddl.EVENTS_TABLE} table (run binlake init)"
+            return out
+        st = state.load_state(conn)
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT MIN(event_timestamp), MAX(event_timestamp) "
+                        f"FROM {quote_ident(ddl.EVENTS_TABLE)}")
+            earliest, latest = cur.fetchone()
+        wm = st.silver_version
+        out.update({
+            "watermark": {k: v for k, v in asdict(st).items() if k != "export_name"},
+            "silver_version": silver_version,
+            "lag_versions": (silver_version - wm) if silver_version is not None else None,
+            "earliest_event": earliest, "latest_event": latest,
+            "lag_seconds": int((ddl.utc_now() - latest).total_seconds()) if latest else None,
+            "partitions": [{"name": p.name, "estimated_rows": p.estimated_rows} for p in parts],
+            "p_future_estimated_rows": next((p.estimated_rows for p in parts
+                                             if p.hour is None), 0),
+            "pk_values_marked_last_run": st.last_pk_marked,
+        })
+    except pymysql.err.MySQLError as exc:
+        out["error"] = f"gold {dsn}: {exc.args}"
+    finally:
+        conn.close()
+    return out
+
