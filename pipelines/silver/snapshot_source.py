@@ -6,9 +6,9 @@ information_schema is not transactional, and FLUSH TABLES WITH READ LOCK would s
 server, so the read is *bracketed* by binlog coordinates instead:
 
 1. read the coordinates C1 (``SHOW MASTER STATUS`` — ``SHOW BINARY LOG STATUS`` on MySQL
-   8.2+ — plus the executed GTID set: MySQL's ``Executed_Gtid_Set`` column, MariaDB's
-   ``@@gtid_binlog_pos``; the status is read before and after the GTID set and the pair is
-   re-read until both agree);
+   8.2+ — plus the executed GTID set: MySQL's ``Executed_Gtid_Set`` column of the same
+   statement, MariaDB's ``BINLOG_GTID_POS(file, pos)``, the GTID position at exactly that
+   offset);
 2. read COLUMNS, the PRIMARY KEY columns, MariaDB's ``json_valid`` CHECKs and the foreign keys;
 3. read the coordinates C2.
 
@@ -152,15 +152,25 @@ def _status(cur, server: _Server) -> tuple[str | None, int | None, str | None]:
 
 
 def _coordinates(cur, server: _Server) -> Coordinates:
-    for _ in range(20):
-        first = _status(cur, server)
-        if server.is_mariadb:
-            gtid = _query(cur, "SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
-            second = _status(cur, server)
-            if first == second:
-                return Coordinates(first[0], first[1], str(gtid) if gtid is not None else None)
-        else:
-            return Coordinates(*first)
+    first = _status(cur, server)
+    if not server.is_mariadb or first[0] is None:
+        return Coordinates(*first)
+    # MariaDB: BINLOG_GTID_POS(file, pos) is the GTID position at exactly that offset, so the
+    # file/pos and the GTID set cannot come from different moments.
+    import pymysql
+
+    try:
+        gtid = _query(cur, "SELECT BINLOG_GTID_POS(%s, %s)", (first[0], first[1]))[0][0]
+        if gtid is not None:
+            return Coordinates(first[0], first[1], str(gtid))
+    except pymysql.err.MySQLError:  # BINLOG_GTID_POS needs MariaDB 10.0+ and the file
+        pass
+    for _ in range(50):
+        gtid = _query(cur, "SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+        second = _status(cur, server)
+        if first == second:
+            return Coordinates(first[0], first[1], str(gtid) if gtid is not None else None)
+        first = second
     raise SourceError("binlog position kept moving while reading the GTID position")
 
 
