@@ -1,0 +1,19 @@
+"""Data-quality expectations over silver and the quarantine, with great-expectations 1.x.
+
+``rules`` loads ``conf/quality.toml`` (rule name → dataset → expectation → action),
+``datasets`` selects the window and adds helper columns, ``checks`` runs the rules with GE,
+``report`` renders the HTML page, ``job`` stores results and exposes :func:`run_quality`.
+"""
+
+from __future__ import annotations
+
+from pipelines.quality.datasets import Window
+from pipelines.quality.job import (
+    QualityResult, RuleResult, exit_code, last_quality, result_to_json, run_quality,
+    summary_line,
+)
+from pipelines.quality.rules import Action, Expect, Rule, RuleSet, load_rules, parse_rules
+
+__all__ = ["run_quality", "summary_line", "exit_code", "result_to_json", "last_quality",
+           "QualityResult", "RuleResult", "Window", "Action", "Expect", "Rule", "RuleSet",
+           "load_rules", "parse_rules"]

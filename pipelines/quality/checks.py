@@ -1,0 +1,214 @@
+"""Run :class:`Rule` objects with great-expectations 1.x on a Spark DataFrame.
+
+One ephemeral GE context per call (in memory, analytics and progress bars off), a Spark data
+source with a whole-DataFrame batch, one :class:`ExpectationSuite` and one
+:class:`ValidationDefinition`; the DataFrame is passed as the batch parameter. This is the
+plain GE 1.x API and works the same on Spark Connect (Sail) and on classic Spark/Databricks.
+
+Rules written as SQL become helper columns first (``__expected_<n>`` for ``equal``,
+``__ok_<n>`` for ``condition``), so every rule is a column expectation and GE reports the
+failing rows' keys (``unexpected_index_column_names``): a sample of ``sample_rows`` per rule,
+or all of them for ``quarantine`` rules (result format COMPLETE).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipelines.errors import ConfigError
+from pipelines.quality.rules import Action, Expect, Rule
+
+__all__ = ["Outcome", "validate", "check_rules_against", "failing_rows"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What GE found for one rule: rows checked, rows failing, and failing rows' columns."""
+
+    rule: Rule
+    checked: int
+    failed: int
+    failing: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+    expectation: str = ""
+
+    @property
+    def passed(self) -> int:
+        return max(self.checked - self.failed, 0)
+
+
+def check_rules_against(df: DataFrame, rules: Sequence[Rule]) -> None:
+    """Raise :class:`ConfigError` naming the first rule whose columns or SQL do not fit ``df``."""
+    columns = set(df.columns)
+    for rule in rules:
+        missing = [c for c in rule.columns_used if c not in columns]
+        if missing:
+            raise ConfigError(f"quality rule {rule.label}: no column {', '.join(missing)} in "
+                              f"dataset {rule.dataset} (columns: {', '.join(sorted(columns))})")
+        for key in ("expr", "condition", "when"):
+            sql = getattr(rule, key)
+            if sql is None:
+                continue
+            try:
+                df.select(F.expr(sql)).schema  # noqa: B018 - forces analysis
+            except Exception as exc:  # noqa: BLE001 - parse/analysis errors differ per engine
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ConfigError(f"quality rule {rule.label}: invalid {key} {sql!r}: "
+                                  f"{first}") from exc
+
+
+def _expectation(rule: Rule, i: int):
+    """The GE expectation for ``rule`` (helper columns named by index ``i``)."""
+    import great_expectations as gx
+
+    E = gx.expectations
+    common: dict[str, Any] = {"meta": {"rule": rule.name, "dataset": rule.dataset, "i": i}}
+    if rule.when:
+        common.update(row_condition=rule.when, condition_parser="spark")
+    if rule.expect is Expect.NOT_NULL:
+        return E.ExpectColumnValuesToNotBeNull(column=rule.column, **common)
+    if rule.expect is Expect.NULL:
+        return E.ExpectColumnValuesToBeNull(column=rule.column, **common)
+    if rule.expect is Expect.IN_SET:
+        return E.ExpectColumnValuesToBeInSet(column=rule.column, value_set=list(rule.values),
+                                             **common)
+    if rule.expect is Expect.UNIQUE:
+        if len(rule.columns) == 1:
+            return E.ExpectColumnValuesToBeUnique(column=rule.columns[0], **common)
+        return E.ExpectCompoundColumnsToBeUnique(column_list=list(rule.columns), **common)
+    if rule.expect is Expect.EQUAL:
+        return E.ExpectColumnPairValuesToBeEqual(column_A=rule.column, column_B=f"__expected_{i}",
+                                                 **common)
+    # CONDITION: the SQL boolean as a column, NULL counting as false.
+    return E.ExpectColumnValuesToBeInSet(column=f"__ok_{i}", value_set=[True], **common)
+
+
+def _prepare(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
+    for i, rule in enumerate(rules):
+        if rule.expect is Expect.EQUAL:
+            df = df.withColumn(f"__expected_{i}", F.expr(rule.expr))
+        elif rule.expect is Expect.CONDITION:
+            df = df.withColumn(f"__ok_{i}", F.coalesce(F.expr(rule.condition), F.lit(False)))
+    return df
+
+
+def _context():
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig, InMemoryStoreBackendDefaults, ProgressBarsConfig,
+    )
+
+    return gx.get_context(mode="ephemeral", project_config=DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(), analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False)))
+
+
+def _error_text(result) -> str | None:
+    info = result.exception_info or {}
+    if "raised_exception" not in info and info:  # keyed by metric id in some GE paths
+        info = next(iter(info.values()), {}) or {}
+    if info.get("raised_exception"):
+        return str(info.get("exception_message") or "great-expectations raised an exception")
+    return None
+
+
+def _run_suite(df: DataFrame, items: Sequence[tuple[int, Rule]], *, name: str,
+               report_columns: Sequence[str], complete: bool, sample_rows: int
+               ) -> dict[int, Outcome]:
+    """One GE validation of ``items`` (rule index in the caller's list, rule) on ``df``."""
+    import great_expectations as gx
+
+    ctx = _context()
+    batch = (ctx.data_sources.add_spark("spark").add_dataframe_asset(name)
+             .add_batch_definition_whole_dataframe("window"))
+    suite = ctx.suites.add(gx.ExpectationSuite(name=name))
+    for i, rule in items:
+        suite.add_expectation(_expectation(rule, i))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch,
+                                                                suite=suite))
+    result_format: dict[str, Any] = {
+        "result_format": "COMPLETE" if complete else "SUMMARY",
+        "unexpected_index_column_names": list(report_columns),
+        "partial_unexpected_count": max(sample_rows, 1),
+        "return_unexpected_index_query": False,
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = vd.run(batch_parameters={"dataframe": df}, result_format=result_format)
+    by_index = {r.expectation_config.meta["i"]: r for r in res.results}
+    out: dict[int, Outcome] = {}
+    for i, rule in items:
+        r = by_index.get(i)
+        if r is None:
+            out[i] = Outcome(rule, 0, 0, error="great-expectations returned no result")
+            continue
+        result = dict(r.result or {})
+        rows = result.get("unexpected_index_list" if complete
+                          else "partial_unexpected_index_list") or []
+        failing = tuple({c: row.get(c) for c in report_columns if c in row}
+                        for row in rows if isinstance(row, dict))
+        out[i] = Outcome(rule, int(result.get("element_count") or 0),
+                         int(result.get("unexpected_count") or 0),
+                         failing if complete else failing[:sample_rows], _error_text(r),
+                         r.expectation_config.type)
+    return out
+
+
+def validate(df: DataFrame, rules: Sequence[Rule], *, report_columns: Sequence[str],
+             sample_rows: int = 20, name: str = "dataset") -> list[Outcome]:
+    """Validate ``rules`` on ``df`` with GE; one :class:`Outcome` per rule, in rule order.
+
+    ``report_columns`` are recorded for each failing row (those ``df`` lacks are skipped):
+    ``sample_rows`` of them per rule, every one for ``quarantine`` rules. Raises
+    :class:`ConfigError` when a rule's columns or SQL do not fit ``df``.
+    """
+    if not rules:
+        return []
+    check_rules_against(df, rules)
+    cols = [c for c in report_columns if c in df.columns]
+    prepared = _prepare(df, rules)
+    found: dict[int, Outcome] = {}
+    for complete in (False, True):
+        items = [(i, r) for i, r in enumerate(rules) if (r.action is Action.QUARANTINE) == complete]
+        if items:
+            found.update(_run_suite(prepared, items, name=name + ("-all" if complete else ""),
+                                    report_columns=cols, complete=complete,
+                                    sample_rows=sample_rows))
+    return [found[i] for i in range(len(rules))]
+
+
+def failing_rows(df: DataFrame, rule: Rule) -> DataFrame:
+    """The rows of ``df`` that ``rule`` rejects, by the same definition GE applies.
+
+    Used for the per-table breakdown of a rule that failed (GE reports totals and a sample).
+    """
+    from pyspark.sql.window import Window as W
+
+    if rule.when:
+        df = df.where(F.coalesce(F.expr(rule.when), F.lit(False)))
+    if rule.expect is Expect.NOT_NULL:
+        return df.where(F.col(rule.column).isNull())
+    if rule.expect is Expect.NULL:
+        return df.where(F.col(rule.column).isNotNull())
+    if rule.expect is Expect.IN_SET:
+        col = F.col(rule.column)
+        return df.where(col.isNotNull() & ~col.isin(list(rule.values)))
+    if rule.expect is Expect.EQUAL:
+        return df.where(~F.col(rule.column).eqNullSafe(F.expr(rule.expr)))
+    if rule.expect is Expect.CONDITION:
+        return df.where(~F.coalesce(F.expr(rule.condition), F.lit(False)))
+    cols = list(rule.columns)
+    any_value = F.lit(False)
+    for c in cols:
+        any_value = any_value | F.col(c).isNotNull()
+    copies = F.count(F.lit(1)).over(W.partitionBy(*cols))
+    return (df.where(any_value).withColumn("__copies", copies)
+            .where(F.col("__copies") > 1).drop("__copies"))

@@ -1,0 +1,180 @@
+"""What the rules look at: the window of silver rows, the quarantine, and their helper columns.
+
+Datasets (the names rules use in ``conf/quality.toml``):
+
+- ``silver``: the silver rows of the window (below), with two helper columns:
+  ``image_column_count`` (keys of the after image, else the before image, plus the columns a
+  MINIMAL image left out, ``absent_columns``) and ``schema_column_count`` (the column count of
+  the table in the snapshot named by ``schema_version``; NULL when silver named the row from the
+  binlog's own metadata, ``schema_version = 'binlog'``).
+- ``quarantine``: every row of ``<lake>/silver/quarantine`` (it is the current state: what no
+  schema names yet, whatever the window), with ``schema_column_count``: the table's column
+  count in its latest snapshot (by snapshot_time), NULL when no snapshot has the table.
+
+Windows (``--window``):
+
+- ``last-run`` (default): the rows the latest silver commit added. Silver is append-only and an
+  empty append makes no commit, so these are the rows of version N whose bronze key is not in
+  version N-1 (Delta time travel: works on every engine, no extra column needed). Running
+  ``binlake quality`` twice gives the same answer.
+- ``all``: every silver row.
+- ``<N>h`` / ``<N>d``: rows whose ``event_timestamp`` is within the last N hours/days (UTC).
+
+Uniqueness rules look beyond the window: they check the window's rows together with every
+older row sharing the key (``context_frame``), so a key appended twice by two runs is caught.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window as W
+
+from pipelines.config import Config
+from pipelines.delta_ops import current_version, table_exists
+from pipelines.errors import ConfigError
+
+__all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
+           "quarantine_frame",
+           "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
+           "context_frame"]
+
+KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+# Columns recorded for each failing row (the key, then what a person needs to find it).
+REPORT_COLUMNS: dict[str, list[str]] = {
+    "silver": KEY + ["schema_name", "table_name", "event_type", "seq", "pk_values"],
+    "quarantine": KEY + ["schema_name", "table_name", "event_type", "column_count",
+                         "schema_column_count", "reason"],
+}
+_RECENT = re.compile(r"^\s*(\d+)\s*([hd])\s*$")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which silver rows a quality run checks (see the module docstring)."""
+
+    kind: str = "last-run"  # last-run | all | recent
+    hours: int = 0
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Window":
+        """``last-run``, ``all``, ``24h``, ``7d``; raises :class:`ConfigError` otherwise."""
+        if text is None or text.strip() in ("", "last-run"):
+            return cls()
+        if text.strip() == "all":
+            return cls("all")
+        m = _RECENT.match(text)
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError(f"--window: expected last-run, all, Nh or Nd (e.g. 24h, 7d), "
+                              f"got {text!r}")
+        return cls("recent", int(m.group(1)) * (24 if m.group(2) == "d" else 1))
+
+    def __str__(self) -> str:
+        return f"{self.hours}h" if self.kind == "recent" else self.kind
+
+
+@dataclass(frozen=True)
+class SilverSlice:
+    """The silver rows of a window, and the whole table they are part of."""
+
+    rows: DataFrame | None  # None: no silver table yet
+    table: DataFrame | None
+    version: int | None  # the silver version checked
+    window: Window
+
+
+def _read(spark, path: str) -> DataFrame:
+    return spark.read.format("delta").load(path)
+
+
+def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
+    """Read the silver rows ``window`` selects (without helper columns)."""
+    path = cfg.table_path("silver", "binlog_events")
+    if not table_exists(spark, path):
+        return SilverSlice(None, None, None, window)
+    version = current_version(path)
+    if version is None:  # not a local path delta-rs can open: read the latest version
+        table = _read(spark, path)
+    else:  # pin the version so rows, table and the recorded version agree
+        table = spark.read.format("delta").option("versionAsOf", version).load(path)
+    if window.kind == "all":
+        rows = table
+    elif window.kind == "recent":
+        rows = table.where(F.col("event_timestamp")
+                           >= F.current_timestamp() - F.expr(f"INTERVAL {window.hours} HOURS"))
+    elif version is None or version == 0:
+        rows = table
+    else:
+        previous = (spark.read.format("delta").option("versionAsOf", version - 1).load(path)
+                    .select(*KEY))
+        rows = table.join(previous, KEY, "left_anti")
+    return SilverSlice(rows, table, version, window)
+
+
+def with_image_counts(df: DataFrame) -> DataFrame:
+    """Add ``image_column_count``: keys of row_after (else row_before) + absent columns."""
+    image = F.coalesce(F.col("row_after"), F.col("row_before"))
+    count = F.expr("size(json_object_keys(coalesce(row_after, row_before))) "
+                   "+ coalesce(json_array_length(absent_columns), 0)")
+    return df.withColumn("image_column_count", F.when(image.isNotNull(), count.cast("int")))
+
+
+def _column_counts(snapshots: DataFrame) -> DataFrame:
+    return (snapshots.where(F.col("column_name").isNotNull())
+            .groupBy("snapshot_id", "snapshot_time", "source_id", "schema_name", "table_name")
+            .agg(F.countDistinct("column_name").cast("int").alias("schema_column_count")))
+
+
+def with_snapshot_counts(df: DataFrame, snapshots: DataFrame | None) -> DataFrame:
+    """Add ``schema_column_count`` from the snapshot named by each row's ``schema_version``."""
+    if snapshots is None:
+        return df.withColumn("schema_column_count", F.lit(None).cast("int"))
+    counts = (_column_counts(snapshots)
+              .select(F.col("snapshot_id").alias("schema_version"), "schema_name", "table_name",
+                      "schema_column_count"))
+    return df.join(counts, ["schema_version", "schema_name", "table_name"], "left")
+
+
+def with_latest_snapshot_counts(df: DataFrame, snapshots: DataFrame | None) -> DataFrame:
+    """Add ``schema_column_count``: the table's column count in its latest snapshot."""
+    if snapshots is None:
+        return df.withColumn("schema_column_count", F.lit(None).cast("int"))
+    latest = W.partitionBy("source_id", "schema_name", "table_name").orderBy(
+        F.col("snapshot_time").desc(), F.col("snapshot_id").desc())
+    counts = (_column_counts(snapshots).withColumn("_n", F.row_number().over(latest))
+              .where("_n = 1").select("source_id", "schema_name", "table_name",
+                                      "schema_column_count"))
+    return df.join(counts, ["source_id", "schema_name", "table_name"], "left")
+
+
+def _snapshots(spark, cfg: Config) -> DataFrame | None:
+    path = cfg.table_path("silver", "schema_snapshots")
+    return _read(spark, path) if table_exists(spark, path) else None
+
+
+def silver_frame(spark, cfg: Config, sl: SilverSlice) -> DataFrame | None:
+    """The ``silver`` dataset: the window's rows with their helper columns."""
+    if sl.rows is None:
+        return None
+    return with_snapshot_counts(with_image_counts(sl.rows), _snapshots(spark, cfg))
+
+
+def quarantine_frame(spark, cfg: Config) -> DataFrame | None:
+    """The ``quarantine`` dataset (all of it) with ``schema_column_count``; None if no table."""
+    path = cfg.table_path("silver", "quarantine")
+    if not table_exists(spark, path):
+        return None
+    return with_latest_snapshot_counts(_read(spark, path), _snapshots(spark, cfg))
+
+
+def context_frame(sl: SilverSlice, columns: list[str]) -> DataFrame:
+    """The window's rows plus every older silver row sharing ``columns`` with one of them."""
+    assert sl.rows is not None and sl.table is not None
+    if sl.window.kind == "all":
+        return sl.table
+    keys = sl.rows.select(*columns).distinct()
+    return sl.table.join(keys, columns, "left_semi")
+

@@ -1,0 +1,311 @@
+"""The quality job: run the rules over the silver window and the quarantine, store and report.
+
+Writes, per run:
+
+- ``<lake>/quality/results`` (Delta, append): one row per rule and dataset, shaped like
+  Databricks expectation metrics — run_id, run_time, name, dataset, passed_records,
+  failed_records, action, status — plus expectation, window and silver_version;
+- ``<lake>/quality/failures`` (Delta, append): the failing rows' keys per rule (a sample of
+  ``report.sample_rows``; every one for ``quarantine`` rules, for consumers to exclude);
+- ``<lake>/quality/reports/<run_id>.html`` and a copy at ``<lake>/quality/report.html``.
+
+Status per rule: ``passed``; else by action ``warned`` / ``quarantined`` / ``failed``;
+``error`` when GE could not evaluate it; ``skipped`` when its dataset has no table yet.
+:func:`exit_code` is 1 when a ``fail`` rule failed or errored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from pipelines.config import Config
+from pipelines.delta_ops import table_exists
+from pipelines.quality.checks import Outcome, failing_rows, validate
+from pipelines.quality.datasets import (
+    KEY, REPORT_COLUMNS, Window, context_frame, quarantine_frame, silver_frame, silver_slice,
+)
+from pipelines.quality.rules import Action, Expect, Rule, RuleSet, load_rules
+
+__all__ = ["RuleResult", "TableCounts", "QualityResult", "run_quality", "summary_line",
+           "exit_code", "result_to_json", "last_quality", "RESULTS_DDL", "FAILURES_DDL"]
+
+RESULTS_DDL = (
+    "run_id string, run_time timestamp, name string, dataset string, passed_records bigint, "
+    "failed_records bigint, action string, status string, expectation string, "
+    "description string, window string, silver_version bigint, error string"
+)
+FAILURES_DDL = (
+    "run_id string, run_time timestamp, name string, dataset string, action string, "
+    "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
+    "schema_name string, table_name string, event_type string, detail string"
+)
+_STATUS = {Action.WARN: "warned", Action.QUARANTINE: "quarantined", Action.FAIL: "failed"}
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule on one dataset in one run (a row of ``<lake>/quality/results``)."""
+
+    name: str
+    dataset: str
+    action: str
+    status: str
+    passed_records: int
+    failed_records: int
+    expectation: str = ""
+    description: str = ""
+    failing: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class TableCounts:
+    """Rows checked and rows failing per rule for one MySQL table of one dataset."""
+
+    dataset: str
+    schema_name: str | None
+    table_name: str | None
+    rows: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class QualityResult:
+    run_id: str
+    run_time: dt.datetime
+    window: str
+    silver_version: int | None
+    rules: list[RuleResult] = field(default_factory=list)
+    tables: list[TableCounts] = field(default_factory=list)
+    rows_checked: dict[str, int] = field(default_factory=dict)
+    report_path: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        """``failed`` (a fail rule failed or errored), ``warned``, ``passed``."""
+        if any(_blocks(r) for r in self.rules):
+            return "failed"
+        if any(r.status not in ("passed", "skipped") for r in self.rules):
+            return "warned"
+        return "passed"
+
+    def rule(self, name: str, dataset: str) -> RuleResult:
+        for r in self.rules:
+            if r.name == name and r.dataset == dataset:
+                return r
+        raise KeyError((name, dataset))
+
+
+def _blocks(r: RuleResult) -> bool:
+    return r.action == Action.FAIL and r.status in ("failed", "error")
+
+
+def _rule_result(o: Outcome) -> RuleResult:
+    rule = o.rule
+    if o.error:
+        status = "error"
+    elif o.failed:
+        status = _STATUS[rule.action]
+    else:
+        status = "passed"
+    return RuleResult(rule.name, rule.dataset, rule.action.value, status, o.passed, o.failed,
+                      o.expectation, rule.description, o.failing, o.error)
+
+
+def _skipped(rule: Rule) -> RuleResult:
+    return RuleResult(rule.name, rule.dataset, rule.action.value, "skipped", 0, 0,
+                      "", rule.description, (), None)
+
+
+def _table_counts(dataset: str, frame, outcomes: Sequence[tuple[Outcome, Any]]
+                  ) -> list[TableCounts]:
+    """Rows per table, and per failed rule its failing rows per table (exact, via Spark)."""
+    tables: dict[tuple[str | None, str | None], TableCounts] = {}
+    for r in frame.groupBy("schema_name", "table_name").count().collect():
+        key = (r["schema_name"], r["table_name"])
+        tables[key] = TableCounts(dataset, *key, rows=int(r["count"]))
+    for o, checked_df in outcomes:
+        if not o.failed or o.error:
+            continue
+        for r in (failing_rows(checked_df, o.rule).groupBy("schema_name", "table_name")
+                  .count().collect()):
+            key = (r["schema_name"], r["table_name"])
+            tc = tables.setdefault(key, TableCounts(dataset, *key))
+            tc.failed[o.rule.name] = int(r["count"])
+    return sorted(tables.values(), key=lambda t: (t.schema_name or "", t.table_name or ""))
+
+
+def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Window,
+                  res: QualityResult) -> list[RuleResult]:
+    sl = silver_slice(spark, cfg, window)
+    res.silver_version = sl.version
+    if sl.rows is None:
+        return [_skipped(r) for r in rules]
+    frame = silver_frame(spark, cfg, sl)
+    # Uniqueness looks at the window's rows and every older row sharing their key.
+    separate = [r for r in rules if r.expect is Expect.UNIQUE and window.kind != "all"]
+    together = [r for r in rules if r not in separate]
+    found: dict[Rule, tuple[Outcome, Any]] = {}
+    for o in validate(frame, together, report_columns=REPORT_COLUMNS["silver"],
+                      sample_rows=rs.sample_rows, name="silver"):
+        found[o.rule] = (o, frame)
+    for rule in separate:
+        ctx = context_frame(sl, list(rule.columns))
+        (o,) = validate(ctx, [rule], report_columns=REPORT_COLUMNS["silver"],
+                        sample_rows=rs.sample_rows, name=f"silver-{rule.name}")
+        found[rule] = (o, ctx)
+    res.rows_checked["silver"] = frame.count()
+    res.tables += _table_counts("silver", frame, [found[r] for r in rules])
+    return [_rule_result(found[r][0]) for r in rules]
+
+
+def _check_quarantine(spark, cfg: Config, rules: list[Rule], rs: RuleSet,
+                      res: QualityResult) -> list[RuleResult]:
+    frame = quarantine_frame(spark, cfg)
+    if frame is None:
+        return [_skipped(r) for r in rules]
+    outcomes = validate(frame, rules, report_columns=REPORT_COLUMNS["quarantine"],
+                        sample_rows=rs.sample_rows, name="quarantine")
+    res.rows_checked["quarantine"] = frame.count()
+    res.tables += _table_counts("quarantine", frame, [(o, frame) for o in outcomes])
+    return [_rule_result(o) for o in outcomes]
+
+
+def run_quality(spark, cfg: Config, *, window: Window | str | None = None,
+                rules: RuleSet | None = None, write: bool = True) -> QualityResult:
+    """Run the quality rules (default ``conf/quality.toml``) over ``window`` (default: the
+    rows of the latest silver commit) and the quarantine; store results and the HTML report.
+
+    Raises :class:`ConfigError` for a bad window, rules file, or a rule that does not fit its
+    dataset (the message names the rule).
+    """
+    started = time.monotonic()
+    rs = rules if rules is not None else load_rules()
+    win = window if isinstance(window, Window) else Window.parse(window)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+    res = QualityResult(run_id=f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}", run_time=now,
+                        window=str(win), silver_version=None)
+    by_dataset = {
+        "silver": _check_silver(spark, cfg, rs.for_dataset("silver"), rs, win, res),
+        "quarantine": _check_quarantine(spark, cfg, rs.for_dataset("quarantine"), rs, res),
+    }
+    order = {(r.name, r.dataset): i for i, r in enumerate(rs.rules)}
+    res.rules = sorted((r for rr in by_dataset.values() for r in rr),
+                       key=lambda r: order[(r.name, r.dataset)])
+    res.seconds = time.monotonic() - started
+    if write:
+        _store(spark, cfg, res)
+    return res
+
+
+def _store(spark, cfg: Config, res: QualityResult) -> None:
+    from pipelines.quality.report import render_report
+
+    base = os.path.join(cfg.lake_root, "quality")
+    rows = [(res.run_id, res.run_time, r.name, r.dataset, r.passed_records, r.failed_records,
+             r.action, r.status, r.expectation, r.description, res.window, res.silver_version,
+             r.error) for r in res.rules]
+    (spark.createDataFrame(rows, RESULTS_DDL).write.format("delta").mode("append")
+     .save(os.path.join(base, "results")))
+    failures = []
+    for r in res.rules:
+        for f in r.failing:
+            detail = {k: v for k, v in f.items()
+                      if k not in KEY + ["schema_name", "table_name", "event_type"]}
+            failures.append((res.run_id, res.run_time, r.name, r.dataset, r.action,
+                             f.get("source_id"), f.get("binlog_file"), f.get("start_pos"),
+                             f.get("row_in_event"), f.get("schema_name"), f.get("table_name"),
+                             f.get("event_type"), json.dumps(detail, default=str)))
+    if failures:
+        (spark.createDataFrame(failures, FAILURES_DDL).write.format("delta").mode("append")
+         .save(os.path.join(base, "failures")))
+    html = render_report(res)
+    os.makedirs(os.path.join(base, "reports"), exist_ok=True)
+    per_run = os.path.join(base, "reports", f"{res.run_id}.html")
+    latest = os.path.join(base, "report.html")
+    for path in (per_run, latest):
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(html)
+        os.replace(tmp, path)
+    res.report_path = latest
+
+
+def exit_code(result: QualityResult) -> int:
+    """1 when a ``fail`` rule failed (or could not be evaluated), else 0."""
+    return 1 if any(_blocks(r) for r in result.rules) else 0
+
+
+def summary_line(result: QualityResult) -> str:
+    """One line for ``binlake index``: counts by status and the failing ``fail`` rules."""
+    counted = [r for r in result.rules if r.status != "skipped"]
+    by: dict[str, int] = {}
+    for r in counted:
+        by[r.status] = by.get(r.status, 0) + 1
+    parts = [f"{n} {s}" for s, n in sorted(by.items(), key=lambda kv: _ORDER.get(kv[0], 9))]
+    line = (f"quality: {result.status.upper()}, {len(counted)} rule(s) over "
+            f"{result.rows_checked.get('silver', 0)} silver row(s) ({result.window}) and "
+            f"{result.rows_checked.get('quarantine', 0)} quarantined: {', '.join(parts) or 'none'}")
+    bad = [r for r in result.rules if r.status in ("failed", "error", "warned", "quarantined")]
+    if bad:
+        line += " [" + "; ".join(f"{r.name} ({r.dataset}): {r.failed_records} {r.status}"
+                                 if r.status != "error" else f"{r.name} ({r.dataset}): error"
+                                 for r in bad) + "]"
+    if result.report_path:
+        line += f" -> {result.report_path}"
+    return line
+
+
+_ORDER = {"failed": 0, "error": 1, "quarantined": 2, "warned": 3, "passed": 4}
+
+
+def result_to_json(result: QualityResult) -> dict[str, Any]:
+    """A JSON-able form of ``result`` (``binlake quality --format json``)."""
+    return {
+        "run_id": result.run_id, "run_time": result.run_time.isoformat() + "Z",
+        "window": result.window, "silver_version": result.silver_version,
+        "status": result.status, "exit_code": exit_code(result),
+        "rows_checked": result.rows_checked, "report": result.report_path,
+        "rules": [{"name": r.name, "dataset": r.dataset, "action": r.action,
+                   "status": r.status, "passed_records": r.passed_records,
+                   "failed_records": r.failed_records, "expectation": r.expectation,
+                   "error": r.error, "failing": list(r.failing)} for r in result.rules],
+        "tables": [{"dataset": t.dataset, "schema_name": t.schema_name,
+                    "table_name": t.table_name, "rows": t.rows, "failed": t.failed}
+                   for t in result.tables],
+    }
+
+
+def last_quality(spark, cfg: Config) -> dict[str, Any] | None:
+    """The latest stored run (for ``binlake status``): run_id, run_time, window, status and
+    the rules that did not pass; ``None`` when quality never ran."""
+    path = os.path.join(cfg.lake_root, "quality", "results")
+    if not table_exists(spark, path):
+        return None
+    df = spark.read.format("delta").load(path)
+    latest = df.orderBy(df.run_time.desc(), df.run_id.desc()).select("run_id").limit(1).collect()
+    if not latest:
+        return None
+    rows = df.where(df.run_id == latest[0]["run_id"]).collect()
+    blocking = any(r["action"] == "fail" and r["status"] in ("failed", "error") for r in rows)
+    others = any(r["status"] not in ("passed", "skipped") for r in rows)
+    return {
+        "run_id": rows[0]["run_id"], "run_time": rows[0]["run_time"],
+        "window": rows[0]["window"], "silver_version": rows[0]["silver_version"],
+        "status": "failed" if blocking else "warned" if others else "passed",
+        "rules": len(rows),
+        "not_passed": sorted(
+            ({"name": r["name"], "dataset": r["dataset"], "status": r["status"],
+              "failed_records": r["failed_records"]}
+             for r in rows if r["status"] not in ("passed", "skipped")),
+            key=lambda d: (d["name"], d["dataset"])),
+        "report": os.path.join(cfg.lake_root, "quality", "report.html"),
+    }
+
