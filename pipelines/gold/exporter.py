@@ -16,7 +16,9 @@ Methods (``gold.method``; ``bench/gold_export.py`` measures them side by side):
 * ``single``: one INSERT per row, committed per chunk — the baseline the bench compares.
 
 Duplicates are no-ops on the ``uq_event_row`` key, so a chunk written twice (a re-run after a
-crash) changes nothing: that is the exactly-once half that lives in MySQL.
+crash) changes nothing: that is the exactly-once half that lives in MySQL. The same makes
+retrying a chunk safe after InnoDB picks it as a deadlock victim (concurrent inserts into one
+unique index take gap locks); tasks get key ranges that do not overlap, which keeps that rare.
 """
 
 from __future__ import annotations
@@ -105,10 +107,33 @@ def write_chunk(conn, chunk: pa.RecordBatch, method: str, tmpdir: str | None = N
     return int(inserted)
 
 
+# InnoDB deadlock / lock wait timeout: concurrent inserts into one unique index take gap
+# locks; the chunk was rolled back, and writing it again is safe (duplicates are no-ops).
+_RETRY_CODES = (1213, 1205)
+_RETRIES = 8
+
+
+def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, tmpdir: str, dsn) -> int:
+    import pymysql
+
+    for attempt in range(_RETRIES + 1):
+        try:
+            return write_chunk(conn, chunk, opts.method, tmpdir)
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if exc.args else None
+            try:
+                conn.rollback()
+            except pymysql.err.MySQLError:
+                pass
+            if code in _RETRY_CODES and attempt < _RETRIES:
+                time.sleep(min(0.05 * 2 ** attempt, 2.0))
+                continue
+            raise RuntimeError(f"gold export to {dsn}: {exc.args}") from None
+    raise AssertionError("unreachable")
+
+
 def _task(opts: ExportOptions):
     def run(batches):
-        import pymysql
-
         from pipelines.config import Dsn
         from pipelines.gold.client import connect
 
@@ -126,10 +151,7 @@ def _task(opts: ExportOptions):
                     counts.pk_marked += marked
                     for off in range(0, gold.num_rows, opts.batch_rows):
                         chunk = gold.slice(off, opts.batch_rows)
-                        try:
-                            counts.rows_inserted += write_chunk(conn, chunk, opts.method, tmpdir)
-                        except pymysql.err.MySQLError as exc:
-                            raise RuntimeError(f"gold export to {dsn}: {exc.args}") from None
+                        counts.rows_inserted += _write_retrying(conn, chunk, opts, tmpdir, dsn)
         finally:
             conn.close()
         counts.seconds = time.monotonic() - started

@@ -217,7 +217,8 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
             opts = ExportOptions(_url(dsn), res.database, res.method, cfg.gold.batch_rows)
             try:
-                counts = sum_counts(export_rows(df.repartition(res.tasks), opts).collect())
+                spread = df.repartitionByRange(res.tasks, "source_id", "binlog_file", "start_pos")
+                counts = sum_counts(export_rows(spread, opts).collect())
             except Exception as exc:  # noqa: BLE001 - engines wrap task errors differently
                 msg = _first_line(exc)
                 _try(lambda: state.mark_failed(conn, msg))
@@ -237,11 +238,16 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The task's own message out of the engine's wrapped traceback."""
     text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():
-        if "gold export to" in line or "Error" in line:
-            return line.strip()[:1000]
-    return text.splitlines()[0][:1000]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if ln.startswith(("RuntimeError: gold export", "ValueError:", "SourceError:")):
+            return ln.split(": ", 1)[1][:1000]
+    for ln in reversed(lines):
+        if "Error" in ln and not ln.startswith("File "):
+            return ln[:1000]
+    return lines[0][:1000] if lines else type(exc).__name__
 
 
 def _try(fn) -> None:

@@ -2,11 +2,12 @@
 does not hold.
 
 :func:`plan_rotation` is pure. A partition is a candidate when its whole hour ends at or
-before the cut-off (the current hour minus the retention). It is dropped only when silver
-holds at least as many rows in the partition's range as gold does — the range of the oldest
-partition is open below, like RANGE partitioning itself — so a rotated hour always still
-answers from silver (and from Delta time travel, within the tables' retention). All drops
-go in one ``ALTER TABLE … DROP PARTITION a, b, …``.
+before the cut-off (the current hour minus the retention). It is dropped only when, for
+every hour of the partition's range that has gold rows, silver holds at least as many rows
+of that hour — the oldest partition's range is open below, like RANGE partitioning itself,
+and an hour compared alone cannot be masked by silver rows of hours rotated earlier — so a
+rotated hour always still answers from silver (and from Delta time travel, within the
+tables' retention). All drops go in one ``ALTER TABLE … DROP PARTITION a, b, …``.
 """
 
 from __future__ import annotations
@@ -42,10 +43,14 @@ class RotationPlan:
     keep: list[Candidate] = field(default_factory=list)  # old enough, but silver lacks rows
 
 
-def _in_range(counts: dict[int, int], lo: dt.datetime | None, hi: dt.datetime) -> int:
+def _hours_in(counts: dict[int, int], lo: dt.datetime | None, hi: dt.datetime):
     lo_h = epoch_hour(lo) if lo is not None else None
     hi_h = epoch_hour(hi)
-    return sum(n for h, n in counts.items() if h < hi_h and (lo_h is None or h >= lo_h))
+    return [(h, n) for h, n in counts.items() if h < hi_h and (lo_h is None or h >= lo_h)]
+
+
+def _in_range(counts: dict[int, int], lo: dt.datetime | None, hi: dt.datetime) -> int:
+    return sum(n for _, n in _hours_in(counts, lo, hi))
 
 
 def plan_rotation(partitions: list[Partition], cutoff: dt.datetime,
@@ -61,7 +66,8 @@ def plan_rotation(partitions: list[Partition], cutoff: dt.datetime,
         if hi > cutoff:
             break
         c = Candidate(p, prev_hi, hi, _in_range(gold, prev_hi, hi), _in_range(silver, prev_hi, hi))
-        (plan.drop if c.silver_rows >= c.gold_rows else plan.keep).append(c)
+        safe = all(silver.get(h, 0) >= n for h, n in _hours_in(gold, prev_hi, hi))
+        (plan.drop if safe else plan.keep).append(c)
         prev_hi = hi
     return plan
 

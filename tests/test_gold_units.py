@@ -1,0 +1,179 @@
+"""Gold's pure parts without a server: partition names and plans, the pk_values rule, the
+two wire forms (SQL tuples, LOAD DATA lines), rotation plans."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+import pyarrow as pa
+import pytest
+
+from pipelines.config import load_config, parse_retain
+from pipelines.errors import ConfigError
+from pipelines.gold.ddl import (Partition, create_events_sql, partition_clause, partition_hour,
+                                partition_name, plan_partitions)
+from pipelines.gold.rotate import epoch_hour, plan_rotation
+from pipelines.gold.rows import PK_MARK, gold_pk_values, sql_rows, to_gold, tsv_rows
+
+H = dt.datetime(2024, 3, 10, 12)
+
+
+def hours(first: dt.datetime, n: int) -> list[dt.datetime]:
+    return [first + dt.timedelta(hours=i) for i in range(n)]
+
+
+@pytest.mark.parametrize("hour, name", [
+    (dt.datetime(2024, 3, 10, 12), "p_2024031012"),
+    (dt.datetime(2023, 12, 31, 23), "p_2023123123"),
+])
+def test_partition_names_round_trip(hour, name) -> None:
+    assert partition_name(hour) == name
+    assert partition_hour(name) == hour
+
+
+@pytest.mark.parametrize("name", ["p_future", "p_2024131012", "p_202403101", "x_2024031012"])
+def test_other_partition_names_have_no_hour(name) -> None:
+    assert partition_hour(name) is None
+
+
+def test_partition_bound_is_the_next_hour() -> None:
+    assert partition_clause(dt.datetime(2024, 3, 10, 23)) == (
+        "PARTITION p_2024031023 VALUES LESS THAN (TO_SECONDS('2024-03-11 00:00:00'))")
+
+
+def test_create_sql_lists_hours_then_future() -> None:
+    sql = create_events_sql(H, 3)
+    assert sql.count("PARTITION p_20240310") == 3
+    assert sql.rstrip().endswith("PARTITION p_future VALUES LESS THAN MAXVALUE\n)")
+    assert "PARTITION BY RANGE (TO_SECONDS(event_timestamp))" in sql
+    assert "UNIQUE KEY uq_event_row (source_id, binlog_file, start_pos, row_in_event, " \
+           "event_timestamp)" in sql
+
+
+@pytest.mark.parametrize("existing, lo, hi, below, above", [
+    # data inside the existing hours: nothing to add
+    (hours(H, 5), H + dt.timedelta(hours=1), H + dt.timedelta(hours=3), [], []),
+    # data after the newest: split p_future up to the data's last hour
+    (hours(H, 2), H, H + dt.timedelta(hours=4), [], hours(H + dt.timedelta(hours=2), 3)),
+    # data far after: the empty hours between need no partitions
+    (hours(H, 2), H + dt.timedelta(hours=10), H + dt.timedelta(hours=11), [],
+     hours(H + dt.timedelta(hours=10), 2)),
+    # data before the oldest: split the oldest partition
+    (hours(H, 2), H - dt.timedelta(hours=3), H, hours(H - dt.timedelta(hours=3), 3), []),
+    # only p_future left (everything rotated)
+    ([], H, H + dt.timedelta(hours=1), [], hours(H, 2)),
+])
+def test_plan_partitions(existing, lo, hi, below, above) -> None:
+    plan = plan_partitions(existing, lo, hi)
+    assert (plan.below, plan.above) == (below, above)
+
+
+def test_plan_partitions_never_goes_below_the_rotation_floor() -> None:
+    plan = plan_partitions(hours(H, 2), H - dt.timedelta(hours=5), H, floor=H - dt.timedelta(hours=2))
+    assert plan.below == hours(H - dt.timedelta(hours=2), 2)
+
+
+def test_plan_partitions_stays_within_the_partition_limit() -> None:
+    plan = plan_partitions(hours(H, 3), H - dt.timedelta(hours=100), H + dt.timedelta(hours=10),
+                           max_partitions=10)
+    # 3 existing + p_future + 6 new: the newest data hours get theirs, older ones share
+    assert plan.above == hours(H + dt.timedelta(hours=5), 6)
+    assert plan.below == []
+    plan = plan_partitions(hours(H, 3), H - dt.timedelta(hours=100), H, max_partitions=10)
+    assert plan.below == hours(H - dt.timedelta(hours=6), 6)
+
+
+def test_short_pk_values_are_kept() -> None:
+    for pk in (None, "", "1", "a\\|b|2", "x" * 512):
+        assert gold_pk_values(pk) == pk
+
+
+def test_long_pk_values_are_marked_never_truncated_silently() -> None:
+    pk = "k\\|" * 200  # 600 characters of escaped pipes
+    out = gold_pk_values(pk)
+    assert len(out) <= 512
+    prefix, _, digest = out.rpartition(PK_MARK)
+    assert digest == hashlib.sha256(pk.encode()).hexdigest()
+    assert pk.startswith(prefix)
+    # the cut never leaves half an escape pair: the prefix parses as silver's escaping
+    assert (len(prefix) - len(prefix.rstrip("\\"))) % 2 == 0
+    assert gold_pk_values("é" * 600).endswith(hashlib.sha256(("é" * 600).encode()).hexdigest())
+
+
+def _silver_batch(**over) -> pa.RecordBatch:
+    row = {
+        "source_id": "default", "binlog_file": "mysql-bin.000001", "start_pos": 256,
+        "end_pos": 556, "row_in_event": 1,
+        "event_timestamp": pa.array([dt.datetime(2024, 3, 10, 12, 30, 5)], pa.timestamp("us", "UTC")),
+        "gtid": None, "connection_id": pa.array([None], pa.int64()), "schema_name": "shop",
+        "table_name": "orders", "event_type": "UPDATE", "pk_values": "7|a\\|b\\\\c",
+        "changed_columns": '["note"]',
+        "row_before": '{"big":18446744073709551615,"note":"it\'s\\t\\\\"}',
+        "row_after": None, "schema_version": "binlog",
+    }
+    row.update(over)
+    return pa.RecordBatch.from_pydict({k: v if isinstance(v, pa.Array) else [v]
+                                       for k, v in row.items()})
+
+
+def test_sql_tuple_escapes_quotes_and_backslashes() -> None:
+    gold, marked = to_gold(_silver_batch())
+    assert marked == 0
+    assert sql_rows(gold) == [
+        "('default','mysql-bin.000001',256,556,1,'2024-03-10 12:30:05',NULL,NULL,'shop',"
+        "'orders',2,'7|a\\\\|b\\\\\\\\c','[\"note\"]',"
+        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog')"]
+
+
+def test_load_data_line_escapes_tabs_newlines_and_backslashes() -> None:
+    gold, _ = to_gold(_silver_batch(row_after='{"a":"x\ty\nz"}'))
+    line = tsv_rows(gold).decode()
+    assert line.endswith("\n") and line.count("\n") == 1
+    fields = line[:-1].split("\t")
+    assert len(fields) == 16
+    assert fields[6] == fields[7] == "\\N"
+    assert fields[11] == "7|a\\\\|b\\\\\\\\c"
+    assert fields[14] == '{"a":"x\\ty\\nz"}'
+
+
+def test_unknown_event_type_is_an_error() -> None:
+    with pytest.raises(ValueError, match="QUERY"):
+        to_gold(_silver_batch(event_type="QUERY"))
+
+
+def test_rotation_drops_only_hours_silver_holds() -> None:
+    parts = [Partition(partition_name(h), h, 0) for h in hours(H, 4)] + [Partition("p_future", None, 0)]
+    gold = {epoch_hour(H) + i: 10 for i in range(4)}
+    silver = {epoch_hour(H): 10, epoch_hour(H) + 1: 4, epoch_hour(H) + 2: 12}
+    plan = plan_rotation(parts, H + dt.timedelta(hours=3), gold, silver)
+    assert [c.partition.name for c in plan.drop] == ["p_2024031012", "p_2024031014"]
+    assert [(c.partition.name, c.gold_rows, c.silver_rows) for c in plan.keep] == [
+        ("p_2024031013", 10, 4)]
+
+
+def test_oldest_partition_range_is_open_below() -> None:
+    parts = [Partition(partition_name(H), H, 0)]
+    old = epoch_hour(H) - 50  # a row older than the oldest partition's hour lands in it
+    plan = plan_rotation(parts, H + dt.timedelta(hours=1), {old: 1}, {})
+    assert [c.partition.name for c in plan.keep] == ["p_2024031012"]
+
+
+def test_gold_settings_are_validated() -> None:
+    assert parse_retain("48h") == 48 and parse_retain("7d") == 168
+    for bad in ({"gold.retain": "7 weeks"}, {"gold.method": "copy"}, {"gold.batch_rows": 0},
+                {"gold.log_retention": "30 days"}):
+        with pytest.raises(ConfigError, match="gold."):
+            load_config(env={}, overrides=bad)
+    cfg = load_config(env={"BINLAKE_GOLD_BATCH_ROWS": "700"})
+    assert cfg.gold.batch_rows == 700
+
+
+def test_rotation_compares_hour_by_hour_in_the_open_oldest_partition() -> None:
+    parts = [Partition(partition_name(H), H, 0)]
+    # silver holds plenty of rows of older, already rotated hours: they must not mask the
+    # gold row of this hour that silver lacks
+    silver = {epoch_hour(H) - 2: 100, epoch_hour(H) - 1: 100, epoch_hour(H): 100}
+    gold = {epoch_hour(H): 101}
+    plan = plan_rotation(parts, H + dt.timedelta(hours=1), gold, silver)
+    assert [c.partition.name for c in plan.keep] == ["p_2024031012"]
