@@ -67,11 +67,19 @@ def check_rules_against(df: DataFrame, rules: Sequence[Rule]) -> None:
 
 def _expectation(rule: Rule, i: int):
     """The GE expectation for ``rule`` (helper columns named by index ``i``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _construct(rule, i)
+
+
+def _construct(rule: Rule, i: int):
     import great_expectations as gx
 
     E = gx.expectations
     common: dict[str, Any] = {"meta": {"rule": rule.name, "dataset": rule.dataset, "i": i}}
     if rule.when:
+        # GE >= 1.9 deprecates string row conditions in favour of Condition objects, which
+        # cannot hold arbitrary SQL; the Spark parser still takes it (warning silenced in _expectation).
         common.update(row_condition=rule.when, condition_parser="spark")
     if rule.expect is Expect.NOT_NULL:
         return E.ExpectColumnValuesToNotBeNull(column=rule.column, **common)

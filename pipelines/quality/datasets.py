@@ -14,9 +14,9 @@ Datasets (the names rules use in ``conf/quality.toml``):
 Windows (``--window``):
 
 - ``last-run`` (default): the rows the latest silver commit added. Silver is append-only and an
-  empty append makes no commit, so these are the rows of version N whose bronze key is not in
-  version N-1 (Delta time travel: works on every engine, no extra column needed). Running
-  ``binlake quality`` twice gives the same answer.
+  empty append makes no commit, so these are version N minus version N-1 as multisets
+  (``exceptAll`` over Delta time travel: every engine, no extra column; a row appended twice
+  stays in the window once). Running ``binlake quality`` twice gives the same answer.
 - ``all``: every silver row.
 - ``<N>h`` / ``<N>d``: rows whose ``event_timestamp`` is within the last N hours/days (UTC).
 
@@ -108,9 +108,8 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
     elif version is None or version == 0:
         rows = table
     else:
-        previous = (spark.read.format("delta").option("versionAsOf", version - 1).load(path)
-                    .select(*KEY))
-        rows = table.join(previous, KEY, "left_anti")
+        previous = spark.read.format("delta").option("versionAsOf", version - 1).load(path)
+        rows = table.exceptAll(previous.select(*table.columns))
     return SilverSlice(rows, table, version, window)
 
 
