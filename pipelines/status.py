@@ -23,8 +23,13 @@ def collect_status(spark, cfg: Config) -> dict[str, Any]:
             "max(event_timestamp) AS latest, count(DISTINCT binlog_file) AS files "
             f"FROM delta.`{bronze}` WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
             "GROUP BY source_id ORDER BY source_id").collect()
+        incidents = spark.sql(
+            "SELECT source_id, binlog_file, start_pos, query FROM "
+            f"delta.`{bronze}` WHERE event_type = 'INCIDENT' ORDER BY binlog_file, start_pos"
+        ).collect()
         out["bronze"] = {"version": current_version(bronze),
-                         "sources": [r.asDict() for r in counts]}
+                         "sources": [r.asDict() for r in counts],
+                         "incidents": [r.asDict() for r in incidents]}
     return out
 
 
@@ -36,6 +41,9 @@ def render_status(st: dict[str, Any]) -> str:
         for s in b["sources"]:
             lines.append(f"  source {s['source_id']}: {s['row_changes']} row changes in "
                          f"{s['files']} file(s), {s['earliest']} .. {s['latest']}")
+        for inc in b.get("incidents", []):
+            lines.append(f"  GAP: INCIDENT at {inc['source_id']}/{inc['binlog_file']} pos "
+                         f"{inc['start_pos']}: {inc['query']} (changes may be missing here)")
     else:
         lines.append("bronze: no table yet")
     lines.append(f"files: {len(st['files'])}")

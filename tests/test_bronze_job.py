@@ -165,3 +165,19 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
         assert closing == (4 if label == "split" else 1)
     assert results["split"] == results["whole"]
     assert results["whole"][2] == 295  # mariadb-binlog -v: 295 row changes in this file
+
+
+def test_incident_is_recorded_and_shown_as_a_gap(spark, tmp_path: Path, corpus: Path, capsys) -> None:
+    from pipelines.cli import main
+
+    d = tmp_path / "inc"
+    d.mkdir()
+    # MySQL's own test file with an INCIDENT event (MANIFEST: INCIDENT(26)=1).
+    shutil.copy(corpus / "blackbeam__rust_mysql_common/test-data__binlogs__bug40482-bin.000001",
+                d / "bug40482-bin.000001")
+    lake = str(tmp_path / "lake")
+    assert main(["--lake", lake, "bronze", "--binlog-dir", str(d), "--all"]) == 0
+    capsys.readouterr()
+    assert main(["--lake", lake, "status"]) == 0
+    out = capsys.readouterr().out
+    assert "GAP: INCIDENT at default/bug40482-bin.000001 pos" in out

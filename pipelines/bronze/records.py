@@ -2,7 +2,7 @@
 
 One bronze row per row change (UPDATE keeps before and after in one row), plus one row per
 QUERY event other than BEGIN/COMMIT (DDL: silver needs to know where a table's schema
-changed), plus exactly one closing row per file: ``END`` (decoded to the end or to the last
+changed), one per INCIDENT event (a gap the server reported), plus one closing row per file: ``END`` (decoded to the end or to the last
 complete event of a file still being written) or ``ERROR`` (decoding stopped; ``query`` holds
 the message, ``start_pos`` the position of the failing event). The closing row is how a
 decoding task reports to the driver through the same DataFrame.
@@ -123,6 +123,11 @@ class BronzeBatcher:
             self.connection_id = None
         elif isinstance(event, ev.Xid):
             self._end_trx()
+        elif isinstance(event, ev.Incident):
+            # The server lost changes here (e.g. a failed statement it could not log): a gap
+            # that status and quality report.
+            self._row(event.header, 0, "INCIDENT", None, None, None, None, None,
+                      query=json.dumps({"incident": event.incident, "message": event.message}))
 
     def _add_query(self, q: ev.Query) -> None:
         text = q.query.strip()
