@@ -58,8 +58,12 @@ SCHEMA = [
 
 
 @pytest.fixture(scope="module")
-def server():
-    with MariaDBServer(binlog_row_metadata="FULL", server_id=11) as srv:
+def server(tmp_path_factory):
+    # A private tmpdir: information_schema queries spill to temporary Aria files, which a
+    # shared /tmp being cleaned under the server breaks.
+    tmpdir = tmp_path_factory.mktemp("mariadb-tmp")
+    with MariaDBServer(binlog_row_metadata="FULL", server_id=11,
+                       extra_options={"tmpdir": str(tmpdir)}) as srv:
         for sql in SCHEMA:
             srv.execute(sql)
         yield srv
@@ -248,8 +252,10 @@ def test_ddl_during_snapshots_never_mixes_epochs(server):
 
 
 def test_minimal_metadata_and_statement_format(tmp_path):
+    (tmp_path / "mariadb-tmp").mkdir()
     with MariaDBServer(binlog_row_metadata="MINIMAL",
-                       extra_options={"binlog-format": "STATEMENT"}) as srv:
+                       extra_options={"binlog-format": "STATEMENT",
+                                      "tmpdir": str(tmp_path / "mariadb-tmp")}) as srv:
         srv.execute("CREATE DATABASE s")
         srv.execute("CREATE TABLE s.t (id int PRIMARY KEY)")
         snap, checks = take_snapshot(Dsn.parse(srv.dsn()), source_id="x")
