@@ -14,8 +14,8 @@ import pytest
 from pipelines.config import load_config
 from pipelines.errors import ConfigError
 from pipelines.quality import (
-    Window, exit_code, last_quality, load_rules, parse_rules, result_to_json, run_quality,
-    summary_line,
+    Window, exit_code, last_quality, load_rules, parse_rules, render_last, render_result,
+    result_to_json, run_quality, summary_line,
 )
 from pipelines.quality.report import render_report
 from pipelines.silver.snapshot_store import SNAPSHOTS_DDL
@@ -205,6 +205,13 @@ def test_results_table_and_last_quality(spark, bad_lake):
             "failed_records": 2} in last["not_passed"]
     line = summary_line(res)
     assert line.startswith("quality: FAILED") and "column_count (quarantine): 2 failed" in line
+    text = render_result(res).splitlines()
+    assert text[0] == line and len(text) == 1 + len(EXPECTED_LAST_RUN)
+    assert any(t.split() == ["column_count", "(quarantine)", "fail", "passed", "1", "failed",
+                             "2", "failed"] for t in text[1:])
+    status = render_last(last)
+    assert status.startswith(f"quality: failed at ") and f"run {res.run_id}" in status
+    assert "every_event_named (quarantine): 3 failed" in status
     assert json.loads(json.dumps(result_to_json(res), default=str))["exit_code"] == 1
     assert os.path.isfile(os.path.join(bad_lake.lake_root, "quality", "reports",
                                        f"{res.run_id}.html"))
@@ -216,10 +223,10 @@ def test_report_shows_tables_rules_and_failing_keys(spark, bad_lake):
     assert "<title>binlake quality" in html and ">failed<" in html
     for name in ("column_count", "every_event_named", "pk_hash_is_sha256", "seq_unique",
                  "bronze_key_unique", "images_match_event_type", "full_images"):
-        assert f"<code>{name}</code>" in html
+        assert f"<code>{name}</code>" in html.replace("<wbr>", "")
     for table in ("shop.t", "shop.u", "shop.v", "shop.w"):
         assert f"<code>{table}</code>" in html
-    assert "<td>1200</td>" in html and "<td>UPSERT</td>" in html  # failing keys and rows
+    assert ">1200</td>" in html and ">UPSERT</td>" in html  # failing keys and rows
     assert "column count 3 in the binlog but 4 in snapshot s0" in html
     assert "9" * 160 + "…" in html  # long values are cut
 

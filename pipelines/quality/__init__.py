@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pipelines.quality.datasets import Window
 from pipelines.quality.job import (
-    QualityResult, RuleResult, exit_code, last_quality, result_to_json, run_quality,
-    summary_line,
+    QualityResult, RuleResult, exit_code, last_quality, render_last, render_result,
+    result_to_json, run_quality, summary_line,
 )
 from pipelines.quality.rules import Action, Expect, Rule, RuleSet, load_rules, parse_rules
 
-__all__ = ["run_quality", "summary_line", "exit_code", "result_to_json", "last_quality",
+__all__ = ["run_quality", "summary_line", "exit_code", "result_to_json", "render_result",
+           "last_quality", "render_last",
            "QualityResult", "RuleResult", "Window", "Action", "Expect", "Rule", "RuleSet",
            "load_rules", "parse_rules"]

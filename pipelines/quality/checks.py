@@ -137,11 +137,6 @@ def _run_suite(df: DataFrame, items: Sequence[tuple[int, Rule]], *, name: str,
     ctx = _context()
     batch = (ctx.data_sources.add_spark("spark").add_dataframe_asset(name)
              .add_batch_definition_whole_dataframe("window"))
-    suite = ctx.suites.add(gx.ExpectationSuite(name=name))
-    for i, rule in items:
-        suite.add_expectation(_expectation(rule, i))
-    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch,
-                                                                suite=suite))
     result_format: dict[str, Any] = {
         "result_format": "COMPLETE" if complete else "SUMMARY",
         "unexpected_index_column_names": list(report_columns),
@@ -149,7 +144,12 @@ def _run_suite(df: DataFrame, items: Sequence[tuple[int, Rule]], *, name: str,
         "return_unexpected_index_query": False,
     }
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", DeprecationWarning)  # see _expectation
+        suite = ctx.suites.add(gx.ExpectationSuite(name=name))
+        for i, rule in items:
+            suite.add_expectation(_expectation(rule, i))
+        vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch,
+                                                                    suite=suite))
         res = vd.run(batch_parameters={"dataframe": df}, result_format=result_format)
     by_index = {r.expectation_config.meta["i"]: r for r in res.results}
     out: dict[int, Outcome] = {}

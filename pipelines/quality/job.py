@@ -33,7 +33,8 @@ from pipelines.quality.datasets import (
 from pipelines.quality.rules import Action, Expect, Rule, RuleSet, load_rules
 
 __all__ = ["RuleResult", "TableCounts", "QualityResult", "run_quality", "summary_line",
-           "exit_code", "result_to_json", "last_quality", "RESULTS_DDL", "FAILURES_DDL"]
+           "exit_code", "result_to_json", "render_result", "last_quality", "render_last",
+           "RESULTS_DDL", "FAILURES_DDL"]
 
 RESULTS_DDL = (
     "run_id string, run_time timestamp, name string, dataset string, passed_records bigint, "
@@ -62,6 +63,7 @@ class RuleResult:
     description: str = ""
     failing: tuple[dict[str, Any], ...] = ()
     error: str | None = None
+    check: str = ""
 
 
 @dataclass
@@ -116,12 +118,12 @@ def _rule_result(o: Outcome) -> RuleResult:
     else:
         status = "passed"
     return RuleResult(rule.name, rule.dataset, rule.action.value, status, o.passed, o.failed,
-                      o.expectation, rule.description, o.failing, o.error)
+                      o.expectation, rule.description, o.failing, o.error, rule.check)
 
 
 def _skipped(rule: Rule) -> RuleResult:
     return RuleResult(rule.name, rule.dataset, rule.action.value, "skipped", 0, 0,
-                      "", rule.description, (), None)
+                      "", rule.description, (), None, rule.check)
 
 
 def _table_counts(dataset: str, frame, outcomes: Sequence[tuple[Outcome, Any]]
@@ -266,6 +268,35 @@ def summary_line(result: QualityResult) -> str:
 _ORDER = {"failed": 0, "error": 1, "quarantined": 2, "warned": 3, "passed": 4}
 
 
+def render_result(result: QualityResult, fmt: str = "text") -> str:
+    """``binlake quality`` output: JSON (``fmt="json"``), or the summary line and one line per
+    rule and dataset with its counts and status."""
+    if fmt == "json":
+        return json.dumps(result_to_json(result), indent=2, default=str)
+    lines = [summary_line(result)]
+    width = max((len(f"{r.name} ({r.dataset})") for r in result.rules), default=0)
+    for r in result.rules:
+        label = f"{r.name} ({r.dataset})".ljust(width)
+        line = (f"  {label}  {r.action:<10} passed {r.passed_records:>8,}  failed "
+                f"{r.failed_records:>8,}  {r.status}")
+        if r.error:
+            line += f": {r.error}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def render_last(last: dict[str, Any] | None) -> str:
+    """One line for ``binlake status`` from :func:`last_quality`."""
+    if last is None:
+        return "quality: never run"
+    line = (f"quality: {last['status']} at {last['run_time']} (run {last['run_id']}, window "
+            f"{last['window']}, silver version {last['silver_version']}, {last['rules']} rules)")
+    if last["not_passed"]:
+        line += "; " + ", ".join(f"{r['name']} ({r['dataset']}): {r['failed_records']} "
+                                 f"{r['status']}" for r in last["not_passed"])
+    return line
+
+
 def result_to_json(result: QualityResult) -> dict[str, Any]:
     """A JSON-able form of ``result`` (``binlake quality --format json``)."""
     return {
@@ -276,6 +307,7 @@ def result_to_json(result: QualityResult) -> dict[str, Any]:
         "rules": [{"name": r.name, "dataset": r.dataset, "action": r.action,
                    "status": r.status, "passed_records": r.passed_records,
                    "failed_records": r.failed_records, "expectation": r.expectation,
+                   "check": r.check,
                    "error": r.error, "failing": list(r.failing)} for r in result.rules],
         "tables": [{"dataset": t.dataset, "schema_name": t.schema_name,
                     "table_name": t.table_name, "rows": t.rows, "failed": t.failed}

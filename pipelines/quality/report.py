@@ -30,7 +30,11 @@ td.warnc{background:#fff8c5;color:#7d4e00;font-weight:600}
 .warned{background:#fff8c5;color:#7d4e00} .quarantined{background:#fbefff;color:#8250df}
 .skipped{background:#eaeef2;color:#57606a} .big{font-size:15px;padding:3px 12px}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
-.desc{color:#57606a} .note{color:#57606a;font-size:12px}
+.desc{color:#57606a;max-width:420px} .note{color:#57606a;font-size:12px}
+.desc code{display:block;color:#0550ae;margin-top:2px;white-space:pre-wrap}
+.scroll{overflow-x:auto;max-width:100%} td.key{white-space:nowrap}
+td.long{min-width:300px;max-width:460px;overflow-wrap:anywhere;font-size:12px}
+th.rule{max-width:120px;white-space:normal;font-weight:500}
 """
 
 
@@ -60,7 +64,8 @@ def _rules_table(rules: Iterable["RuleResult"]) -> str:
             status += f'<div class="note">{_e(r.error[:300])}</div>'
         out.append(
             f"<tr><td><code>{_e(r.name)}</code></td><td>{_e(r.dataset)}</td>"
-            f'<td class="desc">{_e(r.description)}</td><td><code>{_e(r.expectation)}</code></td>'
+            f'<td class="desc">{_e(r.description)}<code>{_e(r.check)}</code></td>'
+            f'<td><code>{_e(r.expectation)}</code></td>'
             f"<td>{_e(r.action)}</td><td class=\"n\">{r.passed_records:,}</td>{failed}"
             f"<td>{status}</td></tr>")
     out.append("</table>")
@@ -75,14 +80,16 @@ def _tables_section(res: "QualityResult") -> str:
         if not tables:
             continue
         status = {r.name: r.status for r in rules}
-        out.append(f"<h3>{escape(dataset)}</h3><table><tr><th>table</th><th>rows</th>"
-                   + "".join(f"<th><code>{_e(r.name)}</code></th>" for r in rules) + "</tr>")
+        out.append(f'<h3>{escape(dataset)}</h3><div class="scroll"><table><tr><th>table</th>'
+                   "<th>rows</th>"
+                   + "".join(f'<th class="rule"><code>{_e(r.name).replace("_", "_<wbr>")}</code></th>' for r in rules)
+                   + "</tr>")
         for t in tables:
             name = f"{t.schema_name}.{t.table_name}"
             out.append(f"<tr><td><code>{_e(name)}</code></td><td class=\"n\">{t.rows:,}</td>"
                        + "".join(_num(t.failed.get(r.name, 0), status=status[r.name])
                                  for r in rules) + "</tr>")
-        out.append("</table>")
+        out.append("</table></div>")
     if not out:
         return '<p class="note">No rows checked.</p>'
     return ('<p class="note">Rows checked per table and, per rule, how many of them fail.</p>'
@@ -104,12 +111,18 @@ def _failing_section(res: "QualityResult") -> str:
         cols: list[str] = []
         for row in r.failing:
             cols += [c for c in row if c not in cols]
-        out.append("<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>")
+        out.append('<div class="scroll"><table><tr>'
+                   + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>")
         for row in r.failing:
-            out.append("<tr>" + "".join(f"<td>{_e(_short(row.get(c)))}</td>" for c in cols)
-                       + "</tr>")
-        out.append("</table>")
+            out.append("<tr>" + "".join(_cell(row.get(c)) for c in cols) + "</tr>")
+        out.append("</table></div>")
     return "\n".join(out) or '<p class="note">No failing rows.</p>'
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, str) and len(value) > 40:
+        return f'<td class="long">{_e(_short(value))}</td>'
+    return f'<td class="key">{_e(value)}</td>'
 
 
 def _short(value: Any, limit: int = 160) -> Any:

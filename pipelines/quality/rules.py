@@ -101,6 +101,18 @@ class Rule:
         return f"{self.name} ({self.dataset})"
 
     @property
+    def check(self) -> str:
+        """The rule in one line, e.g. ``equal(pk_hash, sha2(pk_values, 256))``."""
+        one = lambda text: " ".join(text.split())  # noqa: E731 - SQL from TOML may span lines
+        args = {Expect.NOT_NULL: lambda: self.column, Expect.NULL: lambda: self.column,
+                Expect.IN_SET: lambda: f"{self.column} in {list(self.values)}",
+                Expect.UNIQUE: lambda: ", ".join(self.columns),
+                Expect.EQUAL: lambda: f"{self.column} = {one(self.expr or '')}",
+                Expect.CONDITION: lambda: one(self.condition or "")}[self.expect]()
+        text = f"{self.expect.value}({args})"
+        return text + (f" when {one(self.when)}" if self.when else "")
+
+    @property
     def columns_used(self) -> tuple[str, ...]:
         """Dataset columns the rule names directly (SQL expressions are checked by Spark)."""
         if self.expect is Expect.UNIQUE:
