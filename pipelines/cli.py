@@ -3,7 +3,8 @@
 ``binlake [--lake DIR] [--conf FILE] [--spark-remote sc://HOST:PORT] [--engine KIND] COMMAND``
 
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
-table), ``silver`` (name row changes), ``index`` (every stage, in order), ``status``, ``sql``. Each stage is also
+table), ``snapshot`` (schema snapshot of the source), ``silver`` (name row changes), ``index``
+(every stage, in order), ``status``, ``sql``. Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
@@ -55,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_file_selection(p)
 
     sub.add_parser("silver", help="name new bronze row changes into the silver table")
+
+    p = sub.add_parser("snapshot", help="take (or import) a schema snapshot of the source")
+    p.add_argument("--source-dsn", help="mysql://user:password@host:port/ (default from conf)")
+    p.add_argument("--schemas", type=_csv, help="only these schemas")
+    p.add_argument("--source", help="source name (default from conf)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--export", help="also write the snapshot to this JSON file")
+    g.add_argument("--import", dest="import_path", help="store a snapshot from a JSON file")
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -156,8 +165,19 @@ def _show_string(df, limit: int) -> str:
     return "\n".join(out)
 
 
+def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.session import get_spark
+    from pipelines.silver.snapshot_job import print_summary, run_snapshot
+
+    snap, checks = run_snapshot(get_spark(cfg.engine), cfg, source_dsn=args.source_dsn,
+                                schemas=args.schemas, export_path=args.export,
+                                import_path=args.import_path)
+    print_summary(snap, checks, cfg=cfg, export_path=args.export)
+    return 0
+
+
 _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
-             "silver": _cmd_silver,
+             "silver": _cmd_silver, "snapshot": _cmd_snapshot,
              "status": _cmd_status, "sql": _cmd_sql}
 
 

@@ -70,3 +70,24 @@ def test_status_json_and_sql(spark, tmp_path: Path, corpus: Path, capsys) -> Non
     assert main(["--lake", lake, "sql", "SELECT count(*) AS n FROM bronze_binlog_events "
                  "WHERE event_type = 'UPDATE'"]) == 0
     assert "| 23 |" in capsys.readouterr().out  # mariadb-binlog -v prints 23 "### UPDATE" rows
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+def test_snapshot_command_on_a_real_server(tmp_path: Path, capsys) -> None:
+    from tests.support.mariadb import MariaDBServer
+
+    with MariaDBServer(binlog_row_metadata="MINIMAL") as server:
+        server.execute("CREATE DATABASE app")
+        server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, e ENUM('x','y'), n INT UNSIGNED)")
+        dsn = server.dsn()
+        export = tmp_path / "snap.json"
+        lake = str(tmp_path / "lake")
+        assert main(["--lake", lake, "snapshot", "--source-dsn", dsn, "--schemas", "app",
+                     "--export", str(export)]) == 0
+    out = capsys.readouterr().out
+    assert dsn.split("@")[0].split(":")[-1] not in out  # the password is never printed
+    assert "app.t" in out or "1 table" in out
+    assert export.is_file()
+    # The export imports into another lake (binlogs indexed away from their server).
+    assert main(["--lake", str(tmp_path / "other"), "snapshot", "--import", str(export)]) == 0
