@@ -82,6 +82,9 @@ V1 = [
     silver_row(600, "INSERT", "7", before={"id": 7, "name": "x"}, after={"id": 7, "name": "x"}),
     silver_row(700, "INSERT", None, after={"id": None, "name": "x"}),  # no pk_values
     silver_row(800, "UPDATE", "8", before={"id": 8}, after={"id": 8}, absent=["name"]),
+    # MINIMAL: key-only before image, changed column only after: 3 names in all, as in s1.
+    silver_row(850, "UPDATE", "8", table="u", before={"id": 8}, after={"b": 3},
+               absent=["a", "b", "id"], version="s1"),
     silver_row(900, "INSERT", "9" * 600, after={"id": "9" * 600, "name": "x"}),  # > 512
     silver_row(1000, "INSERT", "10", table="u", after={"id": 10, "a": 1}, version="s1"),
     silver_row(1100, "INSERT", "11", table="u", after={"id": 11, "a": 1, "b": 2},
@@ -120,27 +123,27 @@ def counts(res) -> dict[tuple[str, str], tuple[int, int, str]]:
             for r in res.rules}
 
 
-# (rule, dataset) → (passed, failed, status) for the last-run window: the 11 rows of version
+# (rule, dataset) → (passed, failed, status) for the last-run window: the 12 rows of version
 # 1 (row 100 once more); uniqueness also sees the older copy of row 100.
 EXPECTED_LAST_RUN = {
-    ("column_count", "silver"): (10, 1, "failed"),  # u with 2 keys, snapshot s1 has 3
+    ("column_count", "silver"): (11, 1, "failed"),  # u with 2 keys, snapshot s1 has 3
     ("column_count", "quarantine"): (1, 2, "failed"),  # count reason; v: 2 vs latest 3
     ("every_event_named", "quarantine"): (0, 3, "failed"),
-    ("pk_values_not_null", "silver"): (10, 1, "failed"),
-    ("pk_hash_is_sha256", "silver"): (10, 1, "failed"),
-    ("event_type_valid", "silver"): (10, 1, "failed"),
-    ("images_match_event_type", "silver"): (9, 2, "failed"),  # INSERT with before; UPSERT
-    ("seq_unique", "silver"): (8, 4, "failed"),  # 100 twice, (501, 0) ~ (500, 1)
-    ("bronze_key_unique", "silver"): (10, 2, "failed"),
-    ("full_images", "silver"): (10, 1, "warned"),
-    ("pk_values_fit_gold", "silver"): (9, 1, "warned"),  # the NULL pk_values is not checked
+    ("pk_values_not_null", "silver"): (11, 1, "failed"),
+    ("pk_hash_is_sha256", "silver"): (11, 1, "failed"),
+    ("event_type_valid", "silver"): (11, 1, "failed"),
+    ("images_match_event_type", "silver"): (10, 2, "failed"),  # INSERT with before; UPSERT
+    ("seq_unique", "silver"): (9, 4, "failed"),  # 100 twice, (501, 0) ~ (500, 1)
+    ("bronze_key_unique", "silver"): (11, 2, "failed"),
+    ("full_images", "silver"): (10, 2, "warned"),
+    ("pk_values_fit_gold", "silver"): (10, 1, "warned"),  # the NULL pk_values is not checked
 }
 
 
 def test_each_rule_counts_its_defects(spark, bad_lake):
     res = run_quality(spark, bad_lake)
     assert res.window == "last-run" and res.silver_version == 1
-    assert res.rows_checked == {"silver": 11, "quarantine": 3}
+    assert res.rows_checked == {"silver": 12, "quarantine": 3}
     assert counts(res) == EXPECTED_LAST_RUN
     assert exit_code(res) == 1 and res.status == "failed"
 
@@ -163,8 +166,8 @@ def test_failing_keys_are_the_defective_rows(spark, bad_lake):
         "u", "v", "w"}
     # Per table: rows checked and failing rows per rule.
     tables = {(t.dataset, t.table_name): t for t in res.tables}
-    assert (tables[("silver", "t")].rows, tables[("silver", "u")].rows) == (9, 2)
-    assert tables[("silver", "u")].failed == {"column_count": 1}
+    assert (tables[("silver", "t")].rows, tables[("silver", "u")].rows) == (9, 3)
+    assert tables[("silver", "u")].failed == {"column_count": 1, "full_images": 1}
     assert tables[("silver", "t")].failed["images_match_event_type"] == 2
     assert tables[("quarantine", "v")].failed == {"column_count": 1, "every_event_named": 1}
     for r in res.rules:  # the per-table breakdown adds up to GE's totals
@@ -174,13 +177,13 @@ def test_failing_keys_are_the_defective_rows(spark, bad_lake):
 
 def test_window_all_and_recent(spark, bad_lake):
     res = run_quality(spark, bad_lake, window="all", write=False)
-    assert res.rows_checked["silver"] == 14
+    assert res.rows_checked["silver"] == 15
     c = counts(res)
-    assert c[("seq_unique", "silver")] == (10, 4, "failed")
-    assert c[("bronze_key_unique", "silver")] == (12, 2, "failed")
-    assert c[("pk_hash_is_sha256", "silver")] == (13, 1, "failed")
+    assert c[("seq_unique", "silver")] == (11, 4, "failed")
+    assert c[("bronze_key_unique", "silver")] == (13, 2, "failed")
+    assert c[("pk_hash_is_sha256", "silver")] == (14, 1, "failed")
     recent = run_quality(spark, bad_lake, window="24h", write=False)
-    assert recent.rows_checked["silver"] == 10  # the version-1 rows except the 2020 copy
+    assert recent.rows_checked["silver"] == 11  # the version-1 rows except the 2020 copy
     assert recent.window == "24h"
 
 
@@ -244,9 +247,9 @@ def test_warn_and_quarantine_actions_do_not_fail_the_run(spark, bad_lake):
                                                                      "DELETE"]}},
     }})
     res = run_quality(spark, bad_lake, window="all", rules=rules)
-    assert counts(res) == {("hash", "silver"): (12, 1, "quarantined"),
-                           ("unique_key", "silver"): (12, 2, "warned"),
-                           ("not_upsert", "silver"): (13, 1, "quarantined")}
+    assert counts(res) == {("hash", "silver"): (13, 1, "quarantined"),
+                           ("unique_key", "silver"): (13, 2, "warned"),
+                           ("not_upsert", "silver"): (14, 1, "quarantined")}
     assert exit_code(res) == 0 and res.status == "warned"
     assert len(res.rule("unique_key", "silver").failing) == 1  # sample_rows
     flagged = spark.read.format("delta").load(

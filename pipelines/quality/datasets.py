@@ -3,8 +3,8 @@
 Datasets (the names rules use in ``conf/quality.toml``):
 
 - ``silver``: the silver rows of the window (below), with two helper columns:
-  ``image_column_count`` (keys of the after image, else the before image, plus the columns a
-  MINIMAL image left out, ``absent_columns``) and ``schema_column_count`` (the column count of
+  ``image_column_count`` (the distinct names in both images and in ``absent_columns``, the
+  columns a MINIMAL image left out) and ``schema_column_count`` (the column count of
   the table in the snapshot named by ``schema_version``; NULL when silver named the row from the
   binlog's own metadata, ``schema_version = 'binlog'``).
 - ``quarantine``: every row of ``<lake>/silver/quarantine`` (it is the current state: what no
@@ -114,11 +114,16 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
 
 
 def with_image_counts(df: DataFrame) -> DataFrame:
-    """Add ``image_column_count``: keys of row_after (else row_before) + absent columns."""
-    image = F.coalesce(F.col("row_after"), F.col("row_before"))
-    count = F.expr("size(json_object_keys(coalesce(row_after, row_before))) "
-                   "+ coalesce(json_array_length(absent_columns), 0)")
-    return df.withColumn("image_column_count", F.when(image.isNotNull(), count.cast("int")))
+    """Add ``image_column_count``: the distinct column names of both images and of
+    ``absent_columns`` (a MINIMAL image names some columns in one image only); NULL when a row
+    has no image at all."""
+    names = F.expr(
+        "size(array_distinct(concat("
+        "coalesce(json_object_keys(row_before), array()), "
+        "coalesce(json_object_keys(row_after), array()), "
+        "coalesce(from_json(absent_columns, 'array<string>'), array()))))")
+    has_image = F.col("row_before").isNotNull() | F.col("row_after").isNotNull()
+    return df.withColumn("image_column_count", F.when(has_image, names.cast("int")))
 
 
 def _column_counts(snapshots: DataFrame) -> DataFrame:
