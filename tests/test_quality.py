@@ -213,7 +213,7 @@ def test_results_table_and_last_quality(spark, bad_lake):
     assert any(t.split() == ["column_count", "(quarantine)", "fail", "passed", "1", "failed",
                              "2", "failed"] for t in text[1:])
     status = render_last(last)
-    assert status.startswith(f"quality: failed at ") and f"run {res.run_id}" in status
+    assert status.startswith("quality: failed at ") and f"run {res.run_id}" in status
     assert "every_event_named (quarantine): 3 failed" in status
     assert json.loads(json.dumps(result_to_json(res), default=str))["exit_code"] == 1
     assert os.path.isfile(os.path.join(bad_lake.lake_root, "quality", "reports",

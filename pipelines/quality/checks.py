@@ -13,7 +13,6 @@ or all of them for ``quarantine`` rules (result format COMPLETE).
 
 from __future__ import annotations
 
-import logging
 import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -26,7 +25,6 @@ from pipelines.quality.rules import Action, Expect, Rule
 
 __all__ = ["Outcome", "validate", "check_rules_against", "failing_rows"]
 
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def _rules_table(rules: Iterable["RuleResult"]) -> str:
     out = ["<table><tr><th>rule</th><th>dataset</th><th>checks</th><th>expectation</th>"
            "<th>action</th><th>passed</th><th>failed</th><th>status</th></tr>"]
     for r in rules:
-        failed = (f'<td class="n zero">0</td>' if not r.failed_records
+        failed = ('<td class="n zero">0</td>' if not r.failed_records
                   else _num(r.failed_records, status=r.status))
         status = _pill(r.status)
         if r.error:
