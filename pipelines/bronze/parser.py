@@ -35,6 +35,9 @@ _QUIET = frozenset({
     E.APPEND_BLOCK, E.EXEC_LOAD, E.DELETE_FILE, E.NEW_LOAD, E.AURORA_PADDING,
 })
 
+# Distinct TABLE_MAP contents remembered for reuse (cleared when full).
+_TM_CACHE_MAX = 512
+
 # Development trees 5.1.1–5.1.5 "-a_drop5*", 5.1.4 "-a_drop6*" and 5.2.0–5.2.2 "-a_drop6*"
 # numbered events 16–22 differently (mysql-server Format_description_event constructor,
 # ``event_type_permutation``): their code → today's code.
@@ -86,6 +89,7 @@ class BinlogParser:
         self.table_maps: dict[int, TableMap] = {}
         self.unknown_types: dict[int, int] = {}
         self.permutation: dict[int, int] | None = None
+        self._tm_by_content: dict[tuple[int, bytes], TableMap] = {}
 
     def parse(self, raw: RawEvent) -> ev.Event | None:
         """Decode one framed event; ``None`` for events that carry nothing (dummy rows)."""
@@ -135,7 +139,7 @@ class BinlogParser:
         if inner and code in (E.FORMAT_DESCRIPTION, E.TRANSACTION_PAYLOAD, E.START_V3):
             raise DecodeError(f"{ev.event_name(code)} inside a TRANSACTION_PAYLOAD")
         if code == E.TABLE_MAP:
-            tm = decode_table_map(h, body, fde.post_header_len(E.TABLE_MAP))
+            tm = self._table_map(h, body, fde.post_header_len(E.TABLE_MAP))
             self.table_maps[tm.table_id] = tm
             return tm
         simple = ev.SIMPLE_DECODERS.get(code)
@@ -147,6 +151,24 @@ class BinlogParser:
                 log.warning("%s: pos %d: skipping unknown event type %s (%d bytes)",
                             self.file, h.pos, ev.event_name(code), h.event_length)
         return ev.Unknown(h, bytes(body))
+
+    def _table_map(self, h, body: bytes, post_header_len: int) -> TableMap:
+        """Decode a TABLE_MAP, reusing the decoding of an earlier one of the same bytes.
+
+        Servers re-send every table's TABLE_MAP in each transaction; one whose bytes after
+        the table_id equal an earlier one's is that table map again (with this event's
+        header and table_id), sharing its column lists and built row decoders.
+        """
+        id_len = 4 if post_header_len == 6 else 6
+        key = (post_header_len, body[id_len:])
+        known = self._tm_by_content.get(key)
+        if known is not None:
+            return known.rebound(h, int.from_bytes(body[:id_len], "little"))
+        tm = decode_table_map(h, body, post_header_len)
+        if len(self._tm_by_content) >= _TM_CACHE_MAX:
+            self._tm_by_content.clear()
+        self._tm_by_content[key] = tm
+        return tm
 
     def payload_events(self, payload: ev.TransactionPayload) -> Iterator[ev.Event]:
         """Decode the events inside a TRANSACTION_PAYLOAD with this parser's state.

@@ -17,12 +17,14 @@ columns; a JSON column whose bit is set holds a diff (``json_diff.py``) instead 
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from pipelines.bronze import coltypes as T
 from pipelines.bronze.events import EventType as E
 from pipelines.bronze.events import RowsEvent, maria_uncompress, read_packed_int
 from pipelines.bronze.framing import EventHeader
 from pipelines.bronze.json_diff import JsonDiffError, apply_json_diff, read_json_diff
+from pipelines.bronze.rowcodegen import image_function
 from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError, MissingTableMapError, TruncatedError
 
@@ -60,6 +62,10 @@ def _present(buf: bytes, pos: int, ncols: int) -> tuple[list[bool] | None, int]:
     return [bool(bits >> i & 1) for i in range(ncols)], pos + nbytes
 
 
+def _count(present: list[bool] | None, ncols: int) -> int:
+    return ncols if present is None else sum(present)
+
+
 def _columns(tm: TableMap, present: list[bool] | None) -> list[tuple[int, object]]:
     decs = tm.decoders()
     if present is None:
@@ -67,8 +73,34 @@ def _columns(tm: TableMap, present: list[bool] | None) -> list[tuple[int, object
     return [(i, d) for i, d in enumerate(decs) if present[i]]
 
 
+def _image_fn(tm: TableMap, present: list[bool] | None) -> Callable[[bytes, int], tuple]:
+    """The row-image function ``image(buf, pos) -> (values, new_pos)`` for these columns.
+
+    Generated code (``rowcodegen.py``) built once per table content and columns-present
+    bitmap; it falls back to :func:`_image` (the reference) for anything unusual.
+    """
+    cache = tm.image_cache()
+    key = None if present is None else tuple(present)
+    fn = cache.get(key)
+    if fn is None:
+        cols = _columns(tm, present)
+        ncols = tm.column_count
+        nbytes = (len(cols) + 7) >> 3
+
+        def reference(buf: bytes, pos: int) -> tuple[list, int]:
+            return _image(buf, pos, cols, ncols, nbytes)
+
+        fn = image_function(tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(),
+                            [i for i, _ in cols], ncols, reference) or reference
+        cache[key] = fn
+    return fn
+
+
 def _image(buf: bytes, pos: int, cols: list, ncols: int, nbytes: int) -> tuple[list, int]:
-    """Decode one row image starting at its NULL bitmap; return (values, new_pos)."""
+    """Decode one row image starting at its NULL bitmap; return (values, new_pos).
+
+    The reference decoding, one decoder call per value; the hot loops use :func:`_image_fn`.
+    """
     nulls = int.from_bytes(buf[pos:pos + nbytes], "little")
     pos += nbytes
     row: list = [None] * ncols
@@ -123,19 +155,16 @@ def decode_rows(
     if type_code in _COMPRESSED:
         body = maria_uncompress(body, pos)
         pos = 0
-    cols_a = _columns(tm, present_a)
-    nbytes_a = (len(cols_a) + 7) >> 3
-    cols_b, nbytes_b = cols_a, nbytes_a
-    if present_b is not present_a:
-        cols_b = _columns(tm, present_b)
-        nbytes_b = (len(cols_b) + 7) >> 3
     end = len(body)
-    if pos < end and not cols_a and (kind != "UPDATE" or not cols_b) \
+    if pos < end and not _count(present_a, ncols) \
+            and (kind != "UPDATE" or not _count(present_b, ncols)) \
             and type_code != E.PARTIAL_UPDATE_ROWS:
         # An image of no columns takes no bytes: the row bytes could never be consumed.
         raise DecodeError(f"rows event of {tm.schema}.{tm.table} has row bytes but no column "
                           "in its columns-present bitmaps", preview=body[:32])
     if type_code in _PRE_GA:
+        cols_a = _columns(tm, present_a)
+        cols_b = cols_a if present_b is present_a else _columns(tm, present_b)
         rows = _pre_ga_rows(body, pos, kind, tm, cols_a, cols_b, ncols)
         return RowsEvent(header, kind, table_id, flags, tm, rows,
                          None if kind == "INSERT" else present_a,
@@ -143,28 +172,32 @@ def decode_rows(
     rows: list = []
     append = rows.append
     partial = None
+    image_a = _image_fn(tm, present_a)
     try:
         if kind == "INSERT":
             while pos < end:
-                after, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                after, pos = image_a(body, pos)
                 append((None, after))
         elif kind == "DELETE":
             while pos < end:
-                before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                before, pos = image_a(body, pos)
                 append((before, None))
         elif type_code == E.PARTIAL_UPDATE_ROWS:
             partial = []
             json_cols = [i for i, t in enumerate(tm.column_types) if t == T.JSON]
+            cols_b = _columns(tm, present_b)
+            nbytes_b = (len(cols_b) + 7) >> 3
             while pos < end:
-                before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                before, pos = image_a(body, pos)
                 after, pos, unresolved = _partial_after(body, pos, tm, before, present_a,
                                                         cols_b, ncols, nbytes_b, json_cols)
                 append((before, after))
                 partial.append(unresolved)
         else:
+            image_b = image_a if present_b is present_a else _image_fn(tm, present_b)
             while pos < end:
-                before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
-                after, pos = _image(body, pos, cols_b, ncols, nbytes_b)
+                before, pos = image_a(body, pos)
+                after, pos = image_b(body, pos)
                 append((before, after))
     except (IndexError, struct.error) as exc:
         raise TruncatedError(f"row {len(rows)} of {tm.schema}.{tm.table} runs past the event end"

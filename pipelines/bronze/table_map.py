@@ -9,7 +9,7 @@ bitmap, and optional metadata as type/length/value fields (``binlog_row_metadata
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from pipelines.bronze import coltypes as T
@@ -37,6 +37,16 @@ class OptionalMeta:
     COLUMN_VISIBILITY = 12
 
 
+class _Codecs:
+    """Decoding state built lazily per table content; shared by TableMaps of equal bytes."""
+
+    __slots__ = ("decoders", "images")
+
+    def __init__(self) -> None:
+        self.decoders: list[Callable] | None = None
+        self.images: dict = {}
+
+
 @dataclass(slots=True)
 class TableMap:
     """What one TABLE_MAP says of a table. Per-column lists are in column order.
@@ -61,23 +71,37 @@ class TableMap:
     set_values: list[list[str] | None] | None = None
     geometry_types: list[int | None] | None = None
     visibility: list[bool] | None = None
-    _decoders: list[Callable] | None = field(default=None, repr=False)
+    _codecs: _Codecs = field(default_factory=_Codecs, repr=False, compare=False)
 
     @property
     def column_count(self) -> int:
         return len(self.column_types)
 
     def decoders(self) -> list[Callable]:
-        """One value decoder per column (built once per TABLE_MAP, reused for every row)."""
-        if self._decoders is None:
+        """One value decoder per column (built once per table content, reused for every row)."""
+        codecs = self._codecs
+        if codecs.decoders is None:
             from pipelines.bronze.values import column_decoder
 
             uns = self.unsigned or [None] * self.column_count
-            self._decoders = [
+            codecs.decoders = [
                 column_decoder(t, m, u)
                 for t, m, u in zip(self.column_types, self.column_meta, uns)
             ]
-        return self._decoders
+        return codecs.decoders
+
+    def image_cache(self) -> dict:
+        """A dict for the row-image functions ``rows.py`` builds for this table (by columns
+        present); shared, like :meth:`decoders`, with every :meth:`rebound` copy."""
+        return self._codecs.images
+
+    def rebound(self, header: EventHeader | None, table_id: int) -> "TableMap":
+        """This table map as sent again by another TABLE_MAP event of the same content.
+
+        Servers re-send a table's TABLE_MAP in every transaction: the copy shares the column
+        lists and the built decoders, so they are built once per table, not per event.
+        """
+        return replace(self, header=header, table_id=table_id)
 
 
 def _read_meta(types: list[int], buf: bytes, pos: int, end: int) -> tuple[list[int], list[int]]:
