@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--export", help="also write the snapshot to this JSON file")
     g.add_argument("--import", dest="import_path", help="store a snapshot from a JSON file")
 
+    p = sub.add_parser("quality", help="run the data-quality rules (conf/quality.toml)")
+    p.add_argument("--window", default=None,
+                   help="last-run (default: rows of the latest silver commit), all, or Nh/Nd")
+    p.add_argument("--rules", help="rules file (default conf/quality.toml)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
@@ -123,11 +129,26 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
     from pipelines.silver.job import run_silver
 
-    res = run_silver(get_spark(cfg.engine), cfg)
+    spark = get_spark(cfg.engine)
+    res = run_silver(spark, cfg)
     print(f"silver: {len(res.files)} bronze file(s) considered, {res.appended} row changes "
           f"appended, {res.quarantined} in quarantine, version {res.silver_version} in "
           f"{res.seconds:.1f}s -> {cfg.table_path('silver', 'binlog_events')}")
+    if args.command == "index":
+        from pipelines.quality import run_quality, summary_line
+
+        print(summary_line(run_quality(spark, cfg)))
     return 0
+
+
+def _cmd_quality(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.quality import exit_code, load_rules, render_result, run_quality
+    from pipelines.session import get_spark
+
+    res = run_quality(get_spark(cfg.engine), cfg, window=args.window,
+                      rules=load_rules(args.rules))
+    print(render_result(res, args.format))
+    return exit_code(res)
 
 
 def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
@@ -177,7 +198,7 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
 
 
 _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
-             "silver": _cmd_silver, "snapshot": _cmd_snapshot,
+             "silver": _cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
              "status": _cmd_status, "sql": _cmd_sql}
 
 

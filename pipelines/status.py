@@ -30,6 +30,9 @@ def collect_status(spark, cfg: Config) -> dict[str, Any]:
         out["bronze"] = {"version": current_version(bronze),
                          "sources": [r.asDict() for r in counts],
                          "incidents": [r.asDict() for r in incidents]}
+    from pipelines.quality import last_quality
+
+    out["quality"] = last_quality(spark, cfg)
     return out
 
 
@@ -53,4 +56,7 @@ def render_status(st: dict[str, Any]) -> str:
         if f.get("error"):
             line += f"\n      {f['error']}"
         lines.append(line)
+    from pipelines.quality import render_last
+
+    lines.append(render_last(st.get("quality")))
     return "\n".join(lines)

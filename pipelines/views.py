@@ -16,6 +16,8 @@ LAKE_TABLES: dict[str, tuple[str, str]] = {
     "schema_snapshots": ("silver", "schema_snapshots"),
     "fk_constraints": ("silver", "fk_constraints"),
     "source_checks": ("silver", "source_checks"),
+    "quality_results": ("quality", "results"),
+    "quality_failures": ("quality", "failures"),
 }
 
 

@@ -67,12 +67,16 @@ def _assert_replays(expected, replayed, tables) -> None:
         assert replayed[t] == expected[t], f"{t}: silver replay differs from the server"
 
 
-def test_full_metadata_alter_mid_stream_one_final_snapshot(spark, tmp_path: Path) -> None:
-    _, expected, replayed, summary, silver, quarantine = _build(
+def test_full_metadata_alter_mid_stream_one_final_snapshot(spark, tmp_path: Path,
+                                                           capsys) -> None:
+    cfg, expected, replayed, summary, silver, quarantine = _build(
         spark, tmp_path, metadata="FULL", alter=True, snapshot_before=False)
     assert quarantine == []
     assert len(silver) == summary.total_row_changes
     _assert_replays(expected, replayed, WORKLOAD_TABLES)
+    from pipelines.cli import main
+
+    assert main(["--lake", cfg.lake.root, "quality", "--window", "all"]) == 0
 
 
 def test_minimal_metadata_no_alter(spark, tmp_path: Path) -> None:
@@ -91,7 +95,8 @@ def test_minimal_metadata_alter_with_snapshots_before_and_after(spark, tmp_path:
     _assert_replays(expected, replayed, WORKLOAD_TABLES)
 
 
-def test_minimal_metadata_alter_only_final_snapshot_quarantines(spark, tmp_path: Path) -> None:
+def test_minimal_metadata_alter_only_final_snapshot_quarantines(spark, tmp_path: Path,
+                                                                 capsys) -> None:
     cfg, expected, replayed, summary, silver, quarantine = _build(
         spark, tmp_path, metadata="MINIMAL", alter=True, snapshot_before=False)
     orders_total = sum(n for (t, _), n in summary.row_changes.items() if t == "shop.orders")
@@ -104,3 +109,9 @@ def test_minimal_metadata_alter_only_final_snapshot_quarantines(spark, tmp_path:
     assert len(orders) == ORDERS_CHANGES_AFTER_ALTER
     assert all('"note"' in (r["row_after"] or r["row_before"]) for r in orders)
     _assert_replays(expected, replayed, [t for t in WORKLOAD_TABLES if t != "shop.orders"])
+    # `binlake quality` fails, naming the column-count rule.
+    from pipelines.cli import main
+
+    assert main(["--lake", cfg.lake.root, "quality"]) == 1
+    out = capsys.readouterr().out
+    assert "column_count" in out and "fail" in out.lower()
