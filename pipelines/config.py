@@ -22,7 +22,7 @@ from pipelines.errors import ConfigError
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "Config", "load_config", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "Config", "load_config", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -106,12 +106,26 @@ class GoldConfig:
 
 
 @dataclass(frozen=True)
+class StreamConfig:
+    """``binlake stream`` (``docs/stream.md``): micro-batches, following, liveness."""
+
+    batch_rows: int = 50000  # commit at the first transaction boundary after this many rows
+    batch_interval_ms: int = 1000  # ... or once the open micro-batch is this old
+    silver_lag_seconds: int = 30  # run silver (and gold when configured) this often; 0 = never
+    heartbeat_seconds: int = 1  # the server sends a heartbeat after this long without events
+    read_timeout_seconds: int = 30  # no packet (not even a heartbeat) this long: reconnect
+    reconnect_max_seconds: int = 60  # reconnect backoff doubles from 1 s up to this
+    reconnect_attempts: int = 0  # failed reconnects in a row before giving up; 0 = never give up
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeConfig = LakeConfig()
     engine: EngineConfig = EngineConfig()
     source: SourceConfig = SourceConfig()
     bronze: BronzeConfig = BronzeConfig()
     gold: GoldConfig = GoldConfig()
+    stream: StreamConfig = StreamConfig()
 
     @property
     def lake_root(self) -> str:
@@ -123,7 +137,7 @@ class Config:
 
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
-                                   "gold": GoldConfig}
+                                   "gold": GoldConfig, "stream": StreamConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -215,6 +229,7 @@ def _validate(cfg: Config) -> None:
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
     _validate_gold(cfg.gold)
+    _validate_stream(cfg.stream)
     for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
         if dsn:
             Dsn.parse(dsn, setting=name)
@@ -246,3 +261,16 @@ def _validate_gold(g: GoldConfig) -> None:
         if not _INTERVAL.match(getattr(g, name).strip()):
             raise ConfigError(f"gold.{name}: expected a Delta interval like 'interval 30 days', "
                               f"got {getattr(g, name)!r}")
+
+
+def _validate_stream(s: StreamConfig) -> None:
+    for name in ("batch_rows", "batch_interval_ms", "heartbeat_seconds", "read_timeout_seconds",
+                 "reconnect_max_seconds"):
+        if getattr(s, name) < 1:
+            raise ConfigError(f"stream.{name}: must be at least 1")
+    for name in ("silver_lag_seconds", "reconnect_attempts"):
+        if getattr(s, name) < 0:
+            raise ConfigError(f"stream.{name}: must be 0 or more")
+    if s.read_timeout_seconds < 2 * s.heartbeat_seconds:
+        raise ConfigError("stream.read_timeout_seconds: must be at least twice "
+                          "stream.heartbeat_seconds (heartbeats keep an idle stream alive)")

@@ -1,0 +1,64 @@
+"""The stream's entries in file mode's progress table ``<lake>/bronze/files``.
+
+How the two modes share a lake: the file the stream is writing is ``streaming``; a file the
+stream finished (its ROTATE or STOP was streamed, the END row written) is ``completed`` with
+``size`` = its length, so ``binlake bronze`` skips it as it skips files it indexed itself.
+Silver picks up both (any status but ``in_progress``) whenever ``updated_at`` changes, which
+the stream bumps for every file it appended to before silver runs. The table is a summary:
+the truth is bronze (END and CHECKPOINT rows), and a stream restarted after a SIGKILL
+re-derives its entries.
+"""
+
+from __future__ import annotations
+
+from pipelines.bronze.files import FileState, load_states, save_states
+
+__all__ = ["StreamFiles", "STREAMING"]
+
+STREAMING = "streaming"
+
+
+class StreamFiles:
+    def __init__(self, spark, path: str, source_id: str, origin: str) -> None:
+        self.spark = spark
+        self.path = path
+        self.source_id = source_id
+        self.origin = origin  # e.g. stream://127.0.0.1:3306 (path column)
+        self.mine: dict[str, FileState] = {}
+
+    def states(self) -> dict[tuple[str, str], FileState]:
+        return load_states(self.spark, self.path)
+
+    def _entry(self, name: str) -> FileState:
+        st = self.mine.get(name)
+        if st is None:
+            st = self.mine[name] = FileState(self.source_id, name, f"{self.origin}/{name}", 0,
+                                             STREAMING)
+        return st
+
+    def streaming(self, name: str, pos: int, row_changes: int) -> None:
+        st = self._entry(name)
+        st.status, st.size, st.last_pos, st.row_changes = STREAMING, pos, pos, row_changes
+        st.error, st.updated_at = None, None
+
+    def completed(self, name: str, end_pos: int, row_changes: int) -> None:
+        st = self._entry(name)
+        st.status, st.size, st.last_pos, st.row_changes = "completed", end_pos, end_pos, row_changes
+        st.error, st.updated_at = None, None
+
+    def forget(self, names: set[str]) -> None:
+        """Drop entries (files the stream takes over from scratch) at the next save."""
+        states = self.states()
+        keep = {k: v for k, v in states.items()
+                if not (k[0] == self.source_id and k[1] in names)}
+        if len(keep) != len(states):
+            save_states(self.spark, self.path, keep)
+
+    def save(self) -> None:
+        """Merge this stream's entries into the table (one overwrite commit)."""
+        if not self.mine:
+            return
+        states = self.states()
+        for name, st in self.mine.items():
+            states[(self.source_id, name)] = st
+        save_states(self.spark, self.path, states)

@@ -1,0 +1,90 @@
+"""Liveness of a running stream: events/s, lag, the terminal progress line, the live file.
+
+The live file ``<lake>/bronze/stream_status/<source>.json`` is rewritten (atomically) about
+once a second while the stream runs and once when it stops; ``binlake status`` reads it for
+what a checkpoint cannot say (running or not, lag while idle). Correctness never depends on
+it: positions come from the checkpoint rows only.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["RateMeter", "ProgressLine", "live_path", "write_live", "read_live"]
+
+
+class RateMeter:
+    """Events per second over the last ``window`` seconds."""
+
+    def __init__(self, window: float = 5.0) -> None:
+        self.window = window
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
+
+    def sample(self, total: int, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        self._samples.append((now, total))
+        while len(self._samples) > 2 and now - self._samples[0][0] > self.window:
+            self._samples.popleft()
+        t0, n0 = self._samples[0]
+        return (total - n0) / (now - t0) if now > t0 else 0.0
+
+
+class ProgressLine:
+    """One self-overwriting status line on stderr, only when stderr is a terminal."""
+
+    def __init__(self, out: TextIO | None = None, *, every: float = 0.5) -> None:
+        self.out = out or sys.stderr
+        self.enabled = bool(getattr(self.out, "isatty", lambda: False)())
+        self.every = every
+        self._last = 0.0
+        self._width = 0
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        pad = max(self._width - len(text), 0)
+        self._width = len(text)
+        self.out.write("\r" + text + " " * pad)
+        self.out.flush()
+
+    def done(self) -> None:
+        if self.enabled and self._width:
+            self.out.write("\n")
+            self.out.flush()
+            self._width = 0
+
+
+def live_path(lake_root: str, source_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in source_id)
+    return os.path.join(lake_root, "bronze", "stream_status", f"{safe}.json")
+
+
+def write_live(path: str, doc: dict[str, Any]) -> None:
+    """Replace the live file atomically (write + rename); errors are ignored (best effort)."""
+    doc = dict(doc, updated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(doc, fh, sort_keys=True, default=str)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def read_live(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,191 @@
+"""The replication connection: register as a replica, ask for a binlog dump, read raw events.
+
+mysql-replication (``pymysqlreplication.BinLogStreamReader``) sets the connection up: the
+checksum handshake (``@master_binlog_checksum``), the heartbeat period
+(``@master_heartbeat_period``), ``@mariadb_slave_capability``, COM_REGISTER_SLAVE, and the
+dump command — COM_BINLOG_DUMP from a file and position (MySQL and MariaDB), MySQL's
+COM_BINLOG_DUMP_GTID, or MariaDB's ``@slave_connect_state`` + COM_BINLOG_DUMP for a GTID
+position. Its row decoding is never used: each network packet is ``0x00`` + one event exactly
+as it is in the binlog file (header, body, checksum trailer), which :func:`packet_event`
+frames for binlake's own :class:`~pipelines.bronze.parser.BinlogParser` — the decoder of
+file mode.
+
+Where an event sits in its file: the header's ``next_pos`` (``log_pos``) is the end of the
+event, so it starts at ``next_pos - event_length``, exactly the offset file mode reads.
+Events the server makes up for the replica (the ROTATE naming the file at the start of a
+dump, a FORMAT_DESCRIPTION re-sent when the dump starts mid-file, MariaDB's fake GTID_LIST,
+heartbeats) carry ``LOG_EVENT_ARTIFICIAL_F`` or ``log_pos = 0`` and sit nowhere in the file
+(MySQL ``binlog_sender.cc``; MariaDB ``sql_repl.cc``, ``fake_rotate_event``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from dataclasses import dataclass
+
+from pipelines.bronze.framing import HEADER_SIZE, EventHeader, RawEvent
+from pipelines.config import Dsn
+from pipelines.errors import SourceError
+
+__all__ = ["StartAt", "StreamEvent", "ReplicationConnection", "ConnectionLost", "BinlogGone",
+           "packet_event", "LOG_EVENT_ARTIFICIAL_F"]
+
+log = logging.getLogger(__name__)
+
+LOG_EVENT_ARTIFICIAL_F = 0x20
+_HEADER = struct.Struct("<IBIIIH")
+# ER_MASTER_FATAL_ERROR_READING_BINLOG: the requested file/position/GTID is not (any longer)
+# on the server, among other fatal dump errors.
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+
+
+class ConnectionLost(SourceError):
+    """The replication connection dropped or timed out; reconnecting may help."""
+
+
+class BinlogGone(SourceError):
+    """The server cannot send from the requested place (error 1236: purged, unknown file)."""
+
+
+@dataclass(frozen=True)
+class StartAt:
+    """Where a dump starts: a file and position, or (``gtid`` set) a GTID position/set."""
+
+    file: str | None = None
+    pos: int = 4
+    gtid: str | None = None
+
+    @property
+    def mode(self) -> str:
+        return "gtid" if self.gtid else "position"
+
+    def __str__(self) -> str:
+        return f"gtid {self.gtid}" if self.gtid else f"{self.file}:{self.pos}"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event off the wire: framed like file mode; ``artificial`` = not at a file offset."""
+
+    raw: RawEvent
+    artificial: bool
+
+
+def packet_event(data: bytes) -> StreamEvent:
+    """Frame one dump packet (``0x00`` + event) as a :class:`StreamEvent`.
+
+    Raises :class:`SourceError` for a packet that is not an event.
+    """
+    if len(data) < 1 + HEADER_SIZE or data[0] != 0:
+        raise SourceError(f"replication packet is not an event (first byte {data[:1].hex()}, "
+                          f"{len(data)} bytes)")
+    ts, type_code, server_id, length, next_pos, flags = _HEADER.unpack_from(data, 1)
+    if length != len(data) - 1:
+        raise SourceError(f"replication packet of {len(data) - 1} bytes holds an event of "
+                          f"declared length {length} (type {type_code})")
+    artificial = bool(flags & LOG_EVENT_ARTIFICIAL_F) or next_pos == 0
+    pos = 0 if artificial or next_pos < length else next_pos - length
+    header = EventHeader(ts, type_code, server_id, length, next_pos, flags, pos)
+    return StreamEvent(RawEvent(header, data[1 + HEADER_SIZE:]), artificial)
+
+
+class ReplicationConnection:
+    """One dump connection to ``dsn`` as replica ``server_id``.
+
+    ``heartbeat`` (seconds) asks the server for a HEARTBEAT event whenever it has had nothing
+    to send that long; ``read_timeout`` (should be a few heartbeats) detects a dead peer.
+    """
+
+    def __init__(self, dsn: Dsn, server_id: int, *, is_mariadb: bool, heartbeat: float = 1.0,
+                 read_timeout: float = 30.0) -> None:
+        self.dsn = dsn
+        self.server_id = server_id
+        self.is_mariadb = is_mariadb
+        self.heartbeat = heartbeat
+        self.read_timeout = read_timeout
+        self._reader = None
+        self._conn = None
+
+    def open(self, start: StartAt) -> None:
+        """Connect, register and send the dump command for ``start``.
+
+        Raises :class:`ConnectionLost` when the server cannot be reached (retry later).
+        """
+        import pymysql
+        from pymysqlreplication import BinLogStreamReader
+
+        self.close()
+        settings = {"host": self.dsn.host, "port": self.dsn.port, "user": self.dsn.user,
+                    "passwd": self.dsn.password, "connect_timeout": 10,
+                    "read_timeout": max(self.read_timeout, 2 * self.heartbeat)}
+        kwargs = dict(server_id=self.server_id, blocking=True, resume_stream=True,
+                      enable_logging=False, slave_heartbeat=self.heartbeat,
+                      report_slave="binlake-stream")
+        if start.gtid:
+            # MariaDB: @slave_connect_state; MySQL: COM_BINLOG_DUMP_GTID with the set.
+            kwargs.update(auto_position=start.gtid, is_mariadb=self.is_mariadb)
+        else:
+            # COM_BINLOG_DUMP with file and position works on both flavours (the library's
+            # MariaDB branch would ignore the position).
+            kwargs.update(log_file=start.file, log_pos=start.pos, is_mariadb=False)
+        reader = BinLogStreamReader(settings, **kwargs)
+        connect = getattr(reader, "_BinLogStreamReader__connect_to_stream", None)
+        if connect is None:  # pragma: no cover - a mysql-replication without it
+            raise SourceError("this mysql-replication version has no dump set-up to reuse "
+                              "(need >= 1.0.17)")
+        try:
+            connect()
+        except pymysql.err.MySQLError as exc:
+            raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: cannot start the binlog "
+                                 f"dump: {_message(exc, self.dsn)}") from None
+        except OSError as exc:
+            raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: {exc}") from None
+        self._reader = reader
+        self._conn = reader._stream_connection
+
+    def read(self) -> StreamEvent | None:
+        """The next event (blocking; a heartbeat at least every ``heartbeat`` seconds).
+
+        ``None`` when the server ended the dump (EOF). Raises :class:`BinlogGone` for error
+        1236 and :class:`ConnectionLost` for a dropped or timed-out connection.
+        """
+        import pymysql
+
+        if self._conn is None:
+            raise ConnectionLost("not connected")
+        try:
+            pkt = self._conn._read_packet()
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if exc.args else None
+            self.close()
+            if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                raise BinlogGone(f"{self.dsn.host}:{self.dsn.port}: the server cannot send "
+                                 f"the binlog from there: {_message(exc, self.dsn)}") from None
+            raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: replication connection "
+                                 f"lost: {_message(exc, self.dsn)}") from None
+        except (OSError, socket.timeout) as exc:
+            self.close()
+            raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: replication connection "
+                                 f"lost: {exc}") from None
+        data = pkt.get_all_data()
+        if pkt.is_eof_packet():
+            self.close()
+            return None
+        return packet_event(data)
+
+    def close(self) -> None:
+        if self._reader is not None:
+            try:
+                self._reader.close()
+            except Exception:  # noqa: BLE001 - closing a broken socket
+                pass
+        self._reader = self._conn = None
+
+
+def _message(exc: BaseException, dsn: Dsn) -> str:
+    text = str(exc.args[-1] if getattr(exc, "args", None) else exc)
+    if dsn.password and len(dsn.password) >= 4:
+        text = text.replace(dsn.password, "***")
+    return text
