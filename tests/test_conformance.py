@@ -54,8 +54,9 @@ def classic():
             os.environ["SPARK_CONNECT_MODE_ENABLED"] = connect_flag
 
 
-def _run(session, paths: list[str], cfg, tables=None):
-    tasks = session.createDataFrame([(p, "conformance") for p in paths], TASKS_DDL).repartition(2)
+def _run(session, paths: list[str], cfg, tables=None, chunks: int = 1):
+    rows = [(p, "conformance", c, chunks) for p in paths for c in range(chunks)]
+    tasks = session.createDataFrame(rows, TASKS_DDL).repartition(2)
     df = filter_tables(decode_files(tasks, cfg), None, tables)
     rows = df.collect()
     # Rows as plain tuples, bytes normalised (classic returns bytearray), in binlog order.
@@ -87,3 +88,11 @@ def test_table_filter_identical(spark, classic) -> None:
     a = _run(spark, paths, cfg, tables=["shop.orders"])
     b = _run(classic, paths, cfg, tables=["shop.orders"])
     assert a == b and {r[13] for r in a if r[8] in ("INSERT", "UPDATE", "DELETE")} == {"orders"}
+
+
+def test_chunked_decoding_identical(spark, classic) -> None:
+    paths = [os.path.abspath(os.path.join(SAMPLES, "mariadb-bin.000003"))]
+    cfg = load_config(env={})
+    a = _run(spark, paths, cfg, chunks=3)
+    b = _run(classic, paths, cfg, chunks=3)
+    assert a == b and sum(1 for r in a if r[8] == "END") == 3
