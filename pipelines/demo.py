@@ -1,5 +1,8 @@
 """``make demo``: index the shipped sample binlogs end to end on the embedded engine.
 
+``binlake index`` runs bronze (decode), silver (named row images; the samples carry their
+column names, ``binlog_row_metadata=FULL``) and the data-quality rules.
+
 Reads ``samples/binlogs`` (made by a real MariaDB 10.11 with ``scripts/make_sample_binlog.py``),
 writes a fresh lake under ``./lake/demo`` (or ``--lake``), prints what each stage did, the
 status, and a sample query of the result.
@@ -24,6 +27,10 @@ SAMPLE_QUERY = (
     "FROM bronze_binlog_events WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
     "GROUP BY schema_name, table_name, event_type ORDER BY schema_name, table_name, event_type"
 )
+SILVER_QUERY = (
+    "SELECT seq, event_type, pk_values, changed_columns, row_after FROM silver_binlog_events "
+    "WHERE schema_name = 'shop' AND table_name = 'orders' AND pk_values = '7' ORDER BY seq"
+)
 SAMPLE_ROW_QUERY = (
     "SELECT binlog_file, start_pos, row_in_event, gtid, event_type, table_name, "
     "transform(row_after, v -> CAST(v AS STRING)) AS row_after "
@@ -42,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("status", ["status"]),
         ("row changes per table (SQL on the bronze Delta table)", ["sql", SAMPLE_QUERY]),
         ("bronze rows of shop.ints (positional raw values)", ["sql", SAMPLE_ROW_QUERY, "--limit", "8"]),
+        ("silver: the history of order 7 (named JSON images)", ["sql", SILVER_QUERY]),
     ]
     for title, cmd in steps:
         print(f"\n== {title}: binlake --lake {args.lake} {' '.join(cmd[:1])} ...", flush=True)

@@ -30,9 +30,31 @@ def collect_status(spark, cfg: Config) -> dict[str, Any]:
         out["bronze"] = {"version": current_version(bronze),
                          "sources": [r.asDict() for r in counts],
                          "incidents": [r.asDict() for r in incidents]}
+    out["silver"] = _silver_status(spark, cfg)
     from pipelines.quality import last_quality
 
     out["quality"] = last_quality(spark, cfg)
+    return out
+
+
+def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
+    silver = cfg.table_path("silver", "binlog_events")
+    quarantine = cfg.table_path("silver", "quarantine")
+    snapshots = cfg.table_path("silver", "schema_snapshots")
+    checks = cfg.table_path("silver", "source_checks")
+    out: dict[str, Any] = {"version": current_version(silver)}
+    if table_exists(spark, silver):
+        r = spark.sql(f"SELECT count(*) AS n, min(event_timestamp) AS earliest, "
+                      f"max(event_timestamp) AS latest FROM delta.`{silver}`").collect()[0]
+        out.update(rows=r["n"], earliest=r["earliest"], latest=r["latest"])
+    out["quarantined"] = (spark.read.format("delta").load(quarantine).count()
+                          if table_exists(spark, quarantine) else 0)
+    out["snapshots"] = (spark.read.format("delta").load(snapshots)
+                        .select("snapshot_id").distinct().count()
+                        if table_exists(spark, snapshots) else 0)
+    out["warnings"] = ([f"{r['name']}: {r['detail']}" for r in spark.read.format("delta")
+                        .load(checks).where("level <> 'ok'").select("name", "detail")
+                        .distinct().collect()] if table_exists(spark, checks) else [])
     return out
 
 
@@ -49,6 +71,13 @@ def render_status(st: dict[str, Any]) -> str:
                          f"{inc['start_pos']}: {inc['query']} (changes may be missing here)")
     else:
         lines.append("bronze: no table yet")
+    sv = st.get("silver") or {}
+    if sv.get("version") is not None:
+        lines.append(f"silver: version {sv['version']}, {sv.get('rows', 0)} row changes "
+                     f"({sv.get('earliest')} .. {sv.get('latest')}), {sv['quarantined']} in "
+                     f"quarantine, {sv['snapshots']} schema snapshot(s)")
+    for w in sv.get("warnings", []):
+        lines.append(f"  WARNING {w}")
     lines.append(f"files: {len(st['files'])}")
     for f in st["files"]:
         line = (f"  {f['source_id']}/{f['binlog_file']}: {f['status']}, events {f['events']}, "
