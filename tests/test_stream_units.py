@@ -1,0 +1,168 @@
+"""Stream pieces without a server or Spark: packet framing, GTID state, micro-batches cut back
+to transaction boundaries, checkpoint rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pipelines.bronze.reader import BinlogFileReader
+from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
+from pipelines.errors import SourceError
+from pipelines.stream.batch import MicroBatch
+from pipelines.stream.checkpoint import CHECKPOINT, Checkpoint, checkpoint_batch, gap_batch
+from pipelines.stream.gtid import GtidState
+from pipelines.stream.protocol import StartAt, packet_event
+from pipelines.stream.source import binlog_number
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "binlogs" / "mariadb-bin.000003"
+
+# -- packet framing ---------------------------------------------------------------------------
+
+# MariaDB 10.11's fake ROTATE at the start of a dump (captured off the wire):
+#   00                    OK marker
+#   00000000              timestamp 0 (made up by the server)
+#   04                    ROTATE
+#   01000000              server_id 1
+#   31000000              event_length 49
+#   00000000              log_pos 0: at no offset
+#   2000                  flags LOG_EVENT_ARTIFICIAL_F
+#   0400000000000000      position 4
+#   6d6172696164622d62696e2e303030303031   "mariadb-bin.000001"
+#   523c7354              CRC32
+FAKE_ROTATE = bytes.fromhex(
+    "00" "00000000" "04" "01000000" "31000000" "00000000" "2000"
+    "0400000000000000" "6d6172696164622d62696e2e303030303031" "523c7354")
+
+# An XID event ending at 845 (log_pos), 31 bytes long: it starts at 845 - 31 = 814.
+XID = bytes.fromhex(
+    "00" "5a3c7354" "10" "01000000" "1f000000" "4d030000" "0000"
+    "0300000000000000" "11223344")
+
+
+def test_fake_rotate_is_artificial_and_at_no_offset() -> None:
+    e = packet_event(FAKE_ROTATE)
+    assert e.artificial
+    assert e.raw.header.type_code == 4 and e.raw.header.pos == 0
+    assert e.raw.body[8:-4] == b"mariadb-bin.000001"
+
+
+def test_event_start_is_log_pos_minus_length() -> None:
+    e = packet_event(XID)
+    assert not e.artificial
+    assert (e.raw.header.pos, e.raw.header.next_pos, e.raw.header.event_length) == (814, 845, 31)
+
+
+@pytest.mark.parametrize("data", [b"", b"\xfe\x00\x00\x02\x00", XID[:-1], b"\xff" + XID[1:]])
+def test_packets_that_are_not_one_event_are_refused(data: bytes) -> None:
+    with pytest.raises(SourceError):
+        packet_event(data)
+
+
+def test_start_at_modes() -> None:
+    assert StartAt("f.000001", 4).mode == "position"
+    assert StartAt(gtid="0-1-5").mode == "gtid"
+    assert str(StartAt("f.000002", 120)) == "f.000002:120"
+
+
+def test_binlog_numbers_sort_numerically() -> None:
+    names = ["b.000010", "b.000009", "b.1000000"]
+    assert sorted(names, key=binlog_number) == ["b.000009", "b.000010", "b.1000000"]
+
+
+# -- GTID state -------------------------------------------------------------------------------
+
+def test_mariadb_gtid_position_per_domain() -> None:
+    st = GtidState.parse("0-1-10,2-5-7", mariadb=True)
+    st.add("0-1-11")
+    st.add("1-1-3")
+    assert str(st) == "0-1-11,1-1-3,2-5-7"
+    oldest = GtidState.parse("0-1-20,1-1-2", mariadb=True)
+    assert st.behind(oldest) == ["0-1-11"]  # domain 0 continues past 11 only from 20 on
+
+
+def test_mysql_gtid_set_intervals_merge_and_contain() -> None:
+    u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    st = GtidState.parse(f"{u}:1-5:7", mariadb=False)
+    st.add(f"{u}:6")
+    st.add(f"{u.upper()}:tag:3")
+    assert str(st) == f"{u}:1-7,{u}:tag:3"
+    assert GtidState.parse(f"{u}:2-4", mariadb=False).issubset(st)
+    assert not GtidState.parse(f"{u}:1-8", mariadb=False).issubset(st)
+
+
+# -- micro-batches ----------------------------------------------------------------------------
+
+def _file_rows() -> pa.Table:
+    reader = BinlogFileReader(str(SAMPLE))
+    batcher = BronzeBatcher(source_id="s", binlog_file=SAMPLE.name, batch_rows=7)
+    table = pa.Table.from_batches(list(file_batches(reader, batcher, reader)))
+    return table.filter(pa.compute.not_equal(table.column("event_type"), "END"))
+
+
+def test_micro_batches_cut_back_and_resent_equal_file_mode_rows() -> None:
+    """Feed the sample file as a stream that drops mid-transaction every few events: each drop
+    cuts the batch back to the last boundary and the server re-sends from there."""
+    events = list(BinlogFileReader(str(SAMPLE)))
+    mb = MicroBatch(source_id="s", server_uuid=None, batch_rows=7, binlog_file=SAMPLE.name)
+    taken: list[pa.RecordBatch] = []
+    boundary, i, drops, seen_mid = 0, 0, 0, set()
+    while i < len(events):
+        mb.add(events[i])
+        i += 1
+        if not mb.in_transaction:
+            mb.mark()
+            boundary = i
+            if i % 40 == 0:
+                taken += mb.take()
+        elif i % 17 == 0 and i not in seen_mid:  # the connection drops mid-transaction
+            seen_mid.add(i)
+            mb.rollback()
+            i = boundary
+            drops += 1
+    taken += mb.take()
+    assert drops > 10
+    got = pa.Table.from_batches(taken, schema=BRONZE_SCHEMA)
+    want = _file_rows()
+    assert got.num_rows == want.num_rows > 100
+    assert got.to_pylist() == want.to_pylist()
+
+
+def test_take_only_returns_complete_transactions_after_rollback() -> None:
+    events = list(BinlogFileReader(str(SAMPLE)))
+    mb = MicroBatch(source_id="s", server_uuid=None, batch_rows=3, binlog_file=SAMPLE.name)
+    for e in events:
+        mb.add(e)
+        if not mb.in_transaction:
+            mb.mark()
+        elif len(mb) > 20:
+            break  # inside a transaction with rows spilled to Arrow batches
+    complete = mb._mark_rows
+    mb.rollback()
+    assert len(mb) == complete
+    assert not mb.in_transaction
+
+
+# -- checkpoint rows --------------------------------------------------------------------------
+
+def test_checkpoint_row_carries_its_json_and_a_key_no_change_has() -> None:
+    ck = Checkpoint(seq=3, mode="position", file="mariadb-bin.000004", pos=2328, gtid="0-1-49",
+                    last_gtid="0-1-49", events=585, row_changes=347)
+    batch = checkpoint_batch(ck, source_id="src", server_uuid=None)
+    assert batch.schema == BRONZE_SCHEMA
+    row = batch.to_pylist()[0]
+    assert (row["event_type"], row["binlog_file"], row["start_pos"], row["row_in_event"]) == (
+        CHECKPOINT, "mariadb-bin.000004", 2328, -1)
+    assert Checkpoint.from_json(row["query"]) == ck
+    gap = gap_batch(source_id="src", server_uuid=None, file="f.000009", pos=4,
+                    detail={"reason": "purged"}).to_pylist()[0]
+    assert gap["event_type"] == "INCIDENT" and gap["row_in_event"] == -2
+    assert json.loads(gap["query"])["incident"] == "stream_gap"
+
+
+def test_checkpoint_json_ignores_unknown_keys() -> None:
+    text = json.dumps({"seq": 1, "mode": "gtid", "file": "f.000001", "pos": 4, "future": 1})
+    assert Checkpoint.from_json(text).mode == "gtid"
