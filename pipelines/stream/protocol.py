@@ -118,7 +118,7 @@ class ReplicationConnection:
 
         self.close()
         settings = {"host": self.dsn.host, "port": self.dsn.port, "user": self.dsn.user,
-                    "passwd": self.dsn.password, "connect_timeout": 10,
+                    "password": self.dsn.password, "connect_timeout": 10,
                     "read_timeout": max(self.read_timeout, 2 * self.heartbeat)}
         kwargs = dict(server_id=self.server_id, blocking=True, resume_stream=True,
                       enable_logging=False, slave_heartbeat=self.heartbeat,
