@@ -69,7 +69,8 @@ class Writer(threading.Thread):
         while not self.stop.is_set():
             batch = [(next_id + i, self.n, rnd.randint(-1000, 1000),
                       f"{rnd.randint(0, 10 ** 9)}.{rnd.randint(0, 9999):04d}",
-                      f"name {rnd.random():.6f} é", f"2024-05-01 12:00:{rnd.randint(0, 59):02d}.123456",
+                      f"name {rnd.random():.6f} é",
+                      f"2024-05-01 12:00:{rnd.randint(0, 59):02d}.123456",
                       json.dumps({"k": rnd.randint(0, 99), "t": ["a", "b"]}),
                       rnd.randbytes(rnd.randint(0, 64)), None) for i in range(self.rows)]
             cur.executemany("INSERT INTO bench.load (id, writer, qty, amount, name, at, doc, "
@@ -157,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows = int(live.get("row_changes") or 0)
                 dt_ = now - last_t
                 line = (f"{now - start:5.0f} {(written - last_w) / dt_:13,.0f} "
-                        f"{live.get('events_per_second', 0):11,.0f} {(rows - last_rows) / dt_:9,.0f} "
+                        f"{live.get('events_per_second', 0):11,.0f} "
+                        f"{(rows - last_rows) / dt_:9,.0f} "
                         f"{live.get('lag_seconds', 0):6.1f} "
                         f"{behind if behind is not None else 'other file':>10}  "
                         f"{live.get('file')}:{live.get('pos')}")

@@ -70,7 +70,8 @@ def _ticker(server: MariaDBServer, stop: threading.Event, done: list[int]) -> No
         cur.execute("INSERT INTO feed.ticks VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     (i, 2 ** 64 - i, f"{i * 7 % 100000}.{i % 10000:04d}", i / 7.0,
                      f"tick {i} é\U0001F600", f"2024-01-01 00:00:{i % 60:02d}.{i:06d}"[:26],
-                     json.dumps({"i": i, "tags": ["a", i % 3]}), i.to_bytes(4, "big") + b"\x00\xff"))
+                     json.dumps({"i": i, "tags": ["a", i % 3]}),
+                     i.to_bytes(4, "big") + b"\x00\xff"))
         if i % 3 == 0:
             cur.execute("UPDATE feed.ticks SET n = n - 1, label = CONCAT(label, '|u'), "
                         "doc = JSON_SET(doc, '$.u', %s) WHERE id = %s", (i, i - 1))

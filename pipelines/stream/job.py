@@ -32,7 +32,7 @@ from pipelines.bronze.job import BRONZE_PARTITIONS
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.config import Config, Dsn
 from pipelines.delta_ops import delete_where, sql_string, table_exists
-from pipelines.errors import ConfigError, DecodeError, SourceError
+from pipelines.errors import ConfigError, DecodeError, EngineError, SourceError
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import Checkpoint, checkpoint_batch, gap_batch, load_latest
@@ -227,7 +227,8 @@ class StreamJob:
                 log.warning("a checkpoint exists (%s:%d): start flags are ignored (use --reset)",
                             ck.file, ck.pos)
             start = StartAt(ck.file, ck.pos, gtid=(ck.gtid or None) if ck.mode == "gtid" else None)
-            self.here = _Where(ck.file, ck.pos, GtidState.parse(ck.gtid, mariadb=self.src.is_mariadb))
+            self.here = _Where(ck.file, ck.pos,
+                               GtidState.parse(ck.gtid, mariadb=self.src.is_mariadb))
             self.committed = (ck.file, ck.pos)
             if self._rows_beyond(ck):
                 log.warning("bronze holds rows of %s past the checkpoint %s:%d (written by file "
@@ -511,8 +512,14 @@ class StreamJob:
             run_started_at=self.started_at.isoformat(timespec="seconds"), stopped=final)
         rows.append(checkpoint_batch(ck, source_id=self.source_id, server_uuid=self.server_uuid))
         table = pa.Table.from_batches(rows)
-        (self.spark.createDataFrame(table).write.format("delta").mode("append")
-         .partitionBy(*BRONZE_PARTITIONS).save(self.bronze_path))
+        try:
+            (self.spark.createDataFrame(table).write.format("delta").mode("append")
+             .partitionBy(*BRONZE_PARTITIONS).save(self.bronze_path))
+        except Exception as exc:  # noqa: BLE001 - engines raise many kinds
+            # Nothing of this batch is visible (one commit or none): a restart redoes it.
+            raise EngineError(f"appending {table.num_rows} rows to {self.bronze_path} failed: "
+                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+                              ) from exc
         self.pending_gap = None
         self.committed = (b.file, b.pos)
         self.commits += 1
