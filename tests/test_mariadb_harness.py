@@ -26,16 +26,15 @@ from tests.support.binlog_verbose import (
     printed_matches,
     read_row_changes,
 )
-from tests.support.mariadb import MariaDBServer, MariaDBStartError, mariadb_available
+from tests.support.mariadb import MariaDBServer, MariaDBStartError
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 ROWS_EVENT_TYPES = {23, 24, 25}  # WRITE/UPDATE/DELETE_ROWS_EVENT_V1 (MariaDB writes v1)
 
-needs_tool = pytest.mark.skipif(mariadb_binlog_path() is None,
-                                reason="mariadb-binlog not installed (run `make mariadb`)")
-needs_server = pytest.mark.skipif(not mariadb_available(),
-                                  reason="MariaDB server not installed (run `make mariadb`)")
+# `make test` installs MariaDB first: a missing server or tool is a failure, never a skip.
+needs_tool = pytest.mark.mariadb
+needs_server = pytest.mark.mariadb
 
 
 def sample_files() -> list[Path]:
@@ -59,7 +58,7 @@ def event_starts(path: Path) -> dict[int, tuple[int, int, int]]:
 @pytest.fixture(scope="module")
 def sample_changes() -> list[RowChange]:
     if mariadb_binlog_path() is None:
-        pytest.skip("mariadb-binlog not installed")
+        pytest.fail("mariadb-binlog not installed (run `make mariadb`)")
     return [c for f in sample_files() for c in read_row_changes(f)]
 
 

@@ -22,10 +22,9 @@ from pipelines.silver.snapshot_store import (
     save_snapshot, snapshots_path,
 )
 from pipelines.delta_ops import table_exists
-from tests.support.mariadb import MariaDBServer, mariadb_available
+from tests.support.mariadb import MariaDBServer
 
-pytestmark = [pytest.mark.mariadb,
-              pytest.mark.skipif(not mariadb_available(), reason="MariaDB not installed")]
+pytestmark = [pytest.mark.mariadb]
 
 SCHEMA = [
     "CREATE DATABASE snap",

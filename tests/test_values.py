@@ -474,6 +474,6 @@ def test_real_bytes_come_from_the_corpus(file: str, hexstr: str) -> None:
 
     path = os.path.join(CORPUS, file)
     if not os.path.exists(path):
-        pytest.skip("corpus not available")
+        pytest.fail(f"corpus file missing: {path}")
     with open(path, "rb") as fh:
         assert _raw(hexstr) in fh.read()

@@ -17,7 +17,6 @@ import os
 import time
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import FileState, load_states, save_states, select_files

@@ -3,7 +3,7 @@
 Import with ``from tests.support.fixtures import *`` in a conftest. ``mariadb`` is one server
 per test session (``binlog_row_metadata=FULL``); tests that need other binlog settings start
 their own :class:`MariaDBServer` in a ``with`` block. Without MariaDB installed the fixture
-skips (``make test`` installs it first).
+fails (``make test`` installs it first): a missing server never hides as a skip.
 """
 
 from __future__ import annotations
@@ -21,6 +21,6 @@ __all__ = ["mariadb"]
 def mariadb() -> Iterator[MariaDBServer]:
     """A running MariaDB 10.11 server with ROW binlogs and FULL row metadata."""
     if not mariadb_available():
-        pytest.skip("MariaDB server not installed (run `make mariadb`)")
+        pytest.fail("MariaDB server not installed (run `make mariadb`; `make test` does)")
     with MariaDBServer(binlog_row_metadata="FULL") as server:
         yield server
