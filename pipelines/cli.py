@@ -4,7 +4,7 @@
 
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
 table), ``snapshot`` (schema snapshot of the source), ``silver`` (name row changes), ``index``
-(every stage, in order), ``status``, ``sql``. Each stage is also
+(every stage, in order), ``stream`` (follow a live server), ``status``, ``sql``. Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="last-run (default: rows of the latest silver commit), all, or Nh/Nd")
     p.add_argument("--rules", help="rules file (default conf/quality.toml)")
     p.add_argument("--format", choices=["text", "json"], default="text")
+
+    from pipelines.stream.command import add_stream_parser
+
+    add_stream_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -197,8 +201,15 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.stream.command import cmd_stream
+
+    return cmd_stream(args, cfg)
+
+
 _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "silver": _cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
+             "stream": _cmd_stream,
              "status": _cmd_status, "sql": _cmd_sql}
 
 

@@ -31,6 +31,11 @@ def collect_status(spark, cfg: Config) -> dict[str, Any]:
                          "sources": [r.asDict() for r in counts],
                          "incidents": [r.asDict() for r in incidents]}
     out["silver"] = _silver_status(spark, cfg)
+    from pipelines.stream.status import stream_status
+
+    stream = stream_status(spark, cfg)
+    if stream.get("state") != "never run":
+        out["stream"] = stream
     from pipelines.quality import last_quality
 
     out["quality"] = last_quality(spark, cfg)
@@ -85,6 +90,10 @@ def render_status(st: dict[str, Any]) -> str:
         if f.get("error"):
             line += f"\n      {f['error']}"
         lines.append(line)
+    if st.get("stream"):
+        from pipelines.stream.status import render_stream_status
+
+        lines += render_stream_status(st["stream"])
     from pipelines.quality import render_last
 
     lines.append(render_last(st.get("quality")))

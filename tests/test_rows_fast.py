@@ -12,6 +12,8 @@ Also here: TABLE_MAP reuse in the parser (equal bytes → shared decoders, own h
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -231,3 +233,5 @@ def test_table_map_of_equal_bytes_shares_decoders_but_keeps_its_header() -> None
     assert a.schema == "db" and a.column_meta == [0, 300] and a.nullable == [False, True]
     assert b.decoders() is a.decoders() and c.image_cache() is a.image_cache()
     assert parser.table_maps[43] is c and parser.table_maps[42] is b
+    # rebound() passes every field on (a field added to TableMap must be added there too).
+    assert c == dataclasses.replace(a, header=c.header, table_id=43)

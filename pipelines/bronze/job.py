@@ -106,6 +106,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     for path in paths:
         name = os.path.basename(path)
         st = states.get((source_id, name))
+        if st is not None and st.status == "streaming":
+            result.skipped.append(name)  # being written by `binlake stream` (docs/stream.md)
+            continue
         if st is not None and st.status == "completed" and st.size == os.path.getsize(path):
             result.skipped.append(name)
             continue

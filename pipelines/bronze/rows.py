@@ -24,7 +24,7 @@ from pipelines.bronze.events import EventType as E
 from pipelines.bronze.events import RowsEvent, maria_uncompress, read_packed_int
 from pipelines.bronze.framing import EventHeader
 from pipelines.bronze.json_diff import JsonDiffError, apply_json_diff, read_json_diff
-from pipelines.bronze.rowcodegen import image_function
+from pipelines.bronze.rowcodegen import RowsFn, image_function, rows_function
 from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError, MissingTableMapError, TruncatedError
 
@@ -93,6 +93,25 @@ def _image_fn(tm: TableMap, present: list[bool] | None) -> Callable[[bytes, int]
         fn = image_function(tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(),
                             [i for i, _ in cols], ncols, reference) or reference
         cache[key] = fn
+    return fn
+
+
+def _rows_fn(tm: TableMap, kind: str, present_a: list[bool] | None,
+             present_b: list[bool] | None) -> RowsFn | None:
+    """The generated loop over the rows of an INSERT/DELETE/UPDATE event of these columns
+    (``rowcodegen.rows_function``), built once per table content, kind and bitmaps."""
+    cache = tm.image_cache()
+    key = (kind, None if present_a is None else tuple(present_a),
+           None if kind != "UPDATE" or present_b is None else tuple(present_b))
+    try:
+        return cache[key]
+    except KeyError:
+        pass
+    cols_a = [i for i, _ in _columns(tm, present_a)]
+    cols_b = [i for i, _ in _columns(tm, present_b)] if kind == "UPDATE" else None
+    fn = cache[key] = rows_function(
+        tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(), tm.column_count, kind,
+        cols_a, cols_b, label=f"rows {kind} {tm.schema}.{tm.table}")
     return fn
 
 
@@ -172,18 +191,10 @@ def decode_rows(
     rows: list = []
     append = rows.append
     partial = None
-    image_a = _image_fn(tm, present_a)
     try:
-        if kind == "INSERT":
-            while pos < end:
-                after, pos = image_a(body, pos)
-                append((None, after))
-        elif kind == "DELETE":
-            while pos < end:
-                before, pos = image_a(body, pos)
-                append((before, None))
-        elif type_code == E.PARTIAL_UPDATE_ROWS:
+        if type_code == E.PARTIAL_UPDATE_ROWS:
             partial = []
+            image_a = _image_fn(tm, present_a)
             json_cols = [i for i, t in enumerate(tm.column_types) if t == T.JSON]
             cols_b = _columns(tm, present_b)
             nbytes_b = (len(cols_b) + 7) >> 3
@@ -194,11 +205,29 @@ def decode_rows(
                 append((before, after))
                 partial.append(unresolved)
         else:
-            image_b = image_a if present_b is present_a else _image_fn(tm, present_b)
-            while pos < end:
-                before, pos = image_a(body, pos)
-                after, pos = image_b(body, pos)
-                append((before, after))
+            loop = _rows_fn(tm, kind, present_a, present_b)
+            if loop is not None:
+                pos = loop(body, pos, end, append)
+            if pos < end:
+                # What the generated loop left (from a row it could not vouch for): the
+                # reference decodes it, raising its error, or goes on.
+                cols_a = _columns(tm, present_a)
+                nbytes_a = (len(cols_a) + 7) >> 3
+                if kind == "INSERT":
+                    while pos < end:
+                        after, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                        append((None, after))
+                elif kind == "DELETE":
+                    while pos < end:
+                        before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                        append((before, None))
+                else:
+                    cols_b = _columns(tm, present_b)
+                    nbytes_b = (len(cols_b) + 7) >> 3
+                    while pos < end:
+                        before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
+                        after, pos = _image(body, pos, cols_b, ncols, nbytes_b)
+                        append((before, after))
     except (IndexError, struct.error) as exc:
         raise TruncatedError(f"row {len(rows)} of {tm.schema}.{tm.table} runs past the event end"
                              + _hint(tm), preview=body[pos:pos + 32]) from exc

@@ -9,7 +9,7 @@ bitmap, and optional metadata as type/length/value fields (``binlog_row_metadata
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from pipelines.bronze import coltypes as T
@@ -101,7 +101,10 @@ class TableMap:
         Servers re-send a table's TABLE_MAP in every transaction: the copy shares the column
         lists and the built decoders, so they are built once per table, not per event.
         """
-        return replace(self, header=header, table_id=table_id)
+        return TableMap(header, table_id, self.schema, self.table, self.column_types,
+                        self.column_meta, self.nullable, self.unsigned, self.charsets,
+                        self.column_names, self.primary_key, self.enum_values,
+                        self.set_values, self.geometry_types, self.visibility, self._codecs)
 
 
 def _read_meta(types: list[int], buf: bytes, pos: int, end: int) -> tuple[list[int], list[int]]:
