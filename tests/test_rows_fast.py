@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pipelines.bronze import coltypes as T
 from pipelines.bronze.framing import EventHeader, RawEvent
 from pipelines.bronze.parser import BinlogParser
-from pipelines.bronze.rowcodegen import image_function
+from pipelines.bronze.rowcodegen import image_function, rows_function
 from pipelines.bronze.rows import _image
 from pipelines.bronze.values import column_decoder
 from tests.test_values import CASES, dec_meta, encode_datetime2, encode_decimal
@@ -235,3 +235,58 @@ def test_table_map_of_equal_bytes_shares_decoders_but_keeps_its_header() -> None
     assert parser.table_maps[43] is c and parser.table_maps[42] is b
     # rebound() passes every field on (a field added to TableMap must be added there too).
     assert c == dataclasses.replace(a, header=c.header, table_id=43)
+
+
+# --- generated loops over all rows of an event ------------------------------------------------
+
+def _reference_rows(table: _Table, kind: str, buf: bytes):
+    """The reference loop of rows.decode_rows: (rows, stop) or the exception it raises."""
+    rows, pos = [], 0
+    try:
+        while pos < len(buf):
+            a, pos = table.ref(buf, pos)
+            if kind == "UPDATE":
+                b, pos = table.ref(buf, pos)
+                rows.append((a, b))
+            else:
+                rows.append((None, a) if kind == "INSERT" else (a, None))
+    except Exception as exc:  # noqa: BLE001
+        return "error", len(rows), pos, type(exc), str(exc)
+    return "ok", rows, pos
+
+
+def _generated_rows(table: _Table, kind: str, buf: bytes):
+    """The generated loop, then the reference from where it stopped (as decode_rows does)."""
+    loop = rows_function(table.types, table.metas, table.unsigned, table.decs, table.ncols,
+                         kind, table.present, table.present if kind == "UPDATE" else None)
+    rows: list = []
+    stop = loop(buf, 0, len(buf), rows.append)
+    assert 0 <= stop <= len(buf)
+    pos = stop
+    try:
+        while pos < len(buf):
+            a, pos = table.ref(buf, pos)
+            if kind == "UPDATE":
+                b, pos = table.ref(buf, pos)
+                rows.append((a, b))
+            else:
+                rows.append((None, a) if kind == "INSERT" else (a, None))
+    except Exception as exc:  # noqa: BLE001
+        return "error", len(rows), pos, type(exc), str(exc)
+    return "ok", rows, pos
+
+
+@given(_images(), st.integers(1, 6), st.sampled_from(["INSERT", "DELETE", "UPDATE"]), st.data())
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_generated_loops_decode_or_fail_like_the_reference(case, copies, kind, data) -> None:
+    specs, present, image, _ = case
+    table = _Table(specs, present)
+    buf = image * (copies * (2 if kind == "UPDATE" else 1))
+    assert _generated_rows(table, kind, buf) == _reference_rows(table, kind, buf)
+    assert _reference_rows(table, kind, buf)[0] == "ok"
+    raw = bytearray(buf)
+    for _ in range(data.draw(st.integers(0, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(raw)))
+    for mutated in (bytes(raw), bytes(raw[:cut])):
+        assert _generated_rows(table, kind, mutated) == _reference_rows(table, kind, mutated)
