@@ -177,3 +177,19 @@ def test_rotation_compares_hour_by_hour_in_the_open_oldest_partition() -> None:
     gold = {epoch_hour(H): 101}
     plan = plan_rotation(parts, H + dt.timedelta(hours=1), gold, silver)
     assert [c.partition.name for c in plan.keep] == ["p_2024031012"]
+
+
+def test_chunks_never_cross_an_hour() -> None:
+    from pipelines.gold.exporter import hour_chunks
+
+    stamps = [dt.datetime(2024, 3, 10, 12, 59, 58), dt.datetime(2024, 3, 10, 12, 59, 59),
+              dt.datetime(2024, 3, 10, 13, 0, 0), dt.datetime(2024, 3, 10, 13, 0, 1),
+              dt.datetime(2024, 3, 10, 13, 5), dt.datetime(2024, 3, 10, 14, 0)]
+    batch = pa.concat_batches([_silver_batch(event_timestamp=pa.array([t], pa.timestamp("us", "UTC")))
+                               for t in stamps]) if hasattr(pa, "concat_batches") else None
+    if batch is None:
+        batch = pa.Table.from_batches([_silver_batch(event_timestamp=pa.array([t], pa.timestamp("us", "UTC")))
+                                       for t in stamps]).combine_chunks().to_batches()[0]
+    gold, _ = to_gold(batch)
+    sizes = [c.num_rows for c in hour_chunks(gold, 2)]
+    assert sizes == [2, 2, 1, 1]

@@ -17,8 +17,11 @@ Methods (``gold.method``; ``bench/gold_export.py`` measures them side by side):
 
 Duplicates are no-ops on the ``uq_event_row`` key, so a chunk written twice (a re-run after a
 crash) changes nothing: that is the exactly-once half that lives in MySQL. The same makes
-retrying a chunk safe after InnoDB picks it as a deadlock victim (concurrent inserts into one
-unique index take gap locks); tasks get key ranges that do not overlap, which keeps that rare.
+retrying a chunk safe after InnoDB picks it as a deadlock victim. Deadlocks are kept rare by
+shape: with ``innodb_autoinc_lock_mode=1`` (MariaDB's default) a LOAD DATA statement holds
+each partition's table-level AUTO-INC lock to its end, so two statements spanning several
+partitions in different orders deadlock; a chunk therefore never crosses an hour boundary
+(:func:`hour_chunks`), and the job gives each task a time range in time order.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
 from pipelines.gold.rows import sql_rows, to_gold, tsv_rows
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
-           "write_chunk", "sum_counts"]
+           "hour_chunks", "write_chunk", "sum_counts"]
 
 METHODS = ("load_data", "insert", "single")
-RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, seconds double"
+RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, retries long, seconds double"
 _COLS = ", ".join(f"`{c}`" for c in EVENT_COLUMNS)
 _INSERT = f"INSERT INTO `{EVENTS_TABLE}` ({_COLS}) VALUES "
 _NOOP = " ON DUPLICATE KEY UPDATE event_id = event_id"
@@ -66,7 +69,31 @@ class ExportCounts:
     rows_read: int = 0
     rows_inserted: int = 0
     pk_marked: int = 0
+    retries: int = 0  # chunks written again after a deadlock / lock wait timeout
     seconds: float = 0.0
+
+
+def hour_chunks(gold: pa.RecordBatch, max_rows: int):
+    """Slices of at most ``max_rows`` rows that never cross an hour (= a partition) boundary;
+    rows sorted by time give few short slices."""
+    import pyarrow.compute as pc
+
+    n = gold.num_rows
+    if n == 0:
+        return
+    ts = EVENT_COLUMNS.index("event_timestamp")
+    # The engine's sortWithinPartitions may not reach the task in order (Sail 0.7 over Delta
+    # scans does not): sort the batch here, stably, by hour.
+    gold = gold.take(pc.array_sort_indices(gold.column(ts)))
+    hours = pc.utf8_slice_codeunits(gold.column(ts), 0, 13)
+    cuts = [0]
+    if n > 1:
+        changed = pc.not_equal(hours.slice(1), hours.slice(0, n - 1))
+        cuts += [i + 1 for i in pc.indices_nonzero(changed).to_pylist()]
+    cuts.append(n)
+    for a, b in zip(cuts, cuts[1:]):
+        for off in range(a, b, max_rows):
+            yield gold.slice(off, min(max_rows, b - off))
 
 
 def write_chunk(conn, chunk: pa.RecordBatch, method: str, tmpdir: str | None = None) -> int:
@@ -113,7 +140,8 @@ _RETRY_CODES = (1213, 1205)
 _RETRIES = 8
 
 
-def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, tmpdir: str, dsn) -> int:
+def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, tmpdir: str, dsn,
+                    counts: ExportCounts) -> int:
     import pymysql
 
     for attempt in range(_RETRIES + 1):
@@ -126,6 +154,7 @@ def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, tmpdir: st
             except pymysql.err.MySQLError:
                 pass
             if code in _RETRY_CODES and attempt < _RETRIES:
+                counts.retries += 1
                 time.sleep(min(0.05 * 2 ** attempt, 2.0))
                 continue
             raise RuntimeError(f"gold export to {dsn}: {exc.args}") from None
@@ -149,17 +178,19 @@ def _task(opts: ExportOptions):
                     gold, marked = to_gold(batch)
                     counts.rows_read += gold.num_rows
                     counts.pk_marked += marked
-                    for off in range(0, gold.num_rows, opts.batch_rows):
-                        chunk = gold.slice(off, opts.batch_rows)
-                        counts.rows_inserted += _write_retrying(conn, chunk, opts, tmpdir, dsn)
+                    for chunk in hour_chunks(gold, opts.batch_rows):
+                        counts.rows_inserted += _write_retrying(conn, chunk, opts, tmpdir, dsn,
+                                                                 counts)
         finally:
             conn.close()
         counts.seconds = time.monotonic() - started
         yield pa.RecordBatch.from_pydict(
             {"rows_read": [counts.rows_read], "rows_inserted": [counts.rows_inserted],
-             "pk_marked": [counts.pk_marked], "seconds": [counts.seconds]},
+             "pk_marked": [counts.pk_marked], "retries": [counts.retries],
+             "seconds": [counts.seconds]},
             schema=pa.schema([("rows_read", pa.int64()), ("rows_inserted", pa.int64()),
-                              ("pk_marked", pa.int64()), ("seconds", pa.float64())]))
+                              ("pk_marked", pa.int64()), ("retries", pa.int64()),
+                              ("seconds", pa.float64())]))
 
     return run
 
@@ -179,5 +210,6 @@ def sum_counts(rows) -> ExportCounts:
         out.rows_read += int(r["rows_read"])
         out.rows_inserted += int(r["rows_inserted"])
         out.pk_marked += int(r["pk_marked"])
+        out.retries += int(r["retries"])
         out.seconds = max(out.seconds, float(r["seconds"]))
     return out

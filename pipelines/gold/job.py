@@ -143,6 +143,7 @@ class GoldResult:
     rows_read: int = 0
     rows_inserted: int = 0
     pk_marked: int = 0
+    retries: int = 0
     snapshot_rows: int = 0
     method: str = ""
     tasks: int = 0
@@ -217,7 +218,11 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
             opts = ExportOptions(_url(dsn), res.database, res.method, cfg.gold.batch_rows)
             try:
-                spread = df.repartitionByRange(res.tasks, "source_id", "binlog_file", "start_pos")
+                # Each task a time range, in time order: chunks then stay inside one hourly
+                # partition (exporter.hour_chunks), see exporter's docstring on AUTO-INC.
+                spread = (df.repartitionByRange(res.tasks, "event_timestamp")
+                          .sortWithinPartitions("event_timestamp", "source_id", "binlog_file",
+                                                "start_pos", "row_in_event"))
                 counts = sum_counts(export_rows(spread, opts).collect())
             except Exception as exc:  # noqa: BLE001 - engines wrap task errors differently
                 msg = _first_line(exc)
@@ -225,7 +230,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
                 raise SourceError(f"gold export to {dsn} failed (watermark stays at "
                                   f"{watermark}): {msg}") from None
             res.rows_read, res.rows_inserted = counts.rows_read, counts.rows_inserted
-            res.pk_marked = counts.pk_marked
+            res.pk_marked, res.retries = counts.pk_marked, counts.retries
         state.mark_done(conn, table_id=tid, version=target, rows_read=res.rows_read,
                         inserted=res.rows_inserted, pk_marked=res.pk_marked,
                         method=res.method or "none")
