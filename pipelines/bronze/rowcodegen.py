@@ -42,12 +42,16 @@ _VARCHAR_LIKE = frozenset({T.VARCHAR, T.VAR_STRING, T.STRING})
 _BLOB_LIKE = frozenset({T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB, T.GEOMETRY, T.VECTOR})
 # Little-endian integer columns: struct field(s) and the statement setting the value ({v});
 # {0}, {1} name the unpacked fields.
+# Text of 0..9999 (counters, quantities, flags, small ids): a lookup instead of str().encode().
+_SMALL = tuple(b"%d" % i for i in range(10000))
 _TO_TEXT = "{v} = _str({0}).encode()"
+_U_TEXT = "{v} = _SMALL[{0}] if {0} < 10000 else _str({0}).encode()"
+_S_TEXT = "{v} = _SMALL[{0}] if 0 <= {0} < 10000 else _str({0}).encode()"
 _INT24 = "{v} = _str({1} << 16 | {0}).encode()"
 _INT_FIELDS = {
-    (T.SHORT, True): ("h", _TO_TEXT), (T.SHORT, False): ("H", _TO_TEXT),
-    (T.LONG, True): ("i", _TO_TEXT), (T.LONG, False): ("I", _TO_TEXT),
-    (T.LONGLONG, True): ("q", _TO_TEXT), (T.LONGLONG, False): ("Q", _TO_TEXT),
+    (T.SHORT, True): ("h", _S_TEXT), (T.SHORT, False): ("H", _U_TEXT),
+    (T.LONG, True): ("i", _S_TEXT), (T.LONG, False): ("I", _U_TEXT),
+    (T.LONGLONG, True): ("q", _S_TEXT), (T.LONGLONG, False): ("Q", _U_TEXT),
     (T.INT24, True): ("Hb", _INT24), (T.INT24, False): ("HB", _INT24),
     (T.TINY, True): ("B", "{v} = _S8[{0}]"), (T.TINY, False): ("B", "{v} = _U8[{0}]"),
 }
@@ -67,7 +71,7 @@ class _GiveUp(Exception):
 
 _BASE_NS = {
     "_str": str, "_repr": repr, "_fb": int.from_bytes, "_len": len, "_GiveUp": _GiveUp,
-    "_U8": _U8, "_S8": _S8, "_YEARS": _YEARS, "_MS": _MS_BITS, "_MSS": _MS_SECS,
+    "_U8": _U8, "_S8": _S8, "_SMALL": _SMALL, "_YEARS": _YEARS, "_MS": _MS_BITS, "_MSS": _MS_SECS,
     "_dt2get": _DT2_PREFIX.get, "_dt2p": _dt2_prefix, "_tsget": _TS_PREFIX.get,
     "_tsp": _ts_prefix, "_dget": _DATE_CACHE.get, "_dtext": _date_text,
 }
