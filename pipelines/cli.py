@@ -4,7 +4,8 @@
 
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
 table), ``snapshot`` (schema snapshot of the source), ``silver`` (name row changes), ``index``
-(every stage, in order), ``stream`` (follow a live server), ``status``, ``sql``. Each stage is also
+(every stage, in order), ``init``/``gold``/``rotate``/``vacuum`` (the MySQL gold table),
+``stream`` (follow a live server), ``status``, ``sql``. Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
@@ -52,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bronze", help="decode binlog files into the bronze Delta table")
     _add_file_selection(p)
-    p = sub.add_parser("index", help="run every stage (bronze, silver) over binlog files")
+    p = sub.add_parser("index", help="run every stage (bronze, silver, gold) over binlog files")
     _add_file_selection(p)
+    p.add_argument("--gold-dsn", help="also export to gold: mysql://user:pw@host:port/db")
 
     sub.add_parser("silver", help="name new bronze row changes into the silver table")
 
@@ -70,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="last-run (default: rows of the latest silver commit), all, or Nh/Nd")
     p.add_argument("--rules", help="rules file (default conf/quality.toml)")
     p.add_argument("--format", choices=["text", "json"], default="text")
+
+    from pipelines.gold.commands import (add_gold_arguments, add_init_arguments,
+                                         add_rotate_arguments, add_vacuum_arguments)
+
+    add_init_arguments(sub.add_parser("init", help="create the gold database and tables"))
+    add_gold_arguments(sub.add_parser("gold", help="export new silver rows to gold, exactly once"))
+    add_rotate_arguments(sub.add_parser("rotate", help="drop expired gold hours, add future ones"))
+    add_vacuum_arguments(sub.add_parser("vacuum", help="Delta retention properties + VACUUM"))
 
     from pipelines.stream.command import add_stream_parser
 
@@ -90,6 +100,7 @@ def _config(args: argparse.Namespace) -> Config:
         "engine.remote": args.spark_remote,
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
+        "gold.dsn": getattr(args, "gold_dsn", None),
     })
 
 
@@ -138,11 +149,17 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
     print(f"silver: {len(res.files)} bronze file(s) considered, {res.appended} row changes "
           f"appended, {res.quarantined} in quarantine, version {res.silver_version} in "
           f"{res.seconds:.1f}s -> {cfg.table_path('silver', 'binlog_events')}")
+    code = 0
     if args.command == "index":
         from pipelines.quality import run_quality, summary_line
 
         print(summary_line(run_quality(spark, cfg)))
-    return 0
+        if cfg.gold.dsn:
+            from pipelines.gold.commands import cmd_gold
+
+            args.gold_dsn = None  # taken from cfg.gold.dsn
+            code = cmd_gold(args, cfg)
+    return code
 
 
 def _cmd_quality(args: argparse.Namespace, cfg: Config) -> int:
@@ -201,6 +218,15 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _gold_command(name: str):
+    def run(args: argparse.Namespace, cfg: Config) -> int:
+        from pipelines.gold import commands
+
+        return getattr(commands, f"cmd_{name}")(args, cfg)
+
+    return run
+
+
 def _cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.stream.command import cmd_stream
 
@@ -209,7 +235,8 @@ def _cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
 
 _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "silver": _cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
-             "stream": _cmd_stream,
+             "stream": _cmd_stream, "init": _gold_command("init"), "gold": _gold_command("gold"),
+             "rotate": _gold_command("rotate"), "vacuum": _gold_command("vacuum"),
              "status": _cmd_status, "sql": _cmd_sql}
 
 

@@ -39,6 +39,9 @@ def collect_status(spark, cfg: Config) -> dict[str, Any]:
     from pipelines.quality import last_quality
 
     out["quality"] = last_quality(spark, cfg)
+    from pipelines.gold.job import gold_status
+
+    out["gold"] = gold_status(cfg)
     return out
 
 
@@ -97,4 +100,8 @@ def render_status(st: dict[str, Any]) -> str:
     from pipelines.quality import render_last
 
     lines.append(render_last(st.get("quality")))
+    if st.get("gold"):
+        from pipelines.gold.commands import render_gold_status
+
+        lines += render_gold_status(st["gold"])
     return "\n".join(lines)

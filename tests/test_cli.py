@@ -91,3 +91,27 @@ def test_snapshot_command_on_a_real_server(tmp_path: Path, capsys) -> None:
     assert export.is_file()
     # The export imports into another lake (binlogs indexed away from their server).
     assert main(["--lake", str(tmp_path / "other"), "snapshot", "--import", str(export)]) == 0
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+def test_index_with_gold_dsn_runs_every_stage(tmp_path: Path, capsys) -> None:
+    from tests.support.mariadb import MariaDBServer
+
+    samples = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+    lake = str(tmp_path / "lake")
+    with MariaDBServer() as gold:
+        dsn = gold.dsn("binlake_gold")  # a database that does not exist yet is created
+        assert main(["--lake", lake, "index", "--binlog-dir", str(samples), "--all",
+                     "--gold-dsn", dsn]) == 0
+        out = capsys.readouterr().out
+        assert "silver: 5 bronze file(s) considered, 340 row changes appended" in out
+        assert "quality: PASSED" in out
+        n, bad = gold.execute("SELECT count(*), sum(pk_hash <> SHA2(pk_values, 256)) "
+                              "FROM binlake_gold.binlog_events")[0]
+        assert (n, bad) == (340, 0)
+        # Run again: nothing new anywhere.
+        assert main(["--lake", lake, "index", "--binlog-dir", str(samples), "--all",
+                     "--gold-dsn", dsn]) == 0
+        assert gold.execute("SELECT count(*) FROM binlake_gold.binlog_events")[0][0] == 340
+        assert dsn.split("@")[0].split(":")[-1] not in capsys.readouterr().out
