@@ -20,7 +20,7 @@ from typing import Sequence
 from pipelines.config import Config, load_config
 from pipelines.errors import BinlakeError, ConfigError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "stage_main"]
 
 
 def _csv(value: str) -> list[str]:
@@ -238,6 +238,30 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "stream": _cmd_stream, "init": _gold_command("init"), "gold": _gold_command("gold"),
              "rotate": _gold_command("rotate"), "vacuum": _gold_command("vacuum"),
              "status": _cmd_status, "sql": _cmd_sql}
+
+
+_GLOBAL_WITH_VALUE = ("--lake", "--conf", "--spark-remote", "--engine")
+
+
+def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
+    """Job entry point of one stage (``python -m pipelines.<stage>``, wheel tasks, spark-submit):
+    ``binlake [global options] <command> [options]``, global options accepted anywhere."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    globals_, rest, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if name in _GLOBAL_WITH_VALUE:
+            width = 1 if "=" in arg else 2
+            globals_ += args[i:i + width]
+            i += width
+        elif arg in ("-v", "--verbose"):
+            globals_.append(arg)
+            i += 1
+        else:
+            rest.append(arg)
+            i += 1
+    return main(globals_ + [command] + rest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,7 @@
-"""Job entry point of the bronze stage: ``python -m pipelines.bronze [global opts] --binlog-dir ...``.
+"""Job entry point of the bronze stage: ``python -m pipelines.bronze [global opts] --binlog-dir DIR (--all | --files ...)``.
 
-Same options as ``binlake bronze``; global options (``--lake``, ``--conf``,
-``--spark-remote``) may come first.
+Same options as ``binlake bronze``; global options (``--lake``, ``--conf``, ``--spark-remote``,
+``--engine``, ``-v``) may come anywhere.
 """
 
 from __future__ import annotations
@@ -9,21 +9,11 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli import main as cli_main
+from pipelines.cli import stage_main
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    globals_, rest = [], []
-    i = 0
-    while i < len(args):
-        if args[i] in ("--lake", "--conf", "--spark-remote", "--engine"):
-            globals_ += args[i:i + 2]
-            i += 2
-        else:
-            rest.append(args[i])
-            i += 1
-    return cli_main(globals_ + ["bronze"] + rest)
+    return stage_main("bronze", argv)
 
 
 if __name__ == "__main__":
