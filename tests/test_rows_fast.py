@@ -290,3 +290,59 @@ def test_generated_loops_decode_or_fail_like_the_reference(case, copies, kind, d
     cut = data.draw(st.integers(0, len(raw)))
     for mutated in (bytes(raw), bytes(raw[:cut])):
         assert _generated_rows(table, kind, mutated) == _reference_rows(table, kind, mutated)
+
+
+def test_loops_are_compiled_on_the_second_sighting_and_bounded_per_table() -> None:
+    from pipelines.bronze import rows
+    from pipelines.bronze.table_map import TableMap
+
+    tm = TableMap(None, 1, "db", "t", [T.LONG] * 12, [0] * 12, [True] * 12)
+    assert rows._rows_fn(tm, "INSERT", None, None) is None  # seen once: reference loop
+    assert callable(rows._rows_fn(tm, "INSERT", None, None))
+    assert rows._rows_fn(tm, "INSERT", None, None) is rows._rows_fn(tm, "INSERT", None, None)
+    # MINIMAL images: one set of columns per bitmap; only _MAX_LOOPS of them get code.
+    bitmaps = [[bool(m >> i & 1) for i in range(12)] for m in range(1, 200)]
+    built = 0
+    for present in bitmaps:
+        rows._rows_fn(tm, "DELETE", present, None)
+        built += callable(rows._rows_fn(tm, "DELETE", present, None))
+    assert built == rows._MAX_LOOPS - 1
+
+
+# --- the whole corpus: generated loops from the first event vs the reference only -------------
+
+def _decode_all(path: str) -> list:
+    """Every rows event's (position, kind, rows) of a corpus file, then the error if any."""
+    from pipelines.bronze.events import RowsEvent
+    from pipelines.bronze.reader import BinlogFileReader
+    from pipelines.errors import DecodeError
+
+    out: list = []
+    try:
+        for event in BinlogFileReader(path):
+            if isinstance(event, RowsEvent):
+                out.append((event.header.pos, event.kind, event.rows, event.partial_json_flags))
+    except DecodeError as exc:
+        out.append((type(exc), str(exc)))
+    return out
+
+
+def test_corpus_rows_equal_with_and_without_generated_code(monkeypatch) -> None:
+    from pipelines.bronze import rows
+    from tests.conftest import CORPUS
+
+    files = sorted(str(p) for p in CORPUS.rglob("*") if p.is_file()
+                   and "expected" not in p.relative_to(CORPUS).parts and p.name != "MANIFEST.md")
+    assert len(files) > 100
+
+    def always(tm, kind, present_a, present_b):  # generated code from the first event on
+        cols_a = [i for i, _ in rows._columns(tm, present_a)]
+        cols_b = [i for i, _ in rows._columns(tm, present_b)] if kind == "UPDATE" else None
+        return rows_function(tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(),
+                             tm.column_count, kind, cols_a, cols_b)
+
+    for path in files:
+        monkeypatch.setattr(rows, "_rows_fn", always)
+        fast = _decode_all(path)
+        monkeypatch.setattr(rows, "_rows_fn", lambda *args: None)
+        assert fast == _decode_all(path), path

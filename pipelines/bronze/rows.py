@@ -74,13 +74,14 @@ def _columns(tm: TableMap, present: list[bool] | None) -> list[tuple[int, object
 
 
 def _image_fn(tm: TableMap, present: list[bool] | None) -> Callable[[bytes, int], tuple]:
-    """The row-image function ``image(buf, pos) -> (values, new_pos)`` for these columns.
+    """The row-image function ``image(buf, pos) -> (values, new_pos)`` for these columns
+    (PARTIAL_UPDATE_ROWS before images; other events use :func:`_rows_fn`).
 
     Generated code (``rowcodegen.py``) built once per table content and columns-present
     bitmap; it falls back to :func:`_image` (the reference) for anything unusual.
     """
     cache = tm.image_cache()
-    key = None if present is None else tuple(present)
+    key = ("image", None if present is None else tuple(present))
     fn = cache.get(key)
     if fn is None:
         cols = _columns(tm, present)
@@ -90,23 +91,40 @@ def _image_fn(tm: TableMap, present: list[bool] | None) -> Callable[[bytes, int]
         def reference(buf: bytes, pos: int) -> tuple[list, int]:
             return _image(buf, pos, cols, ncols, nbytes)
 
-        fn = image_function(tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(),
-                            [i for i, _ in cols], ncols, reference) or reference
-        cache[key] = fn
+        compiled = cache.get("compiled", 0)
+        if compiled >= _MAX_LOOPS:
+            return reference
+        cache["compiled"] = compiled + 1
+        fn = cache[key] = image_function(
+            tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(), [i for i, _ in cols],
+            ncols, reference, label=f"row image {tm.schema}.{tm.table}") or reference
     return fn
+
+
+# Generated loops per table content: at most this many column sets (MINIMAL row images can
+# name many), each compiled when seen a second time (a set seen once is not worth it).
+_MAX_LOOPS = 64
+_MAX_SEEN = 4096
 
 
 def _rows_fn(tm: TableMap, kind: str, present_a: list[bool] | None,
              present_b: list[bool] | None) -> RowsFn | None:
     """The generated loop over the rows of an INSERT/DELETE/UPDATE event of these columns
-    (``rowcodegen.rows_function``), built once per table content, kind and bitmaps."""
+    (``rowcodegen.rows_function``), or ``None``: use the reference loop."""
     cache = tm.image_cache()
     key = (kind, None if present_a is None else tuple(present_a),
            None if kind != "UPDATE" or present_b is None else tuple(present_b))
-    try:
-        return cache[key]
-    except KeyError:
-        pass
+    fn = cache.get(key, 0)
+    if fn is None or callable(fn):
+        return fn
+    if fn == 0:  # first sighting
+        if len(cache) < _MAX_SEEN:
+            cache[key] = 1
+        return None
+    compiled = cache.get("compiled", 0)
+    if compiled >= _MAX_LOOPS:
+        return None
+    cache["compiled"] = compiled + 1
     cols_a = [i for i, _ in _columns(tm, present_a)]
     cols_b = [i for i, _ in _columns(tm, present_b)] if kind == "UPDATE" else None
     fn = cache[key] = rows_function(
