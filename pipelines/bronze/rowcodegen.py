@@ -1,23 +1,26 @@
-"""Row images decoded by generated code: one specialised function per table and column set.
+"""Row images decoded by generated code: one specialised loop per table and column set.
 
-The reference row loop (``rows._image``) calls one decoder closure per value. For the common
-column types this module instead writes the decoding of a whole image as straight-line Python
-(``exec``, once per TABLE_MAP content and columns-present bitmap): values are read into
-locals with the offsets and constants baked in, runs of fixed-width little-endian integers with
-one precompiled ``struct.Struct``, and the image list is built by one list display. Rare types
-(JSON, FLOAT, old temporals, wide decimals, BIT wider than a byte, impossible metadata) call
-their ``values.column_decoder`` closure from the generated code.
+The reference row loop (``rows._image``) calls one ``values.column_decoder`` closure per
+value. For the common column types this module instead writes the decoding of every row of a
+rows event as straight-line Python (``exec``; ``rows.py`` builds it once per TABLE_MAP content,
+rows kind and columns-present bitmaps): values are read into locals with offsets and constants
+baked in, each run of fixed-width columns of one byte order with one precompiled
+``struct.Struct`` (integers little-endian; DECIMAL digit groups, DATETIME2, TIMESTAMP2 and BIT
+big-endian), a NULL bitmap of zero skips every NULL test, and each image is built by one list
+display. Other types (JSON, FLOAT, TIME2, old temporals, wide decimals, impossible metadata)
+call their closure from the generated code.
 
-Correctness rests on one rule: the generated function only ever *returns* what the reference
-would return, and gives up on anything unusual. It checks bounds once, at the end of the image
-(positions only grow, so any value running past the buffer leaves the final position past
-it), checks the same value invariants as the closures (negative DATETIME2, fraction or decimal
-group out of range), and on any exception or failed check decodes the image again with the
-reference loop from the image start. So errors keep their classes and messages exactly (the
-reference raises them), and a value the fast code cannot vouch for is never returned.
+Correctness rests on one rule: generated code only ever *returns* what the reference would
+return, and gives up on anything unusual. It checks bounds once per row (positions only grow,
+so a value running past the buffer leaves the row's end past it), checks the same value
+invariants as the closures (negative DATETIME2, fraction or decimal group out of range), and
+on any exception or failed check stops at the start of that row (image), which the reference
+then decodes: errors keep their classes and messages exactly, because the reference raises
+them, and a value the fast code cannot vouch for is never returned.
 
 Output bytes are those of ``values.py``/``temporal.py``/``decimal_codec.py`` (docs/bronze.md);
-``tests/test_rows_fast.py`` compares both paths value by value, type by type.
+``tests/test_rows_fast.py`` compares both paths type by type, on mutated and truncated rows,
+and over the whole corpus.
 """
 
 from __future__ import annotations
@@ -26,12 +29,21 @@ import struct
 from typing import Callable, Sequence
 
 from pipelines.bronze import coltypes as T
-from pipelines.bronze.decimal_codec import DIG2BYTES, decimal_size
-from pipelines.bronze.temporal import _DATE_CACHE, _DT2_PREFIX, _MS_BITS, _MS_SECS, _TS_PREFIX
-from pipelines.bronze.temporal import _YEARS, _date_text, _dt2_prefix, _ts_prefix
+from pipelines.bronze.decimal_codec import DIG2BYTES
+from pipelines.bronze.temporal import (
+    _DATE_CACHE,
+    _DT2_PREFIX,
+    _MS_BITS,
+    _MS_SECS,
+    _TS_PREFIX,
+    _YEARS,
+    _date_text,
+    _dt2_prefix,
+    _ts_prefix,
+)
 from pipelines.bronze.values import _S8, _U8
 
-__all__ = ["ImageFn", "RowsFn", "image_function", "rows_function", "MAX_COLUMNS"]
+__all__ = ["MAX_COLUMNS", "ImageFn", "RowsFn", "image_function", "rows_function"]
 
 ImageFn = Callable[[bytes, int], "tuple[list, int]"]
 
@@ -83,7 +95,7 @@ class _Fixed:
     Templates use ``{v}`` for the value's local and ``{0}``, ``{1}``… for its fields.
     """
 
-    __slots__ = ("order", "fmt", "lines")
+    __slots__ = ("fmt", "lines", "order")
 
     def __init__(self, order: str, fmt: str, lines: str | list[str]) -> None:
         self.order, self.fmt = order, fmt
@@ -125,9 +137,8 @@ class _Gen:
             return _Fixed("<", *_INT_FIELDS[col_type, not unsigned])
         if col_type == T.YEAR:
             return _Fixed("<", "B", "{v} = _YEARS[{0}]")
-        if col_type in (T.ENUM, T.SET) and meta in _UINT_FIELD:
-            if col_type == T.SET or meta in (1, 2):
-                return _Fixed("<", *_UINT_FIELD[meta])
+        if (col_type == T.SET and meta in _UINT_FIELD) or (col_type == T.ENUM and meta in (1, 2)):
+            return _Fixed("<", *_UINT_FIELD[meta])
         if col_type == T.BIT and 1 <= meta <= 64:
             fmt, (expr,) = _big_endian([(meta + 7) // 8])
             return _Fixed(">", fmt, f"{{v}} = _str({expr}).encode()")
@@ -142,7 +153,7 @@ class _Gen:
         if col_type == T.TIMESTAMP2 and 0 <= meta <= 6:
             return self._timestamp2(meta)
         if col_type == T.DATE:
-            return [f"_x = _fb(buf[pos:pos + 3], 'little')",
+            return ["_x = _fb(buf[pos:pos + 3], 'little')",
                     f"{v} = _dget(_x) or _dtext(_x)",
                     "pos += 3"]
         if col_type == T.NEWDECIMAL:
@@ -174,7 +185,7 @@ class _Gen:
                          2: ("IBH", "{1}", "{2}"), 3: ("II", "({1} >> 24)", "({1} & 16777215)")}[fb]
         lines = ["if {0} < 2147483648: raise _GiveUp",  # below the offset: negative
                  "_k = ({0} - 2147483648) >> 4",  # ymd << 5 | hour
-                 f"_p = _dt2get(_k) or _dt2p(_k)",
+                 "_p = _dt2get(_k) or _dt2p(_k)",
                  f"_s = _MS[({{0}} & 15) << 8 | {b5}]"]
         if fsp == 0:
             return _Fixed(">", fmt, lines + ["{v} = _p + _s"])
@@ -351,7 +362,7 @@ def _compile(g: _Gen, lines: list[str], label: str) -> Callable:
         if len(_CODE) >= _CODE_MAX:
             _CODE.clear()
         code = _CODE[key] = compile(source, f"<binlake {label}>", "exec")
-    exec(code, g.ns)
+    exec(code, g.ns)  # noqa: S102 - our own generated source, see the module docstring
     fn = g.ns["generated"]
     fn.source = source  # for debugging and tests
     return fn

@@ -95,7 +95,7 @@ class TableMap:
         present); shared, like :meth:`decoders`, with every :meth:`rebound` copy."""
         return self._codecs.images
 
-    def rebound(self, header: EventHeader | None, table_id: int) -> "TableMap":
+    def rebound(self, header: EventHeader | None, table_id: int) -> TableMap:
         """This table map as sent again by another TABLE_MAP event of the same content.
 
         Servers re-send a table's TABLE_MAP in every transaction: the copy shares the column

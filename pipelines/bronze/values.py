@@ -1,8 +1,9 @@
 """Per-type decoders for one non-NULL column value of a binlog row image → bronze bytes.
 
-:func:`column_decoder` is called once per column when a TABLE_MAP is parsed and returns a small
-closure ``dec(buf, pos) -> (value_bytes, new_pos)``; the row loop then calls the closures
-without any dispatch. Output bytes follow the contract in ``docs/bronze.md`` (ASCII decimal
+:func:`column_decoder` is called once per column of a table and returns a small closure
+``dec(buf, pos) -> (value_bytes, new_pos)``. These closures are the reference decoding: the
+hot row loops are generated code (``rowcodegen.py``) that inlines the common types with the
+same output and calls the closures for the others. Output bytes follow the contract in ``docs/bronze.md`` (ASCII decimal
 numbers, exact decimal text, formatted temporal text, raw bytes for strings/blobs, JSON text).
 
 Errors: a decoder raises :class:`~pipelines.errors.TruncatedError` when the value runs past
