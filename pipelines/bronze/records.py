@@ -126,7 +126,7 @@ class BronzeBatcher:
         elif isinstance(event, ev.Incident):
             # The server lost changes here (e.g. a failed statement it could not log): a gap
             # that status and quality report.
-            self._row(event.header, 0, "INCIDENT", None, None, None, None, None,
+            self._row(event.header, 0, "INCIDENT",
                       query=json.dumps({"incident": event.incident, "message": event.message}))
 
     def _add_query(self, q: ev.Query) -> None:
@@ -143,15 +143,15 @@ class BronzeBatcher:
         if upper.startswith(b"XA END"):
             return
         h = q.header
-        self._row(h, 0, "QUERY", None, None, None, None, None,
-                  schema=q.schema or None, query=text.decode("utf-8", "replace"),
-                  connection_id=q.thread_id)
+        self._row(h, 0, "QUERY", schema=q.schema or None,
+                  query=text.decode("utf-8", "replace"), connection_id=q.thread_id)
         if self.trx_pos is None or self.trx_pos == h.pos or self.connection_id is None:
             # DDL and other statements outside BEGIN…COMMIT are their own transaction.
             self._end_trx()
 
-    def _row(self, h, idx, etype, tm, before, after, bp, ap, *, schema=None, query=None,
-             connection_id=None) -> None:
+    def _row(self, h, idx: int, etype: str, *, schema: str | None = None,
+             query: str | None = None, connection_id: int | None = None) -> None:
+        """One row for an event that is not a row change (QUERY, INCIDENT, END/ERROR)."""
         c = self._cols
         c["server_id"].append(h.server_id)
         c["start_pos"].append(h.pos)
@@ -162,22 +162,12 @@ class BronzeBatcher:
         c["gtid"].append(self.gtid)
         c["trx_pos"].append(self.trx_pos if self.trx_pos is not None else h.pos)
         c["connection_id"].append(connection_id if connection_id is not None else self.connection_id)
-        c["schema_name"].append(tm.schema if tm else schema)
-        c["table_name"].append(tm.table if tm else None)
-        c["table_id"].append(tm.table_id if tm else None)
-        c["row_before"].append(before)
-        c["row_after"].append(after)
-        c["before_present"].append(bp)
-        c["after_present"].append(ap)
+        c["schema_name"].append(schema)
+        for name in ("table_name", "table_id", "row_before", "row_after", "before_present",
+                     "after_present"):
+            c[name].append(None)
         c["query"].append(query)
-        if tm is None:
-            self._tm_index.append(None)
-        else:
-            slot = self._tm_slot.get(id(tm))
-            if slot is None:
-                slot = self._tm_slot[id(tm)] = len(self._tms)
-                self._tms.append(tm)
-            self._tm_index.append(slot)
+        self._tm_index.append(None)
 
     def _add_rows(self, e: ev.RowsEvent) -> None:
         """All row changes of one event at once: column-wise extends, not per-row appends."""
@@ -218,9 +208,11 @@ class BronzeBatcher:
                     present[i] = False
                 c["after_present"].append(present if cols else e.present_after)
         c["query"].extend(repeat(None, n))
-        slot = self._tm_slot.get(id(tm))
+        # Copies of a re-sent TABLE_MAP share their codecs (TableMap.rebound): one slot each.
+        key = id(tm._codecs)
+        slot = self._tm_slot.get(key)
         if slot is None:
-            slot = self._tm_slot[id(tm)] = len(self._tms)
+            slot = self._tm_slot[key] = len(self._tms)
             self._tms.append(tm)
         self._tm_index.extend(repeat(slot, n))
         self.row_changes += n
@@ -234,8 +226,7 @@ class BronzeBatcher:
         """
         h = _Pseudo(pos, timestamp)
         info = {"row_changes": self.row_changes, **info}
-        self._row(h, chunk, "END" if ok else "ERROR", None, None, None, None, None,
-                  query=json.dumps(info, sort_keys=True))
+        self._row(h, chunk, "END" if ok else "ERROR", query=json.dumps(info, sort_keys=True))
 
     def full(self) -> bool:
         return len(self._tm_index) >= self.batch_rows
