@@ -22,7 +22,7 @@ from pipelines.errors import ConfigError
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "Config", "load_config", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -171,6 +171,17 @@ def _merge(values: dict[str, dict[str, Any]], section: str, key: str, value: Any
     values.setdefault(section, {})[key] = _coerce(section, key, value, defaults[key])
 
 
+def read_toml(path: str | os.PathLike, *, what: str) -> dict[str, Any]:
+    """Parse a TOML file; :class:`ConfigError` names ``what`` and the file when it cannot."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot read: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {path}: invalid TOML: {exc}") from exc
+
+
 def load_config(conf_file: str | None = None, *, env: Mapping[str, str] | None = None,
                 overrides: Mapping[str, Any] | None = None) -> Config:
     """Build the :class:`Config` from defaults, the TOML file, ``BINLAKE_*`` env and overrides.
@@ -183,13 +194,7 @@ def load_config(conf_file: str | None = None, *, env: Mapping[str, str] | None =
     if path is None and DEFAULT_CONF.exists():
         path = str(DEFAULT_CONF)
     if path:
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise ConfigError(f"--conf {path}: cannot read: {exc.strerror}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"--conf {path}: invalid TOML: {exc}") from exc
+        data = read_toml(path, what="--conf")
         for section, body in data.items():
             if section not in _SECTIONS or not isinstance(body, dict):
                 raise ConfigError(f"{path}: unknown section [{section}]")

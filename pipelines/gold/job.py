@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipelines.config import Config, Dsn, parse_retain

@@ -37,12 +37,12 @@ non-zero). SQL is checked against the dataset when the rules run; a bad expressi
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
 
+from pipelines.config import read_toml
 from pipelines.errors import ConfigError
 
 __all__ = ["Action", "Expect", "Rule", "RuleSet", "DATASETS", "DEFAULT_RULES", "load_rules",
@@ -238,12 +238,5 @@ def load_rules(path: str | os.PathLike[str] | None = None) -> RuleSet:
                   [DEFAULT_RULES, _REPO_RULES])
     for p in candidates:
         if p.is_file() or path or os.environ.get("BINLAKE_QUALITY_RULES"):
-            try:
-                with open(p, "rb") as fh:
-                    data = tomllib.load(fh)
-            except OSError as exc:
-                raise ConfigError(f"quality rules {p}: cannot read: {exc.strerror}") from exc
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"quality rules {p}: invalid TOML: {exc}") from exc
-            return parse_rules(data, source=str(p))
+            return parse_rules(read_toml(p, what="quality rules"), source=str(p))
     raise ConfigError(f"quality rules: none of {', '.join(map(str, candidates))} exists")
