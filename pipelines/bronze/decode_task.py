@@ -2,22 +2,24 @@
 
 On the embedded engine, Python UDFs run inside Sail's process under one GIL, so two files
 decoded there share one core. ``decode_file_batches(..., subprocess=True)`` runs the decoder
-in a child Python process (``python -m pipelines.bronze.decode_task``) that streams Arrow IPC
-back over a pipe: each task then has a core of its own and memory stays bounded by the batch
-size. On a Spark cluster each executor's Python worker is already a process; the subprocess is
-a cheap extra hop there and can be turned off (``bronze.decode_in_subprocess = false``).
+in a worker process forked from a ``forkserver`` that has the decoder imported already
+(``decode_worker``), which sends serialised Arrow batches back over a pipe: each task then
+has a core of its own and memory stays bounded by the batch size. On a Spark cluster each
+executor's Python worker is already a process; the worker process is a cheap extra hop there
+and can be turned off (``bronze.decode_in_subprocess = false``).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
-import subprocess as sp
 import sys
 from typing import Iterator
 
 import pyarrow as pa
 
+from pipelines.bronze import decode_worker
 from pipelines.bronze.parser import ChecksumPolicy
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
@@ -55,33 +57,43 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
     if not subprocess:
         yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks)
         return
-    cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id", source_id,
-           "--batch-rows", str(batch_rows), "--checksum", checksum, "--chunk", str(chunk),
-           "--chunks", str(chunks)]
-    if server_uuid:
-        cmd += ["--server-uuid", server_uuid]
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, env=env)
+    ctx = _forkserver()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=decode_worker.run, daemon=True,
+                       args=(send, path, source_id, server_uuid, batch_rows, checksum, chunk,
+                             chunks))
+    proc.start()
+    send.close()
     closed = False
     try:
-        with pa.ipc.open_stream(proc.stdout) as stream:
-            for batch in stream:
-                closed = closed or _has_closing(batch)
-                yield batch
-    except pa.ArrowInvalid:
-        pass
+        while True:
+            try:
+                data = receive.recv_bytes()
+            except EOFError:
+                break
+            batch = pa.ipc.read_record_batch(pa.py_buffer(data), BRONZE_SCHEMA)
+            closed = closed or _has_closing(batch)
+            yield batch
     finally:
-        proc.stdout.close()
-        err = proc.stderr.read().decode("utf-8", "replace")
-        proc.stderr.close()
-        code = proc.wait()
+        receive.close()
+        proc.join()
     if not closed:
-        tail = err.strip().splitlines()[-1:] or [""]
         yield _error_batch(path, source_id,
-                           f"decoder process exited with code {code}: {tail[0][:500]}",
+                           f"decoder process exited with code {proc.exitcode} before the end",
                            chunk, chunks)
+
+
+_CONTEXT = None
+
+
+def _forkserver():
+    """The multiprocessing context whose server process has the decoder imported."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["pipelines.bronze._worker_boot"])
+        _CONTEXT = ctx
+    return _CONTEXT
 
 
 def _has_closing(batch: pa.RecordBatch) -> bool:
