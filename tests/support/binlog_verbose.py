@@ -216,7 +216,8 @@ _HEADER = re.compile(
     r"(\s+CRC32 0x[0-9a-f]+)?\s+(.*)$")
 _GTID = re.compile(r"^GTID (\d+-\d+-\d+)")
 _TABLE_MAP = re.compile(r"^Table_map: `(.*)`\.`(.*)` mapped to number (\d+)")
-_ROWS = re.compile(r"^(Write|Update|Delete)_rows(?:_v1|_compressed|_compressed_v1)?: "
+# MariaDB names compressed rows events Write_compressed_rows(_v1) (log_bin_compress=ON).
+_ROWS = re.compile(r"^(Write|Update|Delete)_(?:compressed_)?rows(?:_v1|_compressed|_compressed_v1)?: "
                    r"table id (\d+)( flags: STMT_END_F)?")
 _ROW_START = re.compile(r"^### (INSERT INTO|UPDATE|DELETE FROM) `(.*)`\.`(.*)`$")
 _VALUE = re.compile(r"^###   @(\d+)=(.*) /\* (.* meta=\d+ nullable=\d is_null=\d) \*/$")
