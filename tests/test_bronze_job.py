@@ -181,3 +181,21 @@ def test_incident_is_recorded_and_shown_as_a_gap(spark, tmp_path: Path, corpus: 
     assert main(["--lake", lake, "status"]) == 0
     out = capsys.readouterr().out
     assert "GAP: INCIDENT at default/bug40482-bin.000001 pos" in out
+
+
+def test_unguarded_script_decodes_without_forked_workers(tmp_path: Path) -> None:
+    """A plain script without a ``__main__`` guard (multiprocessing would re-run it in every
+    forked worker) calls the bronze stage: it must fall back to spawned workers and work."""
+    samples = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "from pipelines.bronze.job import run_bronze\n"
+        "from pipelines.config import load_config\n"
+        "from pipelines.session import get_spark\n"
+        f"cfg = load_config(env={{}}, overrides={{'lake.root': {str(tmp_path / 'lake')!r}}})\n"
+        f"res = run_bronze(get_spark(cfg.engine), cfg, binlog_dir={str(samples)!r}, all_files=True)\n"
+        "print('ROWS', res.row_changes, [f.status for f in res.files])\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=str(Path(__file__).resolve().parents[1]))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ROWS 340 ['completed', 'completed', 'completed', 'completed', 'completed']" in proc.stdout

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import re
+import subprocess as sp
 import sys
 from typing import Iterator
 
@@ -57,6 +59,14 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
     if not subprocess:
         yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks)
         return
+    args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks)
+    run = _forked if _forkserver_is_safe() else _spawned
+    yield from run(*args)
+
+
+def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
+            checksum: str, chunk: int, chunks: int) -> Iterator[pa.RecordBatch]:
+    """Decode in a worker forked from the preloaded forkserver; batches come back serialised."""
     ctx = _forkserver()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=decode_worker.run, daemon=True,
@@ -81,6 +91,58 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
         yield _error_batch(path, source_id,
                            f"decoder process exited with code {proc.exitcode} before the end",
                            chunk, chunks)
+
+
+def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
+             checksum: str, chunk: int, chunks: int) -> Iterator[pa.RecordBatch]:
+    """Decode in a fresh ``python -m pipelines.bronze.decode_worker`` (Arrow IPC on stdout)."""
+    cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id",
+           source_id, "--batch-rows", str(batch_rows), "--checksum", checksum, "--chunk",
+           str(chunk), "--chunks", str(chunks)]
+    if server_uuid:
+        cmd += ["--server-uuid", server_uuid]
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, env=env)
+    closed = False
+    try:
+        with pa.ipc.open_stream(proc.stdout) as stream:
+            for batch in stream:
+                closed = closed or _has_closing(batch)
+                yield batch
+    except pa.ArrowInvalid:
+        pass
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode("utf-8", "replace")
+        proc.stderr.close()
+        code = proc.wait()
+    if not closed:
+        tail = err.strip().splitlines()[-1:] or [""]
+        yield _error_batch(path, source_id,
+                           f"decoder process exited with code {code}: {tail[0][:500]}",
+                           chunk, chunks)
+
+
+_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+
+
+def _forkserver_is_safe() -> bool:
+    """Whether forked workers may be used: multiprocessing re-runs a main *script* in every
+    worker, which is only harmless behind an ``if __name__ == "__main__":`` guard (modules run
+    with ``-m``, console scripts, notebooks and Spark workers are fine)."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(getattr(main, "__spec__", None), "name", None):
+        return True
+    path = getattr(main, "__file__", None)
+    if not path:
+        return True
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return bool(_GUARD.search(fh.read()))
+    except OSError:
+        return False
 
 
 _CONTEXT = None
