@@ -1,4 +1,4 @@
-"""Regenerate the collation id → character set table in ``pipelines/silver/charsets.py``.
+"""Regenerate the collation id → character set table in ``pipelines/silver/collations.py``.
 
 Binlogs name a string column's character set only by a collation id (TABLE_MAP optional
 metadata ``DEFAULT_CHARSET`` / ``COLUMN_CHARSET``). The table is read from a real MariaDB
@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parents[1] / "pipelines" / "silver" / "charsets.py"
+TARGET = Path(__file__).resolve().parents[1] / "pipelines" / "silver" / "collations.py"
 BEGIN = "# --- BEGIN GENERATED: scripts/make_collations.py ---"
 END = "# --- END GENERATED ---"
 
