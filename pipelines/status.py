@@ -49,7 +49,6 @@ def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
     silver = cfg.table_path("silver", "binlog_events")
     quarantine = cfg.table_path("silver", "quarantine")
     snapshots = cfg.table_path("silver", "schema_snapshots")
-    checks = cfg.table_path("silver", "source_checks")
     out: dict[str, Any] = {"version": current_version(silver)}
     if table_exists(spark, silver):
         r = spark.sql(f"SELECT count(*) AS n, min(event_timestamp) AS earliest, "
@@ -60,9 +59,10 @@ def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
     out["snapshots"] = (spark.read.format("delta").load(snapshots)
                         .select("snapshot_id").distinct().count()
                         if table_exists(spark, snapshots) else 0)
-    out["warnings"] = ([f"{r['name']}: {r['detail']}" for r in spark.read.format("delta")
-                        .load(checks).where("level <> 'ok'").select("name", "detail")
-                        .distinct().collect()] if table_exists(spark, checks) else [])
+    from pipelines.silver.snapshot_store import load_checks
+
+    out["warnings"] = sorted({f"{c.name}: {c.detail}" for _, c in load_checks(spark, cfg)
+                              if c.level != "ok"})
     return out
 
 

@@ -241,7 +241,11 @@ def test_table_map_of_equal_bytes_shares_decoders_but_keeps_its_header() -> None
 
 def _reference_rows(table: _Table, kind: str, buf: bytes):
     """The reference loop of rows.decode_rows: (rows, stop) or the exception it raises."""
-    rows, pos = [], 0
+    return _reference_from(table, kind, buf, [], 0)
+
+
+def _reference_from(table: _Table, kind: str, buf: bytes, rows: list, pos: int):
+    """Continue ``rows`` with the reference loop from ``pos``: (rows, stop) or the error."""
     try:
         while pos < len(buf):
             a, pos = table.ref(buf, pos)
@@ -262,18 +266,7 @@ def _generated_rows(table: _Table, kind: str, buf: bytes):
     rows: list = []
     stop = loop(buf, 0, len(buf), rows.append)
     assert 0 <= stop <= len(buf)
-    pos = stop
-    try:
-        while pos < len(buf):
-            a, pos = table.ref(buf, pos)
-            if kind == "UPDATE":
-                b, pos = table.ref(buf, pos)
-                rows.append((a, b))
-            else:
-                rows.append((None, a) if kind == "INSERT" else (a, None))
-    except Exception as exc:  # noqa: BLE001
-        return "error", len(rows), pos, type(exc), str(exc)
-    return "ok", rows, pos
+    return _reference_from(table, kind, buf, rows, stop)
 
 
 @given(_images(), st.integers(1, 6), st.sampled_from(["INSERT", "DELETE", "UPDATE"]), st.data())

@@ -20,7 +20,7 @@ from pipelines.delta_ops import current_version, delete_where, sql_string, table
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
 
-__all__ = ["SilverResult", "run_silver", "KEY"]
+__all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 _PROGRESS_DDL = "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp"
@@ -120,5 +120,3 @@ def _count(spark, path: str) -> int:
         return 0
     return spark.read.format("delta").load(path).count()
 
-
-__all__ += ["QUARANTINE_DDL"]

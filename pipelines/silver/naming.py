@@ -88,6 +88,7 @@ class NamingPlan:
     ddl: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     snapshots: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
+    _merged: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, ddl_rows: Iterable[tuple[str, str, int, str | None, str]],
@@ -109,17 +110,30 @@ class NamingPlan:
             snaps.sort(key=lambda cs: cs[0])
         return plan
 
+    def _ddl_positions(self, source: str, schema: str, table: str) -> list[int]:
+        """The table's DDL positions merged with its schema's DROP DATABASEs (built once)."""
+        key = (source, schema, table)
+        merged = self._merged.get(key)
+        if merged is None:
+            merged = self._merged[key] = sorted(
+                self.ddl.get(key, []) + self.ddl.get((source, schema, DROP_DATABASE), []))
+        return merged
+
     def epoch(self, source: str, schema: str, table: str, key: int) -> tuple[int, int]:
         """(start, end) DDL positions around ``key`` for the table (open bounds as ±inf)."""
-        ddls = sorted(self.ddl.get((source, schema, table), [])
-                      + self.ddl.get((source, schema, DROP_DATABASE), []))
+        ddls = self._ddl_positions(source, schema, table)
         i = bisect.bisect_left(ddls, key)
         start = ddls[i - 1] if i > 0 else -1
         end = ddls[i] if i < len(ddls) else 1 << 63
         return start, end
 
     def snapshot_for(self, source: str, schema: str, table: str, key: int) -> Any | None:
-        start, end = self.epoch(source, schema, table, key)
+        """The latest snapshot valid in the schema epoch holding ``key``, or ``None``."""
+        return self._snapshot_in(source, schema, table, self.epoch(source, schema, table, key))
+
+    def _snapshot_in(self, source: str, schema: str, table: str,
+                     bounds: tuple[int, int]) -> Any | None:
+        start, end = bounds
         best = None
         for coord, snap in self.snapshots.get(source, []):
             if start < coord <= end and (schema, table) in snap.tables:
@@ -136,14 +150,14 @@ class NamingPlan:
                 tm: BronzeTableMap) -> TableSpec:
         """The :class:`TableSpec` naming this row change; raises :class:`SchemaMismatchError`
         with the quarantine reason when no schema names it without guessing."""
-        key = position_key(binlog_file, pos)
-        snap = self.snapshot_for(source, schema, table, key)
-        cache_key = (source, schema, table, snap.snapshot_id if snap else None,
-                     self.epoch(source, schema, table, key), tm)
+        bounds = self.epoch(source, schema, table, position_key(binlog_file, pos))
+        # The epoch decides the snapshot, so (table, epoch, TABLE_MAP) decides the spec.
+        cache_key = (source, schema, table, bounds, tm)
         hit = self._cache.get(cache_key)
         if hit is None:
+            snap = self._snapshot_in(source, schema, table, bounds)
             try:
-                hit = self._build(source, schema, table, snap, tm, key)
+                hit = self._build(source, schema, table, snap, tm, bounds)
             except SchemaMismatchError as exc:
                 hit = exc
             self._cache[cache_key] = hit
@@ -152,7 +166,7 @@ class NamingPlan:
         return hit
 
     def _build(self, source: str, schema: str, table: str, snap: Any | None,
-               tm: BronzeTableMap, key: int) -> TableSpec:
+               tm: BronzeTableMap, bounds: tuple[int, int]) -> TableSpec:
         n = len(tm.column_types)
         ts = snap.tables[(schema, table)] if snap is not None else None
         if ts is not None and len(ts.columns) != n:
@@ -167,7 +181,7 @@ class NamingPlan:
         elif ts is not None:
             names = [c.name for c in ts.columns]
         else:
-            start, end = self.epoch(source, schema, table, key)
+            start, end = bounds
             raise SchemaMismatchError(
                 "no schema: the binlog carries no column names (binlog_row_metadata=MINIMAL) "
                 "and no snapshot is valid for this table's schema epoch"
