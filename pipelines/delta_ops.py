@@ -13,6 +13,7 @@ from typing import Any
 from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
+           "rows_written_since",
            "table_id", "files_added", "set_retention", "vacuum_table"]
 
 
@@ -68,6 +69,26 @@ def current_version(path: str) -> int | None:
         return DeltaTable(path).version()
     except Exception:  # noqa: BLE001 - TableNotFoundError and friends
         return None
+
+
+def rows_written_since(path: str, version: int | None) -> int | None:
+    """Rows added by the commits after ``version`` (``None`` = from the start), from the Delta
+    log's ``numOutputRows`` metrics (delta-rs); ``None`` when a commit lacks them."""
+    try:
+        from deltalake import DeltaTable
+
+        commits = DeltaTable(path).history()
+    except Exception:  # noqa: BLE001 - no table yet, or not readable by delta-rs
+        return None
+    total = 0
+    for c in commits:
+        if version is not None and c.get("version", -1) <= version:
+            continue
+        rows = (c.get("operationMetrics") or {}).get("numOutputRows")
+        if rows is None:
+            return None
+        total += int(rows)
+    return total
 
 
 def table_id(path: str) -> str | None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import current_version, delete_where, sql_string, table_exists
+from pipelines.delta_ops import (current_version, delete_where, rows_written_since, sql_string,
+                                 table_exists)
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
 
@@ -86,10 +87,13 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         held = spark.read.format("delta").load(silver_path).where(where).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
-    before = _count(spark, silver_path)
+    before = current_version(silver_path)
     (to_silver(pending(), plan).write.format("delta").mode("append")
      .partitionBy("event_date").save(silver_path))
-    res.appended = _count(spark, silver_path) - before
+    # The append's own commit metrics; a full count only where the log has none.
+    written = rows_written_since(silver_path, before)
+    res.appended = written if written is not None else _count(spark, silver_path) - (
+        0 if before is None else _count_at(spark, silver_path, before))
 
     # What is still not in silver is exactly what no schema names: the quarantine.
     quarantined = to_quarantine(pending(), plan)
@@ -113,6 +117,10 @@ def _now_col():
     from pyspark.sql import functions as F
 
     return F.current_timestamp()
+
+
+def _count_at(spark, path: str, version: int) -> int:
+    return spark.read.format("delta").option("versionAsOf", version).load(path).count()
 
 
 def _count(spark, path: str) -> int:
