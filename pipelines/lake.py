@@ -90,8 +90,8 @@ def register(layer: str, name: str, columns: str | Sequence[Column], *,
              retention: str | None = None, aliases: Sequence[str] = ()) -> LakeTable:
     """Declare a lake table (``columns`` as DDL text or ``(name, type)`` pairs); return it.
 
-    Registering the same layer/name twice with the same declaration returns the first; a
-    different declaration raises :class:`ValueError` (two schemas for one table).
+    Registering the same layer/name twice with the same columns and partitioning returns the
+    first; different ones raise :class:`ValueError` (two schemas for one table).
     """
     cols = parse_columns(columns) if isinstance(columns, str) else tuple(map(tuple, columns))
     missing = set(partition_by) - {c for c, _ in cols}
@@ -100,7 +100,7 @@ def register(layer: str, name: str, columns: str | Sequence[Column], *,
     table = LakeTable(layer, name, cols, tuple(partition_by), description, retention,
                       tuple(aliases))
     have = _REGISTRY.setdefault((layer, name), table)
-    if have != table:
+    if (have.columns, have.partition_by) != (table.columns, table.partition_by):
         raise ValueError(f"{layer}/{name} is already registered with another declaration")
     return have
 
@@ -174,14 +174,23 @@ class Lake:
 
     # -- reading ------------------------------------------------------------------------------
     def exists(self, spark, table: LakeTable) -> bool:
-        """True when the table exists (and has a Delta log)."""
+        """True when the table exists (and has a Delta log).
+
+        Catalog mode: a Delta table at the lake path that the catalog does not list (a lake
+        written by path, or a session catalog that forgot it) is registered first, so that
+        no stage mistakes it for a missing table.
+        """
         if not self._parts:
             return table_exists(spark, self.path(table))
         try:
             spark.read.table(self.ident(table)).schema  # noqa: B018 - forces analysis
             return True
         except Exception:  # noqa: BLE001 - engines raise different AnalysisException types
+            pass
+        if not table_exists(spark, self.path(table)):
             return False
+        self.create(spark, table)
+        return True
 
     def read(self, spark, table: LakeTable, version: int | None = None):
         """The table as a DataFrame, at ``version`` when given (Delta time travel)."""
@@ -365,3 +374,7 @@ QUALITY_FAILURES = register(
     "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
     "schema_name string, table_name string, event_type string, detail string",
     description="The failing rows' keys per rule and run.")
+
+
+if __name__ == "__main__":  # python -m pipelines.lake: the table list of docs/lake.md
+    print(tables_markdown())
