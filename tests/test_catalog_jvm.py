@@ -102,8 +102,12 @@ def test_every_stage_on_catalog_tables(jvm_spark, tmp_path: Path) -> None:  # no
                               db="gold_catalog")[0][0] == len(silver)
 
         # Re-runs change nothing (exactly once through the catalog tables).
+        rows = lake.read(spark, BRONZE_EVENTS).count()
         again = run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True)
-        assert again.files == [] and len(again.skipped) == len(bronze.files)
+        partial = [f.binlog_file for f in bronze.files if f.status == "partial"]
+        assert [f.binlog_file for f in again.files] == partial  # the last file is redone
+        assert len(again.skipped) == len(bronze.files) - len(partial)
+        assert lake.read(spark, BRONZE_EVENTS).count() == rows
         assert run_silver(spark, cfg).appended == 0
 
         st = collect_status(spark, cfg)
