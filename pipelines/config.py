@@ -66,6 +66,7 @@ class LakeConfig:
 
     root: str = "./lake"
     catalog: str = ""  # catalog.schema: metastore tables there (external, at the root's paths)
+    managed: bool = False  # with catalog: managed tables (the catalog's storage), not external
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"engine.remote: expected sc://host:port, got {cfg.engine.remote!r}")
     if cfg.lake.catalog:
         parse_catalog(cfg.lake.catalog)
+    elif cfg.lake.managed:
+        raise ConfigError("lake.managed: managed tables need lake.catalog (catalog.schema)")
     if cfg.bronze.checksum not in ("raise", "warn", "ignore"):
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:

@@ -13,8 +13,9 @@ Where a table lives is the :class:`Lake`'s business (one per configuration):
 - with ``lake.catalog = "cat.schema"`` (``--catalog``), a metastore table
   ``cat.schema.<layer>_<name>``: the schema and the table are created when missing
   (``CREATE TABLE IF NOT EXISTS … USING delta … LOCATION '<lake.root>/<layer>/<name>'``:
-  external tables at the lake paths, see docs/lake.md for why), every read and write goes
-  through the identifier, and the delta-rs helpers find the files through ``DESCRIBE DETAIL``.
+  external tables at the lake paths, see docs/lake.md for why; with ``lake.managed = true``
+  managed tables, without LOCATION), every read and write goes through the identifier, and
+  the delta-rs helpers find the files through ``DESCRIBE DETAIL``.
 
 Nothing here starts a session; pyspark is imported only inside the helpers that need it.
 """
@@ -144,15 +145,18 @@ def _quote(part: str) -> str:
 class Lake:
     """The lake of one configuration: where each :class:`LakeTable` is and how to reach it."""
 
-    def __init__(self, root: str, catalog: str = "") -> None:
+    def __init__(self, root: str, catalog: str = "", *, managed: bool = False) -> None:
         self.root = os.path.abspath(root)
         self.catalog = catalog.strip()
         self._parts = parse_catalog(self.catalog) if self.catalog else ()
+        self.managed = managed and bool(self._parts)
 
     @classmethod
     def of(cls, cfg: Any) -> "Lake":
-        """The lake of a :class:`~pipelines.config.Config` (``lake.root``, ``lake.catalog``)."""
-        return cls(cfg.lake.root, getattr(cfg.lake, "catalog", ""))
+        """The lake of a :class:`~pipelines.config.Config` (``lake.root``, ``lake.catalog``,
+        ``lake.managed``)."""
+        lc = cfg.lake
+        return cls(lc.root, getattr(lc, "catalog", ""), managed=getattr(lc, "managed", False))
 
     @property
     def uses_catalog(self) -> bool:
@@ -187,7 +191,7 @@ class Lake:
             return True
         except Exception:  # noqa: BLE001 - engines raise different AnalysisException types
             pass
-        if not table_exists(spark, self.path(table)):
+        if self.managed or not table_exists(spark, self.path(table)):
             return False
         self.create(spark, table)
         return True
@@ -230,8 +234,9 @@ class Lake:
 
     # -- writing ------------------------------------------------------------------------------
     def create(self, spark, table: LakeTable) -> None:
-        """Catalog mode: create the schema and the table when missing (external, at the lake
-        path; partitioned as declared). Path mode: nothing, the first write creates it."""
+        """Catalog mode: create the schema and the table when missing (external at the lake
+        path, or managed; partitioned as declared). Path mode: nothing, the first write
+        creates it."""
         if not self._parts:
             return
         try:
@@ -240,13 +245,13 @@ class Lake:
                           + ".".join(_quote(p) for p in self._parts)).collect()
             parts = (f" PARTITIONED BY ({', '.join(_quote(c) for c in table.partition_by)})"
                      if table.partition_by else "")
+            where = "" if self.managed else f" LOCATION {sql_string(self.path(table))}"
             spark.sql(f"CREATE TABLE IF NOT EXISTS {self.ident(table)} "
-                      f"({ddl(table.columns, quoted=True)}) USING delta{parts} "
-                      f"LOCATION {sql_string(self.path(table))}").collect()
+                      f"({ddl(table.columns, quoted=True)}) USING delta{parts}{where}").collect()
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
+            at = "" if self.managed else f" at {self.path(table)}"
             raise EngineError(f"lake.catalog {self.catalog}: cannot create "
-                              f"{self.ident(table)} at {self.path(table)}: "
-                              f"{_first_line(exc)}") from exc
+                              f"{self.ident(table)}{at}: {_first_line(exc)}") from exc
 
     def append(self, df, table: LakeTable) -> None:
         """Append ``df`` (columns by name) to the table in one commit."""

@@ -159,3 +159,34 @@ def test_a_catalog_that_forgot_its_tables_registers_them_again(jvm_spark,  # noq
     assert lake.read(spark, BRONZE_EVENTS).count() == rows
     assert {"bronze_binlog_events", "bronze_files"} <= _catalog_tables(spark, schema)
     assert lake_table("bronze", "files") in lake_tables()
+
+
+def test_managed_tables_live_in_the_catalogs_storage(jvm_spark, tmp_path: Path,  # noqa: F811
+                                                     mariadb) -> None:
+    """``lake.managed``: the catalog owns the storage (Unity Catalog's managed tables); the
+    lake root holds no table, and the delta-rs helpers find the files through the catalog."""
+    spark = jvm_spark
+    schema = f"binlake_{uuid.uuid4().hex[:8]}"
+    db = f"gold_{schema}"
+    cfg = load_config(env={"BINLAKE_LAKE_MANAGED": "true"}, overrides={
+        "lake.root": str(tmp_path / "lake"), "lake.catalog": f"spark_catalog.{schema}",
+        "gold.dsn": mariadb.dsn(db)})
+    lake = Lake.of(cfg)
+    assert lake.managed
+    src = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+    assert not run_bronze(spark, cfg, binlog_dir=str(src), files=["mariadb-bin.000002"]).failed
+    appended = run_silver(spark, cfg).appended
+    assert appended > 0
+    assert run_quality(spark, cfg, window="all").rows_checked["silver"] == appended
+    g = run_gold(spark, cfg)
+    assert g.rows_inserted == appended and g.to_version == lake.version(spark, SILVER_EVENTS)
+    assert run_gold(spark, cfg).rows_inserted == 0
+    assert mariadb.execute("SELECT COUNT(*) FROM binlog_events", db=db)[0][0] == appended
+
+    assert not list((tmp_path / "lake").rglob("_delta_log"))  # nothing written by path
+    ext = spark.sql(f"DESCRIBE TABLE EXTENDED {lake.ident(SILVER_EVENTS)}").collect()
+    assert any(r["col_name"] == "Type" and r["data_type"] == "MANAGED" for r in ext)
+    loc = lake.location(spark, SILVER_EVENTS)
+    assert loc and not loc.startswith(str(tmp_path)) and Path(loc, "_delta_log").is_dir()
+    vacuumed = {t["table"] for t in run_vacuum(cfg, dry_run=True, spark=spark)}
+    assert {"bronze/binlog_events", "silver/binlog_events", "quality/results"} <= vacuumed
