@@ -219,8 +219,11 @@ class Lake:
             if self.managed or current_version(self.path(table)) is None:
                 return None
             return self.path(table)  # external tables are created at their path
-        loc = row["location"]
-        return loc[len("file:"):] if loc and loc.startswith("file:/") else loc
+        loc = row["location"] or None
+        for scheme in ("file://", "file:"):  # a local path, as delta-rs and the tests write it
+            if loc and loc.startswith(scheme + "/"):
+                return loc[len(scheme):]
+        return loc
 
     def version(self, spark, table: LakeTable) -> int | None:
         """The table's latest Delta version; ``None`` when there is no table."""
