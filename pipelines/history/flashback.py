@@ -85,26 +85,54 @@ def _match(spec: TableSpec, values: dict[str, str]) -> str:
     return " AND ".join(conds) or "1=0"
 
 
-def insert_sql(schema: str, table: str, spec: TableSpec, values: dict[str, str]) -> str:
-    cols = [c for c in spec.columns if c.name in values]
+def insert_sql(schema: str, table: str, spec: TableSpec, values: dict[str, str],
+               generated: frozenset[str] = frozenset()) -> str:
+    """``INSERT`` of the values (generated columns left to the server)."""
+    cols = [c for c in spec.columns if c.name in values and c.name not in generated]
     return (f"INSERT INTO {_table_ref(schema, table)} ("
             + ", ".join(quote_ident(c.name) for c in cols) + ") VALUES ("
             + ", ".join(sql_literal(c, values[c.name]) for c in cols) + ")")
 
 
 def undo_statement(schema: str, table: str, event_type: str, spec: TableSpec,
-                   before: dict[str, str] | None, after: dict[str, str] | None) -> str:
-    """The statement undoing one change (images as :func:`raw_values` dicts)."""
+                   before: dict[str, str] | None, after: dict[str, str] | None,
+                   generated: frozenset[str] = frozenset()) -> str:
+    """The statement undoing one change (images as :func:`raw_values` dicts); generated
+    columns are matched but never assigned."""
     ref = _table_ref(schema, table)
     if event_type == "INSERT":
         return f"DELETE FROM {ref} WHERE {_match(spec, after or {})} LIMIT 1"
     if event_type == "DELETE":
-        return insert_sql(schema, table, spec, before or {})
+        return insert_sql(schema, table, spec, before or {}, generated)
     if event_type == "UPDATE":
         sets = ", ".join(f"{quote_ident(c.name)} = {sql_literal(c, before[c.name])}"
-                         for c in spec.columns if before and c.name in before)
+                         for c in spec.columns
+                         if before and c.name in before and c.name not in generated)
         return f"UPDATE {ref} SET {sets} WHERE {_match(spec, after or {})} LIMIT 1"
     raise ConfigError(f"cannot undo event type {event_type}")
+
+
+def generated_columns(spark, cfg: Config) -> dict[tuple[str, str], frozenset[str]]:
+    """Generated columns per table, from the latest snapshot that has the table."""
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    out: dict[tuple[str, str], frozenset[str]] = {}
+    for snap in load_snapshots(spark, cfg):
+        for key, ts in snap.tables.items():
+            out[key] = frozenset(c.name for c in ts.columns if c.generated)
+    return out
+
+
+def _incomplete(d: dict[str, Any], spec: TableSpec, before: dict[str, str] | None,
+                generated: frozenset[str]) -> str | None:
+    if d["event_type"] == "INSERT" or before is None:
+        return None
+    missing = [c.name for c in spec.columns if c.name not in before and c.name not in generated]
+    if not missing:
+        return None
+    return (f"{d['schema_name']}.{d['table_name']} pk_values={d['pk_values']!r} at seq "
+            f"{d['seq']}: the before image lacks {', '.join(missing)} (binlog_row_image "
+            "MINIMAL/NOBLOB): those columns are not restored")
 
 
 def pk_names(spec: TableSpec) -> list[str]:
@@ -154,6 +182,7 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     plan = FlashbackPlan(changes=len(changes))
     if not changes:
         return plan
+    generated = generated_columns(spark, cfg)
     selected = {d["seq"] for d, _ in changes}
     touched: dict[tuple[str, str, str], int] = {}
     parsed = []
@@ -185,13 +214,19 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
         keys = _keys(d["event_type"], d["pk_values"], spec, after)
         if any((s, t, k) in blocked for k in keys):
             continue
-        stmts = [Statement(undo_statement(s, t, d["event_type"], spec, before, after),
+        gen = generated.get((s, t), frozenset())
+        note = _incomplete(d, spec, before, gen)
+        if note:
+            plan.warnings.append(note)
+        stmts = [Statement(undo_statement(s, t, d["event_type"], spec, before, after, gen),
                            (s, t), d["pk_values"], d["seq"])]
         for child in children_of.get(d["seq"], []):
             if (child.schema, child.table, child.key) in blocked:
                 continue
             stmts.append(Statement(insert_sql(child.schema, child.table, child.spec,
-                                              child.values),
+                                              child.values,
+                                              generated.get((child.schema, child.table),
+                                                            frozenset())),
                                    (child.schema, child.table), child.key, d["seq"]))
         # Reversed later: the parent's INSERT must come before its children's.
         txn.statements.extend(reversed(stmts))
