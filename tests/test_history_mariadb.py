@@ -214,6 +214,7 @@ def test_reconstruct_cli_formats(spark, history, capsys) -> None:
     df = spark.read.format("delta").load(out)
     assert df.columns == [c["name"] for c in m["cols"]["shop.orders"]]
     assert df.count() == len(m["rows"]["shop.orders"])
+    assert "row(s) ->" in capsys.readouterr().out
     # --pk: one row.
     assert main(["--lake", cfg.lake.root, "reconstruct", "--table", "shop.orders", "--at", at,
                  "--pk", "3", "--format", "csv"]) == 0

@@ -195,7 +195,7 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     restored = cascade_mod.children_to_restore(spark, cfg, parsed, plan.warnings, cascade)
     for child in restored:
         key = (child.schema, child.table, child.key)
-        touched[key] = min(touched.get(key, child.after_seq), child.after_seq)
+        touched[key] = min(touched.get(key, child.parent_seq), child.parent_seq)
     plan.conflicts = _later_changes(spark, cfg, touched, selected)
     blocked = {(c.table[0], c.table[1], c.key) for c in plan.conflicts}
     txns: dict[str, UndoTransaction] = {}

@@ -43,6 +43,7 @@ class HistoryStartError(ConfigError):
 class Point:
     cutoff: int  # changes with seq < cutoff are in the state
     text: str  # how the user named it
+    at: Any = None  # the time for --at (a baseline taken later cannot serve it)
 
 
 def _file_key(binlog_file: str, pos: int) -> int:
@@ -74,7 +75,7 @@ def resolve_point(spark, cfg: Config, *, at=None, gtid: str | None = None,
     rows = (b.where(f"event_timestamp > {lit}").where("event_type NOT IN ('END', 'ERROR')")
             .groupBy("binlog_file").agg(F.min("start_pos").alias("first")).collect())
     cutoff = min((_file_key(r["binlog_file"], r["first"]) for r in rows), default=_INF)
-    return Point(cutoff, f"{at.isoformat(' ')} UTC")
+    return Point(cutoff, f"{at.isoformat(' ')} UTC", at)
 
 
 @dataclass
@@ -100,7 +101,8 @@ def _history_start(spark, cfg: Config, schema: str, table: str, point: Point
     created = [k for k, kind in ddl if kind == "CREATE" and k < point.cutoff]
     dropped = [k for k, kind in ddl if kind == "DROP" and k < point.cutoff]
     baselines = [b for b in load_baselines(spark, cfg, schema, table)
-                 if b["seq"] is not None and b["seq"] <= point.cutoff]
+                 if b["seq"] is not None and b["seq"] <= point.cutoff
+                 and (point.at is None or b["snapshot_time"] <= point.at)]
     start_c = created[-1] if created else None
     base = baselines[-1] if baselines else None
     if dropped and dropped[-1] > max(start_c or -1, (base or {}).get("seq") or -1):
