@@ -108,7 +108,10 @@ def undo_statement(schema: str, table: str, event_type: str, spec: TableSpec,
         sets = ", ".join(f"{quote_ident(c.name)} = {sql_literal(c, before[c.name])}"
                          for c in spec.columns
                          if before and c.name in before and c.name not in generated)
-        return f"UPDATE {ref} SET {sets} WHERE {_match(spec, after or {})} LIMIT 1"
+        # A MINIMAL after image holds the changed columns only: the others still have their
+        # before values, the primary key included.
+        current = {**(before or {}), **(after or {})}
+        return f"UPDATE {ref} SET {sets} WHERE {_match(spec, current)} LIMIT 1"
     raise ConfigError(f"cannot undo event type {event_type}")
 
 
