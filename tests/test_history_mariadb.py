@@ -331,3 +331,25 @@ def test_flashback_dry_run_lists_the_conflict(spark, history, capsys) -> None:
                  since, "--until", until, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "change(s) selected" in out
+
+
+def test_query_gold_answers_like_silver(history, capsys) -> None:
+    root, dsn = history["cfg"].lake.root, history["server"].dsn("binlake_gold")
+    assert main(["--lake", root, "init", "--gold-dsn", dsn]) == 0
+    assert main(["--lake", root, "gold", "--gold-dsn", dsn]) == 0
+    capsys.readouterr()
+
+    def changes(*extra):
+        assert main(["--lake", root, "query", "--format", "jsonl", *extra]) == 0
+        return [json.loads(x, parse_float=Decimal) for x in capsys.readouterr().out.splitlines()]
+
+    for selection in (["--table", "shop.orders", "--pk", "3"],
+                      ["--table", "shop.texts", "--pk", "a\\|b"],  # pk_values form: INSERT, key UPDATE
+                      ["--table", "shop.blobs", "--event-type", "DELETE"]):
+        silver = changes(*selection)
+        gold = changes(*selection, "--gold-dsn", dsn)
+        assert silver and [
+            (c["seq"], c["gtid"], c["event_type"], c["pk_values"], c["row_before"],
+             c["row_after"]) for c in gold] == [
+            (c["seq"], c["gtid"], c["event_type"], c["pk_values"], c["row_before"],
+             c["row_after"]) for c in silver], selection
