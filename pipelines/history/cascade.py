@@ -17,6 +17,7 @@ from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.history import lake
 from pipelines.history.images import pk_values_of, raw_values
+from pipelines.history.selection import json_path
 from pipelines.silver.naming import TableSpec
 
 __all__ = ["Child", "ForeignKeyRule", "cascade_rules", "children_to_restore"]
@@ -89,7 +90,7 @@ def _children_at(spark, cfg: Config, rule: ForeignKeyRule, parent_values: dict[s
         f"schema_name = {sql_string(rule.child[0])} AND table_name = "
         f"{sql_string(rule.child[1])} AND seq < {before_seq}")
     for c, v in wanted.items():
-        path = sql_string("$." + c)
+        path = sql_string(json_path(c))
         df = df.where(f"(get_json_object(row_after, {path}) = {sql_string(v)} OR "
                       f"get_json_object(row_before, {path}) = {sql_string(v)})")
     state: dict[str, tuple[dict[str, str], TableSpec, int]] = {}

@@ -162,9 +162,12 @@ def cmd_reconstruct(args: argparse.Namespace, cfg: Config) -> int:
         print(f"reconstruct: {schema}.{table} at {point.text}: {n} row(s) -> {args.out} "
               f"(history from {rec.start})")
         return 0
+    from pipelines.history.flashback import generated_columns
     from pipelines.history.output import write_rows
 
-    n = write_rows(rec, args.format, sys.stdout)
+    generated = (generated_columns(spark, cfg).get((schema, table), frozenset())
+                 if args.format == "sql" else frozenset())
+    n = write_rows(rec, args.format, sys.stdout, generated)
     if n == 0:
         print(f"reconstruct: {schema}.{table} had no rows at {point.text}", file=sys.stderr)
     return 0

@@ -32,8 +32,9 @@ def _images(rec) -> Iterator[str]:
         yield r["image"]
 
 
-def write_rows(rec, fmt: str, out: TextIO) -> int:
-    """Print the rows in ``fmt`` (jsonl|csv|sql); return how many."""
+def write_rows(rec, fmt: str, out: TextIO, generated: frozenset[str] = frozenset()) -> int:
+    """Print the rows in ``fmt`` (jsonl|csv|sql; sql leaves ``generated`` columns to the
+    server); return how many."""
     n = 0
     if fmt == "jsonl":
         for image in _images(rec):
@@ -52,13 +53,14 @@ def write_rows(rec, fmt: str, out: TextIO) -> int:
     if rec.spec is None:
         raise ValueError("no column types known for SQL output")
     ref = f"{quote_ident(rec.schema)}.{quote_ident(rec.table)}"
-    cols = ", ".join(quote_ident(c) for c in rec.columns)
+    names = [c for c in rec.columns if c not in generated]
+    cols = ", ".join(quote_ident(c) for c in names)
     out.write(SCRIPT_PREAMBLE)
     by_name = {c.name: c for c in rec.spec.columns}
     for image in _images(rec):
         values = raw_values(image) or {}
         out.write(f"INSERT INTO {ref} ({cols}) VALUES ("
-                  + ", ".join(sql_literal(by_name[c], values.get(c)) for c in rec.columns)
+                  + ", ".join(sql_literal(by_name[c], values.get(c)) for c in names)
                   + ");\n")
         n += 1
     return n

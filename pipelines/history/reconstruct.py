@@ -251,6 +251,6 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
         images = counted.where("n > 0").select(
             F.col("key"), F.explode(F.array_repeat(F.col("key"), F.col("n").cast("int")))
             .alias("image"))
-    if pk is not None:
+    if pk is not None and pk_names is not None:
         images = images.where(f"key = {sql_string(pk)}")
     return Reconstruction(schema, table, columns, spec, images.orderBy("key"), start_text)

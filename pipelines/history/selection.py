@@ -17,10 +17,9 @@ from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history.times import GtidSet
 
-__all__ = ["Selection", "parse_table", "parse_where", "apply_selection", "EVENT_TYPES"]
+__all__ = ["Selection", "parse_table", "parse_where", "apply_selection", "json_path", "EVENT_TYPES"]
 
 EVENT_TYPES = ("INSERT", "UPDATE", "DELETE")
-_SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
 
 def parse_table(text: str, flag: str = "--table") -> tuple[str, str]:
@@ -64,14 +63,16 @@ class Selection:
         return ([self.changed] if self.changed else []) + [c for c, _ in self.where]
 
 
-def _json_path(column: str) -> str:
-    if _SIMPLE.match(column):
+def json_path(column: str) -> str:
+    # Dot notation takes any name without '.', '[' or quotes (Sail and JVM Spark alike);
+    # bracket notation, for the rest, only on engines that know it.
+    if not any(ch in column for ch in ".[]'\"") and column.strip() == column:
         return f"$.{column}"
     return "$['" + column.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
 
 def _image_value(image: str, column: str) -> str:
-    return f"get_json_object({image}, {sql_string(_json_path(column))})"
+    return f"get_json_object({image}, {sql_string(json_path(column))})"
 
 
 def apply_selection(df, sel: Selection):
