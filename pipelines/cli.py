@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--export", help="also write the snapshot to this JSON file")
     g.add_argument("--import", dest="import_path", help="store a snapshot from a JSON file")
+    from pipelines.history.command import add_data_argument, add_history_parsers
+    add_data_argument(p)
 
     p = sub.add_parser("quality", help="run the data-quality rules (conf/quality.toml)")
     p.add_argument("--window", default=None,
@@ -86,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.stream.command import add_stream_parser
 
     add_stream_parser(sub)
+    add_history_parsers(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -220,6 +223,9 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
     from pipelines.silver.snapshot_job import print_summary, run_snapshot
 
+    if getattr(args, "data", False):
+        from pipelines.history.command import cmd_data_snapshot
+        return cmd_data_snapshot(args, cfg)
     snap, checks = run_snapshot(get_spark(cfg.engine), cfg, source_dsn=args.source_dsn,
                                 schemas=args.schemas, export_path=args.export,
                                 import_path=args.import_path)
@@ -280,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(args)
-        return _COMMANDS[args.command](args, cfg)
+        return _COMMANDS.get(args.command, getattr(args, "handler", None))(args, cfg)
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -289,6 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
+        from pipelines.history.command import engine_message
+        message = engine_message(exc)
+        if message is None:
+            raise
+        print(f"binlake: error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
