@@ -260,6 +260,16 @@ def test_query_errors_are_one_line(history, capsys) -> None:
         (["query", "--table", "shop.orders", "--changed", "nope"], "unknown column 'nope'", 2),
         (["query", "--table", "shop.orders", "--since", "yesterday"], "--since 'yesterday'", 2),
         (["sql", "SELEC 1"], "bad SQL", 1),
+        (["sql", "SELECT nope FROM silver_binlog_events"], "bad SQL", 1),
+        (["flashback", "--table", "shop.nope", "--dry-run"], "unknown table", 2),
+        (["flashback", "--dry-run"], "flashback needs a selection", 2),
+        (["reconstruct", "--table", "shop.nope", "--pos", "mariadb-bin.000001:4"],
+         "unknown table", 2),
+        (["reconstruct", "--table", "shop.orders", "--pos", "mariadb-bin:4"], "--pos", 2),
+        (["reconstruct", "--table", "shop.orders", "--gtid", "0-1-999999"],
+         "no event of that transaction", 2),
+        (["reconstruct", "--table", "shop.orders", "--pos", "mariadb-bin.000001:4"],
+         "before the history of shop.orders starts", 2),
     ]
     for argv, text, code in cases:
         assert main(["--lake", root, *argv]) == code, argv
