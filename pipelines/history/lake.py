@@ -73,8 +73,9 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
     return out
 
 
-def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str]]:
-    """(position key, 'CREATE'|'DROP'|'OTHER') of the DDL touching the table, in order."""
+def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:
+    """(position key, 'CREATE'|'DROP'|'OTHER', 'file:pos') of the DDL touching the table,
+    in binlog order."""
     import re
 
     from pipelines.silver.ddl import DROP_DATABASE, tables_touched
@@ -89,10 +90,11 @@ def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, s
             q = re.sub(r"^\s*(/\*.*?\*/\s*)*", "", r["query"] or "", flags=re.S).upper()
             kind = ("CREATE" if q.startswith("CREATE") else
                     "DROP" if q.startswith("DROP") else "OTHER")
-            out.append((position_key(r["binlog_file"], r["start_pos"]), kind))
+            out.append((position_key(r["binlog_file"], r["start_pos"]), kind,
+                        f"{r['binlog_file']}:{r['start_pos']}"))
     return sorted(out)
 
 
 def starts_at_creation(spark, cfg: Config, schema: str, table: str) -> bool:
     """True when bronze holds the table's CREATE TABLE (silver then has all its rows)."""
-    return any(kind == "CREATE" for _, kind in ddl_events(spark, cfg, schema, table))
+    return any(kind == "CREATE" for _, kind, _ in ddl_events(spark, cfg, schema, table))

@@ -88,31 +88,27 @@ class Reconstruction:
     start: str  # where the history used starts
 
 
-def _where_key(k: int) -> str:
-    return f"{k >> 32}:{k & 0xFFFFFFFF}"
-
-
 def _history_start(spark, cfg: Config, schema: str, table: str, point: Point
                    ) -> tuple[int, dict[str, Any] | None, str]:
     """(start key, baseline or None, description); :class:`HistoryStartError` if none."""
     from pipelines.silver.data_snapshot import load_baselines
 
     ddl = lake.ddl_events(spark, cfg, schema, table)
-    created = [k for k, kind in ddl if kind == "CREATE" and k < point.cutoff]
-    dropped = [k for k, kind in ddl if kind == "DROP" and k < point.cutoff]
+    created = [(k, where) for k, kind, where in ddl if kind == "CREATE" and k < point.cutoff]
+    dropped = [(k, where) for k, kind, where in ddl if kind == "DROP" and k < point.cutoff]
     baselines = [b for b in load_baselines(spark, cfg, schema, table)
                  if b["seq"] is not None and b["seq"] <= point.cutoff
                  and (point.at is None or b["snapshot_time"] <= point.at)]
-    start_c = created[-1] if created else None
+    start_c = created[-1][0] if created else None
     base = baselines[-1] if baselines else None
-    if dropped and dropped[-1] > max(start_c or -1, (base or {}).get("seq") or -1):
+    if dropped and dropped[-1][0] > max(start_c or -1, (base or {}).get("seq") or -1):
         raise ConfigError(f"{schema}.{table} did not exist at {point.text}: dropped at "
-                          f"binlog file #{_where_key(dropped[-1])}")
+                          f"{dropped[-1][1]}")
     if base is not None and (start_c is None or base["seq"] > start_c):
         return base["seq"], base, (f"baseline {base['snapshot_id']} at "
                                    f"{base['binlog_file']}:{base['binlog_pos']}")
     if start_c is not None:
-        return start_c, None, f"CREATE TABLE at file #{_where_key(start_c)}"
+        return start_c, None, f"CREATE TABLE at {created[-1][1]}"
     raise HistoryStartError(_start_message(spark, cfg, schema, table, point, ddl))
 
 
@@ -124,14 +120,14 @@ def _start_message(spark, cfg: Config, schema: str, table: str, point: Point, dd
              .orderBy("seq").select("binlog_file", "start_pos", "event_timestamp").limit(1)
              .collect())
     later = [b for b in load_baselines(spark, cfg, schema, table) if b["seq"] is not None]
-    created = [k for k, kind in ddl if kind == "CREATE"]
+    created = [where for _, kind, where in ddl if kind == "CREATE"]
     where = []
     if later:
         b = later[0]
         where.append(f"its first baseline is {b['snapshot_id']} at {b['binlog_file']}:"
                      f"{b['binlog_pos']} ({b['snapshot_time']} UTC)")
     if created:
-        where.append(f"its CREATE TABLE is at file #{_where_key(created[0])}")
+        where.append(f"its CREATE TABLE is at {created[-1]}")
     if first:
         r = first[0]
         where.append(f"silver's first change of it is at {r['binlog_file']}:{r['start_pos']} "
