@@ -10,6 +10,7 @@ moment with the columns the table had then; never our decoder.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -251,6 +252,18 @@ def test_query_one_keys_history(spark, history, capsys) -> None:
     assert main(["--lake", cfg.lake.root, "query", "--table", "shop.orders", "--limit", "2",
                  "--format", "jsonl"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+    # --gtid: exactly the changes of that transaction (the 200-order one), any table.
+    gtid = changes[0]["gtid"]
+    assert main(["--lake", cfg.lake.root, "query", "--schema", "shop", "--gtid", gtid,
+                 "--format", "jsonl"]) == 0
+    txn = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(txn) == 200 and {c["gtid"] for c in txn} == {gtid}
+    # --until with an offset: the same instant written in UTC+02:00.
+    until = history["moments"]["early"]["at"].replace(microsecond=0) + dt.timedelta(hours=2)
+    assert main(["--lake", cfg.lake.root, "query", "--table", "shop.orders", "--pk", "3",
+                 "--until", until.isoformat() + "+02:00", "--format", "jsonl"]) == 0
+    early = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert 0 < len(early) < len(changes) and early == changes[:len(early)]
 
 
 def test_query_errors_are_one_line(history, capsys) -> None:
