@@ -228,6 +228,7 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.lake import BASELINE_ROWS, Lake
     from pipelines.session import get_spark
     from pipelines.silver.data_snapshot import take_data_snapshot
 
@@ -243,7 +244,7 @@ def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     s = res.snapshot
     print(f"snapshot --data: {s.snapshot_id} at {s.binlog_file}:{s.binlog_pos} "
           f"(gtid {s.gtid_executed}): {sum(res.rows.values())} row(s) of {len(res.rows)} "
-          f"table(s) -> {cfg.table_path('silver', 'baseline_rows')}")
+          f"table(s) -> {Lake.of(cfg).where(BASELINE_ROWS)}")
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string, table_exists
+from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.silver.naming import NamingPlan, TableSpec
 from pipelines.silver.transform import _table_map
@@ -23,18 +23,23 @@ TM_COLUMNS = ["column_types", "column_meta", "column_names", "column_unsigned",
 
 
 def silver(spark, cfg: Config):
-    path = cfg.table_path("silver", "binlog_events")
-    if not table_exists(spark, path):
-        raise ConfigError(f"no silver table at {path}: index binlogs first "
+    """Silver's row changes; :class:`ConfigError` when the lake has none yet."""
+    from pipelines.lake import SILVER_EVENTS, Lake
+
+    lk = Lake.of(cfg)
+    if not lk.exists(spark, SILVER_EVENTS):
+        raise ConfigError(f"no silver table at {lk.where(SILVER_EVENTS)}: index binlogs first "
                           "(binlake index --binlog-dir DIR --all)")
-    return spark.read.format("delta").load(path)
+    return lk.read(spark, SILVER_EVENTS)
 
 
 def bronze(spark, cfg: Config):
-    path = cfg.table_path("bronze", "binlog_events")
-    if not table_exists(spark, path):
-        raise ConfigError(f"no bronze table at {path}: index binlogs first")
-    return spark.read.format("delta").load(path)
+    from pipelines.lake import BRONZE_EVENTS, Lake
+
+    lk = Lake.of(cfg)
+    if not lk.exists(spark, BRONZE_EVENTS):
+        raise ConfigError(f"no bronze table at {lk.where(BRONZE_EVENTS)}: index binlogs first")
+    return lk.read(spark, BRONZE_EVENTS)
 
 
 def naming_plan(spark, cfg: Config) -> NamingPlan:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string, table_exists
+from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history import lake
 from pipelines.history.images import pk_values_of, raw_values
@@ -226,9 +226,11 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
         changes = changes.where(f"pk_hash = '{hashlib.sha256(pk.encode()).hexdigest()}'")
     changes = changes.select("seq", "row_before", "row_after")
     if base is not None:
-        path = cfg.table_path("silver", "baseline_rows")
-        if table_exists(spark, path):
-            rows = (spark.read.format("delta").load(path)
+        from pipelines.lake import BASELINE_ROWS, Lake
+
+        lk = Lake.of(cfg)
+        if lk.exists(spark, BASELINE_ROWS):
+            rows = (lk.read(spark, BASELINE_ROWS)
                     .where(f"snapshot_id = {sql_string(base['snapshot_id'])} AND schema_name = "
                            f"{sql_string(schema)} AND table_name = {sql_string(table)}"))
             if pk is not None:
