@@ -103,3 +103,19 @@ def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, s
 def starts_at_creation(spark, cfg: Config, schema: str, table: str) -> bool:
     """True when bronze holds the table's CREATE TABLE (silver then has all its rows)."""
     return any(kind == "CREATE" for _, kind, _ in ddl_events(spark, cfg, schema, table))
+
+
+def quarantined(spark, cfg: Config, schema: str, table: str, start: int = -1,
+                end: int = (1 << 63) - 1) -> list[dict]:
+    """The table's quarantined changes with start <= position < end (silver lacks them)."""
+    from pipelines.lake import SILVER_QUARANTINE, Lake
+    from pipelines.silver.naming import position_key
+
+    lk = Lake.of(cfg)
+    if not lk.exists(spark, SILVER_QUARANTINE):
+        return []
+    rows = (lk.read(spark, SILVER_QUARANTINE)
+            .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
+            .select("binlog_file", "start_pos", "reason").collect())
+    return [r.asDict() for r in rows
+            if start <= position_key(r["binlog_file"], r["start_pos"]) < end]

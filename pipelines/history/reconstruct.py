@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.history import lake
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.naming import TableSpec, position_key
@@ -210,6 +210,13 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 pk: str | None = None) -> Reconstruction:
     """The table's rows at ``point`` (optionally one key); see the module docstring."""
     start, base, start_text = _history_start(spark, cfg, schema, table, point)
+    held = lake.quarantined(spark, cfg, schema, table, start, point.cutoff)
+    if held:
+        q = held[0]
+        raise SchemaMismatchError(
+            f"{schema}.{table}: {len(held)} change(s) before {point.text} are in quarantine, "
+            f"not in silver (first: {q['binlog_file']}:{q['start_pos']}: {q['reason']}); a "
+            "snapshot naming them (binlake snapshot, then binlake silver) releases them")
     spec = _spec_at(spark, cfg, schema, table, start, point.cutoff, base)
     if spec is None:
         raise HistoryStartError(f"{schema}.{table}: no change and no baseline between its "
