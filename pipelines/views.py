@@ -30,6 +30,11 @@ def register_views(spark, cfg: Config) -> list[str]:
     for view, (layer, table) in LAKE_TABLES.items():
         path = cfg.table_path(layer, table)
         if table_exists(spark, path):
-            spark.read.format("delta").load(path).createOrReplaceTempView(view)
+            df = spark.read.format("delta").load(path)
+            if view == "bronze_files":  # append-only: each file's latest row
+                from pipelines.bronze.files import latest_states
+
+                df = latest_states(df)
+            df.createOrReplaceTempView(view)
             names.append(view)
     return names

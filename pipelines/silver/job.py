@@ -18,6 +18,7 @@ from pipelines.bronze.files import load_states
 from pipelines.config import Config
 from pipelines.delta_ops import (current_version, delete_where, rows_written_since, sql_string,
                                  table_exists)
+from pipelines.lease import holds_lease
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
 
@@ -47,6 +48,7 @@ def _in_files(files: list[tuple[str, str]]) -> str:
                        for s, f in files)
 
 
+@holds_lease("silver")
 def run_silver(spark, cfg: Config) -> SilverResult:
     """Bring silver up to date with bronze; see the module docstring."""
     started = time.monotonic()
