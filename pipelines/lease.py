@@ -322,7 +322,11 @@ def holds_lease(stage: str | Callable[[Config], str]):
         @functools.wraps(fn)
         def run(*args, **kwargs):
             cfg = kwargs.get("cfg") or next(a for a in args if isinstance(a, Config))
-            with lake_lease(cfg, stage(cfg) if callable(stage) else stage):
+            name = stage(cfg) if callable(stage) else stage
+            with lake_lease(cfg, name):
+                from pipelines.lake_check import check_tables
+
+                check_tables(cfg, name)  # a damaged table: refuse before writing anything
                 return fn(*args, **kwargs)
 
         return run
@@ -339,6 +343,9 @@ def holds_gold_lock(fn):
         from pipelines.gold.job import resolve_dsn
 
         with gold_lock(cfg, resolve_dsn(cfg, kwargs.get("gold_dsn"))):
+            from pipelines.lake_check import check_tables
+
+            check_tables(cfg, "gold")
             return fn(spark, cfg, *args, **kwargs)
 
     return run

@@ -12,11 +12,22 @@ __all__ = ["collect_status", "render_status"]
 
 
 def collect_status(spark, cfg: Config) -> dict[str, Any]:
-    """A JSON-able summary of the lake."""
+    """A JSON-able summary of the lake; a damaged table shows as a fault, not a crash."""
+    from pipelines.lake_check import lake_faults
+    from pipelines.lease import current_holders
+
+    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [],
+                           "leases": current_holders(cfg), "faults": lake_faults(cfg)}
+    if out["faults"]:
+        return out  # reading a damaged table fails or miscounts: faults and repairs only
+    return _collect(spark, cfg, out)
+
+
+def _collect(spark, cfg: Config, out: dict[str, Any]) -> dict[str, Any]:
     bronze = cfg.table_path("bronze", "binlog_events")
     files = sorted(load_states(spark, cfg.table_path("bronze", "files")).values(),
                    key=lambda s: (s.source_id, s.binlog_file))
-    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [vars(f) for f in files]}
+    out["files"] = [vars(f) for f in files]
     if table_exists(spark, bronze):
         counts = spark.sql(
             "SELECT source_id, count(*) AS row_changes, min(event_timestamp) AS earliest, "
@@ -68,6 +79,13 @@ def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
 
 def render_status(st: dict[str, Any]) -> str:
     lines = [f"lake: {st['lake']}"]
+    lines += [f"lease {x['stage']}: {x['state']} by host {x['host']} pid {x['pid']} "
+              f"({x['command']!r}) since {x['since']}" for x in st.get("leases", [])
+              if x["state"] != "released"]
+    lines += [f"FAULT {f['table']}: {f['problem']}\n      repair: {f['repair']}"
+              for f in st.get("faults", [])]
+    if st.get("faults"):
+        return "\n".join(lines)
     b = st.get("bronze")
     if b:
         lines.append(f"bronze: version {b['version']}")
