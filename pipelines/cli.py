@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.stream.command import add_stream_parser
 
     add_stream_parser(sub)
+    from pipelines.repair import add_repair_parser
+
+    add_repair_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -240,7 +243,8 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "silver": _cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
              "stream": _cmd_stream, "init": _gold_command("init"), "gold": _gold_command("gold"),
              "rotate": _gold_command("rotate"), "vacuum": _gold_command("vacuum"),
-             "status": _cmd_status, "sql": _cmd_sql}
+             "status": _cmd_status, "sql": _cmd_sql,
+             "repair": lambda args, cfg: __import__("pipelines.repair").repair.cmd_repair(args, cfg)}
 
 
 _GLOBAL_WITH_VALUE = ("--lake", "--conf", "--spark-remote", "--engine", "--wait")
