@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from pipelines.config import Config
-from pipelines.errors import ConfigError, LeaseHeldError, LeaseLostError
+from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHeldError,
+                              LeaseLostError)
 
 __all__ = ["Holder", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease", "current_holders",
            "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
@@ -150,10 +151,15 @@ class LocalLeaseStore:
     def _tmp(self, data: bytes) -> str:
         os.makedirs(self.dir, exist_ok=True)
         tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return tmp
 
     def create(self, gen: int, data: bytes) -> bool:
@@ -300,7 +306,12 @@ def lake_lease(cfg: Config, stage: str, command: str | None = None, *,
     lease = Lease(_store(cfg, stage), stage, command or redact_command(),
                   expiry=float(cfg.lease.expiry_seconds), wait=float(cfg.lease.wait_seconds),
                   say=say)
-    holder = lease.acquire()
+    try:
+        holder = lease.acquire()
+    except OSError as exc:
+        full = "the lake's disk is full: " if _disk_full(exc) else ""
+        raise LakeFaultError(f"{stage}: {full}cannot write its lease in {lease.store.dir}: "
+                             f"{exc.strerror or exc}; nothing was written") from None
     _HELD[key] = holder
     try:
         yield holder
@@ -312,6 +323,19 @@ def lake_lease(cfg: Config, stage: str, command: str | None = None, *,
 
 
 _HELD: dict[tuple[str, str], Holder] = {}
+
+
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "ENOSPC", "os error 28")
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """The disk-full line of an error (ours or the engine's wrapped one), else None."""
+    if isinstance(exc, OSError) and exc.errno in (28, 122):
+        return exc.strerror or "no space left"
+    for line in str(exc).splitlines():
+        if any(marker in line for marker in _DISK_FULL):
+            return line.strip()[:300]
+    return None
 
 
 def holds_lease(stage: str | Callable[[Config], str]):
@@ -327,7 +351,18 @@ def holds_lease(stage: str | Callable[[Config], str]):
                 from pipelines.lake_check import check_tables
 
                 check_tables(cfg, name)  # a damaged table: refuse before writing anything
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                except BinlakeError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - engines wrap OSError differently
+                    full = _disk_full(exc)
+                    if full is None:
+                        raise
+                    raise LakeFaultError(
+                        f"{name}: the lake's disk is full ({cfg.lake_root}: {full}); nothing "
+                        f"of this run was committed, its files stay in_progress: free space "
+                        f"and run `binlake {name}` again (docs/repair.md)") from None
 
         return run
 

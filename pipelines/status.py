@@ -28,6 +28,9 @@ def _collect(spark, cfg: Config, out: dict[str, Any]) -> dict[str, Any]:
     files = sorted(load_states(spark, cfg.table_path("bronze", "files")).values(),
                    key=lambda s: (s.source_id, s.binlog_file))
     out["files"] = [vars(f) for f in files]
+    busy = any(x["stage"] == "bronze" and x["state"] == "held" for x in out["leases"])
+    out["interrupted"] = [] if busy else [f"{f.source_id}/{f.binlog_file}" for f in files
+                                          if f.status == "in_progress"]
     if table_exists(spark, bronze):
         counts = spark.sql(
             "SELECT source_id, count(*) AS row_changes, min(event_timestamp) AS earliest, "
@@ -86,6 +89,9 @@ def render_status(st: dict[str, Any]) -> str:
               for f in st.get("faults", [])]
     if st.get("faults"):
         return "\n".join(lines)
+    if st.get("interrupted"):
+        lines.append(f"INTERRUPTED bronze run: {', '.join(st['interrupted'])} in_progress and no "
+                     "bronze run holds the lake; run `binlake bronze` for them again")
     b = st.get("bronze")
     if b:
         lines.append(f"bronze: version {b['version']}")

@@ -24,7 +24,9 @@ __all__ = ["ROOT", "SAMPLES", "SAMPLE_FILES", "KEY", "binlake", "start", "finish
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+    # The test's own Spark Connect session marks the environment; a child picks its engine.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")
+           and k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra or {})
     return env
@@ -32,8 +34,9 @@ def _env(extra: dict[str, str] | None) -> dict[str, str]:
 
 def start(lake: Path, *args: str, env: dict[str, str] | None = None,
           engine: str | None = None) -> subprocess.Popen:
-    """``python -m pipelines.cli --lake LAKE ARGS`` started, not waited for."""
-    cmd = [sys.executable, "-m", "pipelines.cli", "--lake", str(lake)]
+    """``python -m pipelines.cli --lake LAKE --wait 600 ARGS`` started, not waited for (a
+    loaded machine may take long; a ``--wait`` in ARGS wins)."""
+    cmd = [sys.executable, "-m", "pipelines.cli", "--lake", str(lake), "--wait", "600"]
     if engine:
         cmd += ["--engine", engine]
     return subprocess.Popen(cmd + list(args), cwd=lake.parent, env=_env(env), text=True,
