@@ -20,7 +20,8 @@ SAMPLE_FILES = sorted(p.name for p in SAMPLES.glob("mariadb-bin.0*"))
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 
 __all__ = ["ROOT", "SAMPLES", "SAMPLE_FILES", "KEY", "binlake", "start", "finish", "together",
-           "assert_bronze_once", "assert_silver_once", "delta_creates", "wait_for"]
+           "assert_bronze_once", "assert_silver_once", "delta_creates", "wait_for", "stop_server",
+           "start_server_again"]
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
@@ -121,3 +122,20 @@ def delta_creates(table: Path) -> int:
             if "metaData" in action:
                 ids.add(action["metaData"]["id"])
     return len(ids)
+
+
+def stop_server(server) -> None:
+    """Stop a running :class:`MariaDBServer` cleanly, keeping its data dir and port."""
+    import signal
+
+    proc = server._proc
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    server._proc = None
+
+
+def start_server_again(server) -> None:
+    """Start a server stopped by :func:`stop_server` on the same port and data dir."""
+    from tests.support.mariadb import find_mariadbd
+
+    server._spawn(find_mariadbd())
