@@ -104,6 +104,54 @@ def test_vacuum_during_silver_loses_nothing(spark, tmp_path, bronze_lake) -> Non
         assert assert_bronze_once(spark, lake, SAMPLE_FILES) == SAMPLE_ROW_CHANGES
 
 
+# -- the lease protocol itself, in one process ---------------------------------------------
+
+def test_racing_acquirers_exactly_one_wins(tmp_path) -> None:
+    import threading
+
+    from pipelines.errors import LeaseHeldError
+    from pipelines.lease import Lease, LocalLeaseStore
+
+    for _ in range(20):
+        store = LocalLeaseStore(str(tmp_path / uuid.uuid4().hex))
+        gate, won, refused = threading.Barrier(8), [], []
+
+        def contend(i: int) -> None:
+            lease = Lease(store, "silver", f"contender {i}", expiry=30, wait=0,
+                          say=lambda _m: None)
+            gate.wait()
+            try:
+                won.append(lease.acquire())
+            except LeaseHeldError as exc:
+                refused.append(exc)
+
+        threads = [threading.Thread(target=contend, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1 and len(refused) == 7
+        assert all(e.holder.token == won[0].token for e in refused)
+
+
+def test_a_stalled_holder_learns_it_lost_the_lease(tmp_path) -> None:
+    from pipelines.lease import Lease, LocalLeaseStore
+
+    store = LocalLeaseStore(str(tmp_path / "leases"))
+    stalled = Lease(store, "bronze", "stalled", expiry=3, wait=0, say=lambda _m: None)
+    stalled.acquire()
+    stalled._stop.set()  # its heartbeat stops, as in a frozen VM
+    stalled._beat.join()
+    time.sleep(3.2)
+    other = Lease(store, "bronze", "other", expiry=3, wait=0, say=lambda _m: None)
+    assert other.acquire().generation == 2
+    stalled.renew()
+    assert stalled.lost and "taken over" in stalled.lost and "other" in stalled.lost
+    stalled.release()
+    assert store.generations()[-1] == 2 and not other.me.released
+    other.release()
+
+
 # -- a holder that is alive, dead, or on another host ------------------------------------
 
 _HOLD = """
@@ -240,3 +288,46 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path) -> None:
     _ok(res)
     assert assert_silver_once(spark, lake) == SAMPLE_ROW_CHANGES
     assert delta_creates(lake / "silver" / "binlog_events") == 1
+
+
+# -- stream and index on one lake ---------------------------------------------------------
+
+@pytest.mark.mariadb
+def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
+    from pipelines.bronze.files import load_states
+    from pipelines.stream.progress import live_path, read_live
+    from tests.support.lake_runs import finish
+    from tests.support.mariadb import MariaDBServer
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    with MariaDBServer() as server:
+        server.execute("CREATE DATABASE app")
+        server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
+        env = {"BINLAKE_SOURCE_DSN": server.dsn(), "BINLAKE_STREAM_BATCH_INTERVAL_MS": "200",
+               "BINLAKE_STREAM_SILVER_LAG_SECONDS": "1"}
+        stream = start(lake, "stream", "--server-id", "4444", env=env)
+        assert wait_for(lambda: (read_live(live_path(str(lake), "default")) or {}).get("state")
+                        == "running", 600, 0.2)
+        for round_ in range(ROUNDS):
+            for i in range(20):
+                server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
+            index = start(lake, "index", "--binlog-dir", str(SAMPLES), "--all",
+                          "--source", f"samples{round_}")
+            for i in range(20, 40):
+                server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
+            rc, out, err = finish(index)
+            assert rc == 0, out + err
+        time.sleep(3.0)
+        stream.terminate()
+        rc, out, err = finish(stream)
+        assert rc == 0, err[-3000:]
+    _ok([binlake(lake, "silver")])
+    states = load_states(spark, str(lake / "bronze" / "files"))
+    for round_ in range(ROUNDS):
+        mine = {n: st for (s, n), st in states.items() if s == f"samples{round_}"}
+        assert sorted(mine) == SAMPLE_FILES and all(st.status == "completed"
+                                                    for st in mine.values())
+    assert any(s == "default" for s, _ in states), "the stream's files are recorded too"
+    silver = assert_silver_once(spark, lake)
+    assert silver == ROUNDS * (SAMPLE_ROW_CHANGES + 40)
