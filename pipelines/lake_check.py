@@ -23,17 +23,21 @@ from urllib.parse import unquote
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
 
-__all__ = ["LAKE_TABLES", "STAGE_READS", "table_faults", "lake_faults", "check_tables"]
+__all__ = ["STAGE_READS", "table_faults", "lake_faults", "check_tables"]
 
-# Every Delta table of the lake, (layer, name).
-LAKE_TABLES = [("bronze", "binlog_events"), ("bronze", "files"), ("silver", "binlog_events"),
-               ("silver", "quarantine"), ("silver", "progress"), ("silver", "schema_snapshots")]
-# The tables a stage reads or appends to: it refuses to run while one of them is damaged.
-STAGE_READS = {
+# The tables a stage reads or appends to: it refuses to run while one of them is damaged
+# (None: every bronze and silver table of the registry).
+STAGE_READS: dict[str, list[tuple[str, str]] | None] = {
     "bronze": [("bronze", "files"), ("bronze", "binlog_events")],
-    "silver": LAKE_TABLES,
+    "silver": None,
     "gold": [("silver", "binlog_events")],
 }
+
+
+def _tables(layers: tuple[str, ...] = ("bronze", "silver")) -> list[tuple[str, str]]:
+    from pipelines.lake import lake_tables
+
+    return [(t.layer, t.name) for t in lake_tables() if t.layer in layers]
 
 
 def _commits(log_dir: str) -> list[tuple[int, str]]:
@@ -125,16 +129,19 @@ def table_faults(path: str, label: str) -> list[dict[str, Any]]:
 
 
 def lake_faults(cfg: Config, tables: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """Every fault of the lake's tables (``binlake status``)."""
+    """Every fault of the lake's tables (``binlake status``), read at their directories under
+    the lake root (path mode and external catalog tables; managed tables are not checked)."""
     out = []
-    for layer, name in tables or LAKE_TABLES:
+    for layer, name in tables or _tables(("bronze", "silver", "quality")):
         out += table_faults(cfg.table_path(layer, name), f"{layer}/{name}")
     return out
 
 
 def check_tables(cfg: Config, stage: str) -> None:
     """Raise :class:`LakeFaultError` naming every fault of the tables ``stage`` uses."""
-    faults = lake_faults(cfg, STAGE_READS.get(stage, []))
+    if stage not in STAGE_READS:
+        return
+    faults = lake_faults(cfg, STAGE_READS[stage] or _tables())
     if faults:
         raise LakeFaultError(
             f"{stage}: the lake at {cfg.lake_root} is damaged, nothing was written: " + "; ".join(

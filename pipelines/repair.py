@@ -88,17 +88,18 @@ def _fix_tables(cfg: Config, res: RepairResult, stamp: str) -> set[str]:
 def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
     """Step 3: files whose bronze rows are no longer all there are marked ``failed``."""
     from pipelines.bronze.files import load_states, save_states
-    from pipelines.delta_ops import table_exists
+    from pipelines.lake import BRONZE_EVENTS, Lake
 
-    bronze = cfg.table_path("bronze", "binlog_events")
-    states = load_states(spark, cfg.table_path("bronze", "files"))
+    lake = Lake.of(cfg)
+    bronze = lake.ident(BRONZE_EVENTS)
+    states = load_states(spark, lake)
     have: dict[tuple[str, str], tuple[int, int]] = {}
-    if table_exists(spark, bronze):
+    if lake.exists(spark, BRONZE_EVENTS):
         for r in spark.sql(
                 "SELECT source_id, binlog_file, "
                 "sum(CASE WHEN event_type IN ('END', 'ERROR') THEN 1 ELSE 0 END) AS closing, "
                 "sum(CASE WHEN event_type IN ('INSERT', 'UPDATE', 'DELETE') THEN 1 ELSE 0 END) "
-                f"AS changes FROM delta.`{bronze}` GROUP BY source_id, binlog_file").collect():
+                f"AS changes FROM {bronze} GROUP BY source_id, binlog_file").collect():
             have[(r[0], r[1])] = (int(r[2]), int(r[3]))
     lost = []
     for key, st in states.items():
@@ -111,7 +112,7 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
                         f"{'' if closing else ' and no closing row'}; re-index this file")
             lost.append(st)
             res.reindex.setdefault(os.path.dirname(st.path), []).append(st.binlog_file)
-    save_states(spark, cfg.table_path("bronze", "files"), lost)
+    save_states(spark, lake, lost)
     for st in lost:
         res.actions.append(f"bronze/files: {st.source_id}/{st.binlog_file}: {st.error}")
 

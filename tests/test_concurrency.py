@@ -323,7 +323,9 @@ def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
         rc, out, err = finish(stream)
         assert rc == 0, err[-3000:]
     _ok([binlake(lake, "silver")])
-    states = load_states(spark, str(lake / "bronze" / "files"))
+    from pipelines.lake import Lake
+
+    states = load_states(spark, Lake(str(lake)))
     for round_ in range(ROUNDS):
         mine = {n: st for (s, n), st in states.items() if s == f"samples{round_}"}
         assert sorted(mine) == SAMPLE_FILES and all(st.status == "completed"

@@ -20,8 +20,8 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
-from pipelines.delta_ops import table_exists
 from pipelines.errors import ConfigError
+from pipelines.lake import BRONZE_FILES, Lake
 
 __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "save_states",
            "latest_states"]
@@ -29,9 +29,7 @@ __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "
 DROPPED = "dropped"
 
 _NUMBERED = re.compile(r"\.(\d{6})$")  # MySQL/MariaDB binlogs: base.NNNNNN
-FILES_DDL = ("source_id string, binlog_file string, path string, size bigint, status string, "
-             "events bigint, row_changes bigint, last_pos bigint, error string, "
-             "updated_at timestamp")
+FILES_DDL = BRONZE_FILES.ddl()
 
 
 @dataclass
@@ -68,12 +66,12 @@ def select_files(binlog_dir: str, *, all_files: bool = False,
     return out
 
 
-def load_states(spark, path: str) -> dict[tuple[str, str], FileState]:
+def load_states(spark, lake: Lake) -> dict[tuple[str, str], FileState]:
     """Every file's latest recorded state, keyed by (source_id, binlog_file)."""
-    if not table_exists(spark, path):
+    if not lake.exists(spark, BRONZE_FILES):
         return {}
     out: dict[tuple[str, str], FileState] = {}
-    for r in spark.read.format("delta").load(path).collect():
+    for r in lake.read(spark, BRONZE_FILES).collect():
         st = FileState(**r.asDict())
         key = (st.source_id, st.binlog_file)
         old = out.get(key)
@@ -92,7 +90,7 @@ def latest_states(df):
             .where(F.col("status") != DROPPED))
 
 
-def save_states(spark, path: str, states) -> None:
+def save_states(spark, lake: Lake, states) -> None:
     """Append the given files' states (an iterable of :class:`FileState`, or a dict of them)
     in one commit; files not given keep their latest row."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -103,4 +101,4 @@ def save_states(spark, path: str, states) -> None:
             st.updated_at = now
         rows.append(tuple(asdict(st).values()))
     if rows:
-        spark.createDataFrame(rows, FILES_DDL).write.format("delta").mode("append").save(path)
+        lake.append(spark.createDataFrame(rows, FILES_DDL), BRONZE_FILES)

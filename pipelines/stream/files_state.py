@@ -12,6 +12,7 @@ re-derives its entries.
 from __future__ import annotations
 
 from pipelines.bronze.files import DROPPED, FileState, load_states, save_states
+from pipelines.lake import Lake
 
 __all__ = ["StreamFiles", "STREAMING"]
 
@@ -19,15 +20,15 @@ STREAMING = "streaming"
 
 
 class StreamFiles:
-    def __init__(self, spark, path: str, source_id: str, origin: str) -> None:
+    def __init__(self, spark, lake: Lake, source_id: str, origin: str) -> None:
         self.spark = spark
-        self.path = path
+        self.lake = lake
         self.source_id = source_id
         self.origin = origin  # e.g. stream://127.0.0.1:3306 (path column)
         self.mine: dict[str, FileState] = {}
 
     def states(self) -> dict[tuple[str, str], FileState]:
-        return load_states(self.spark, self.path)
+        return load_states(self.spark, self.lake)
 
     def _entry(self, name: str) -> FileState:
         st = self.mine.get(name)
@@ -50,9 +51,9 @@ class StreamFiles:
         """Drop entries (files the stream takes over from scratch) at the next save."""
         gone = [FileState(self.source_id, k[1], st.path, st.size, DROPPED)
                 for k, st in self.states().items() if k[0] == self.source_id and k[1] in names]
-        save_states(self.spark, self.path, gone)
+        save_states(self.spark, self.lake, gone)
 
     def save(self) -> None:
         """Append this stream's entries to the table (one commit; ``bronze/files.py``)."""
-        save_states(self.spark, self.path,
+        save_states(self.spark, self.lake,
                     [st for st in self.mine.values() if st.updated_at is None])

@@ -81,12 +81,13 @@ def _rows(spark, path: Path, cols: Sequence[str], where: str | None = None) -> l
 def assert_bronze_once(spark, lake: Path, files: Sequence[str]) -> int:
     """No bronze key twice; every file ``completed`` with the row changes bronze holds."""
     from pipelines.bronze.files import load_states
+    from pipelines.lake import Lake
 
     keys = _rows(spark, lake / "bronze" / "binlog_events", KEY)
     assert len(keys) == len(set(keys)), "a bronze key appears twice"
     changes = _rows(spark, lake / "bronze" / "binlog_events", ["binlog_file"],
                     "event_type IN ('INSERT', 'UPDATE', 'DELETE')")
-    states = load_states(spark, str(lake / "bronze" / "files"))
+    states = load_states(spark, Lake(str(lake)))
     assert sorted(n for _, n in states) == sorted(files)
     for (_, name), st in states.items():
         assert st.status == "completed", (name, st)
