@@ -258,8 +258,7 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "silver": _cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
              "stream": _cmd_stream, "init": _gold_command("init"), "gold": _gold_command("gold"),
              "rotate": _gold_command("rotate"), "vacuum": _gold_command("vacuum"),
-             "status": _cmd_status, "sql": _cmd_sql,
-             "repair": lambda args, cfg: __import__("pipelines.repair").repair.cmd_repair(args, cfg)}
+             "status": _cmd_status, "sql": _cmd_sql}
 
 
 _GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait")

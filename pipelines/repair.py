@@ -139,8 +139,10 @@ def run_repair(spark, cfg: Config) -> RepairResult:
 
 def add_repair_parser(sub) -> argparse.ArgumentParser:
     """Add ``binlake repair`` to ``binlake``'s sub-parsers."""
-    return sub.add_parser("repair", help="set damaged table files aside so re-runs restore "
-                                         "exactly once (docs/repair.md)")
+    p = sub.add_parser("repair", help="set damaged table files aside so re-runs restore "
+                                      "exactly once (docs/repair.md)")
+    p.set_defaults(handler=cmd_repair)
+    return p
 
 
 def cmd_repair(args: argparse.Namespace, cfg: Config) -> int:
