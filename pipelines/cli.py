@@ -18,7 +18,7 @@ import sys
 from typing import Sequence
 
 from pipelines.config import Config, load_config
-from pipelines.errors import BinlakeError, ConfigError
+from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
 
 __all__ = ["main", "build_parser", "stage_main"]
 
@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
                     help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("--wait", type=int, metavar="SECONDS",
+                    help="wait this long for another writer of the stage (default 60), then exit 75")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--export", help="also write the snapshot to this JSON file")
     g.add_argument("--import", dest="import_path", help="store a snapshot from a JSON file")
+    from pipelines.history.command import add_data_argument, add_history_parsers
+    add_data_argument(p)
 
     p = sub.add_parser("quality", help="run the data-quality rules (conf/quality.toml)")
     p.add_argument("--window", default=None,
@@ -86,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.stream.command import add_stream_parser
 
     add_stream_parser(sub)
+    add_history_parsers(sub)
+    from pipelines.repair import add_repair_parser
+
+    add_repair_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -104,6 +112,7 @@ def _config(args: argparse.Namespace) -> Config:
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
+        "lease.wait_seconds": args.wait,
     })
 
 
@@ -220,6 +229,9 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
     from pipelines.silver.snapshot_job import print_summary, run_snapshot
 
+    if getattr(args, "data", False):
+        from pipelines.history.command import cmd_data_snapshot
+        return cmd_data_snapshot(args, cfg)
     snap, checks = run_snapshot(get_spark(cfg.engine), cfg, source_dsn=args.source_dsn,
                                 schemas=args.schemas, export_path=args.export,
                                 import_path=args.import_path)
@@ -249,7 +261,7 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
@@ -280,15 +292,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(args)
-        return _COMMANDS[args.command](args, cfg)
+        return _COMMANDS.get(args.command, getattr(args, "handler", None))(args, cfg)
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
         return 2
+    except LeaseHeldError as exc:
+        print(f"binlake: busy: {exc}", file=sys.stderr)
+        return 75  # EX_TEMPFAIL (docs/concurrency.md)
     except BinlakeError as exc:
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
+        from pipelines.history.command import engine_message
+        message = engine_message(exc)
+        if message is None:
+            raise
+        print(f"binlake: error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ __all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "table_
            "parse_catalog", "tables_markdown",
            "BRONZE_EVENTS", "BRONZE_FILES", "SILVER_EVENTS", "SILVER_QUARANTINE",
            "SILVER_PROGRESS", "SCHEMA_SNAPSHOTS", "FK_CONSTRAINTS", "SOURCE_CHECKS",
+           "BASELINE_ROWS", "BASELINES",
            "QUALITY_RESULTS", "QUALITY_FAILURES"]
 
 
@@ -382,6 +383,17 @@ SOURCE_CHECKS = register(
     "silver", "source_checks",
     "snapshot_id string, source_id string, level string, name string, detail string",
     description="The source checks each snapshot ran.", aliases=("source_checks",))
+BASELINE_ROWS = register(
+    "silver", "baseline_rows",
+    "snapshot_id string, source_id string, schema_name string, table_name string, "
+    "pk_values string, pk_hash string, row_image string",
+    description="`snapshot --data` rows in silver's JSON form (docs/history.md).")
+BASELINES = register(
+    "silver", "baselines",
+    "snapshot_id string, snapshot_time timestamp, source_id string, binlog_file string, "
+    "binlog_pos bigint, gtid_executed string, seq bigint, schema_name string, "
+    "table_name string, row_count bigint",
+    description="Complete `snapshot --data` baselines per table, with their coordinates.")
 
 # quality: pipelines/quality/job.py
 QUALITY_RESULTS = register(
