@@ -375,7 +375,7 @@ def holds_gold_lock(fn):
 
     @functools.wraps(fn)
     def run(spark, cfg: Config, *args, **kwargs):
-        from pipelines.gold.job import resolve_dsn
+        from pipelines.gold.client import resolve_dsn
 
         with gold_lock(cfg, resolve_dsn(cfg, kwargs.get("gold_dsn"))):
             from pipelines.lake_check import check_tables

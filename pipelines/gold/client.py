@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.config import Dsn
-from pipelines.errors import SourceError
+from pipelines.config import Config, Dsn
+from pipelines.errors import ConfigError, SourceError
 
-__all__ = ["DEFAULT_DATABASE", "connect", "quote_ident", "database_of"]
+__all__ = ["DEFAULT_DATABASE", "connect", "quote_ident", "database_of", "resolve_dsn"]
 
 DEFAULT_DATABASE = "binlake"
 SESSION_SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION"
@@ -22,6 +22,15 @@ SESSION_SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION"
 def quote_ident(name: str) -> str:
     """A MySQL identifier in backquotes (backquotes inside doubled)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def resolve_dsn(cfg: Config, gold_dsn: str | None = None) -> Dsn:
+    """The gold DSN from the argument, else ``gold.dsn``; ConfigError when neither is set."""
+    url = gold_dsn or cfg.gold.dsn
+    if not url:
+        raise ConfigError("gold.dsn: no gold database (give --gold-dsn mysql://user:pw@host:port/db, "
+                          "BINLAKE_GOLD_DSN or [gold] dsn)")
+    return Dsn.parse(url, setting="--gold-dsn" if gold_dsn else "gold.dsn")
 
 
 def database_of(dsn: Dsn) -> str:

@@ -24,7 +24,7 @@ from pipelines.delta_ops import (current_version, files_added, set_retention, ta
                                  vacuum_table)
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
-from pipelines.gold.client import connect, database_of, quote_ident
+from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.lease import holds_gold_lock, holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
@@ -39,15 +39,6 @@ log = logging.getLogger(__name__)
 # The lake's Delta tables that `binlake vacuum` keeps within the configured retention: all.
 LAKE_TABLES = [(t.layer, t.name) for t in lake_tables()]
 _EPOCH = dt.datetime(1970, 1, 1)
-
-
-def resolve_dsn(cfg: Config, gold_dsn: str | None = None) -> Dsn:
-    """The gold DSN from the argument, else ``gold.dsn``; ConfigError when neither is set."""
-    url = gold_dsn or cfg.gold.dsn
-    if not url:
-        raise ConfigError("gold.dsn: no gold database (give --gold-dsn mysql://user:pw@host:port/db, "
-                          "BINLAKE_GOLD_DSN or [gold] dsn)")
-    return Dsn.parse(url, setting="--gold-dsn" if gold_dsn else "gold.dsn")
 
 
 def _url(dsn: Dsn) -> str:
