@@ -1,0 +1,250 @@
+"""Compact the lake's small files and cluster silver so one key's history reads few files.
+
+A stream commits a micro-batch every second or so and every small binlog adds a file per
+partition: after a while a partition holds hundreds of small files and a query opens each.
+:func:`optimize_lake` rewrites, per lake table, the partitions that changed since the table's
+last OPTIMIZE into files of about ``target_mb`` with row groups of ``row_group_rows`` rows:
+
+- silver (``silver/binlog_events``) is Z-ordered by ``(schema_name, table_name, pk_hash)``, so
+  a key lookup (``WHERE schema_name = … AND table_name = … AND pk_hash = …``) is answered from
+  the few files and row groups whose min/max statistics can hold the key — the engine skips the
+  rest from the Delta log's file statistics and the Parquet row-group statistics;
+- every other table is compacted (bin-packing, no reordering).
+
+Only data files are rewritten, in one ``OPTIMIZE`` commit per table with ``dataChange=false``:
+rows, keys and ``seq`` are identical before and after, earlier versions stay readable
+(``VERSION AS OF``) until VACUUM removes the replaced files, and the stages' exactly-once
+bookkeeping (bronze partitions, silver's anti-join on the bronze key, gold's silver
+watermark) reads rows, not files. A second run finds no partition changed and commits nothing.
+
+Engines: delta-spark and Databricks run Delta's own ``OPTIMIZE … ZORDER BY`` SQL; Sail 0.7 has
+no OPTIMIZE, so there delta-rs (``DeltaTable.optimize``) rewrites the same files
+(:func:`engine_optimizes`). Raises :class:`EngineError` when neither can.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from pipelines.config import Config
+from pipelines.delta_ops import current_version, files_added, sql_string
+from pipelines.errors import ConfigError, EngineError
+
+__all__ = ["CLUSTER_BY", "OPTIMIZED_TABLES", "TableOptimized", "optimize_lake", "optimize_table",
+           "engine_optimizes", "changed_partitions"]
+
+log = logging.getLogger(__name__)
+
+# (layer, table) of every lake table optimize looks at, and the columns it clusters by.
+CLUSTER_BY: dict[tuple[str, str], tuple[str, ...]] = {
+    ("silver", "binlog_events"): ("schema_name", "table_name", "pk_hash"),
+}
+OPTIMIZED_TABLES: list[tuple[str, str]] = [
+    ("bronze", "binlog_events"), ("bronze", "files"), ("silver", "binlog_events"),
+    ("silver", "quarantine"), ("silver", "progress"), ("silver", "schema_snapshots"),
+    ("silver", "fk_constraints"), ("silver", "source_checks"), ("quality", "results"),
+    ("quality", "failures"),
+]
+TARGET_MB = 128
+ROW_GROUP_ROWS = 100_000
+
+
+@dataclass
+class TableOptimized:
+    """What :func:`optimize_table` did to one table."""
+
+    table: str
+    path: str
+    how: str  # "z-order" | "compact" | "unchanged" (nothing to do: no commit)
+    via: str  # "delta-rs" | "sql" | "-"
+    files_before: int = 0
+    files_after: int = 0
+    partitions: int = 0  # partitions rewritten
+    version_before: int | None = None
+    version_after: int | None = None
+    seconds: float = 0.0
+
+
+def engine_optimizes(spark) -> bool:
+    """True when the engine runs Delta's ``OPTIMIZE … ZORDER BY`` SQL itself.
+
+    JVM Spark with delta-spark and an active (Databricks, spark-submit) session do; the
+    embedded Sail does not (delta-rs does the work there). A Spark Connect server can be
+    either: it is asked with a harmless statement on a path that cannot hold a table.
+    """
+    from pipelines.session import engine_name
+
+    engine = engine_name()
+    if engine in ("spark", "active"):
+        return True
+    if engine != "connect":
+        return False
+    try:
+        spark.sql("OPTIMIZE delta.`/binlake-optimize-probe-missing`").collect()
+    except Exception as exc:  # noqa: BLE001 - each engine words it differently
+        text = str(exc).lower()
+        # delta-spark parses OPTIMIZE and then complains about the missing table.
+        return "not a delta table" in text or "delta_table_not_found" in text \
+            or "path does not exist" in text or "delta_missing_delta_table" in text
+    return True
+
+
+def _optimize_versions(path: str) -> int | None:
+    """The version of the table's newest OPTIMIZE commit (``None``: never optimized)."""
+    from deltalake import DeltaTable
+
+    for commit in DeltaTable(path).history():
+        if str(commit.get("operation", "")).upper() == "OPTIMIZE":
+            return commit.get("version")
+    return None
+
+
+def _add_actions(dt) -> list[dict]:
+    import pyarrow as pa
+
+    return pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+
+
+def changed_partitions(path: str) -> tuple[list[dict[str, str]] | None, int]:
+    """The partitions (``{column: value}``) holding files added since the last OPTIMIZE, and
+    the table's file count. ``None`` = every partition (never optimized, history gone, or an
+    unpartitioned table with new files); ``[]`` = nothing changed."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    files = _add_actions(dt)
+    version = dt.version()
+    last = _optimize_versions(path)
+    if last is None:
+        return None, len(files)
+    added = files_added(path, last, version)
+    if added is None:
+        return None, len(files)
+    if not added:
+        return [], len(files)
+    columns = dt.metadata().partition_columns
+    if not columns:
+        return None, len(files)
+    added_names = {a.rsplit("/", 1)[-1] for a in added}
+    parts = {tuple((c, f.get(f"partition.{c}")) for c in columns)
+             for f in files if f["path"].rsplit("/", 1)[-1] in added_names}
+    return [dict(p) for p in sorted(parts, key=str)], len(files)
+
+
+def _partition_filters(parts: list[dict[str, str]] | None):
+    """delta-rs partition filters (a conjunction) covering ``parts``: ``col in (…)`` per
+    column. For tables partitioned by more than one column that is a superset (the product of
+    the values), harmless: compaction leaves a partition of one file as it is."""
+    if not parts:
+        return None
+    columns = list(parts[0])
+    return [(c, "in", sorted({str(p[c]) for p in parts})) for c in columns]
+
+
+def _sql_where(parts: list[dict[str, str]] | None) -> str:
+    if not parts:
+        return ""
+    terms = [" AND ".join(f"`{c}` = {sql_string(str(v))}" for c, v in p.items()) for p in parts]
+    return " WHERE " + " OR ".join(f"({t})" for t in terms)
+
+
+def _via_delta_rs(path: str, cluster: tuple[str, ...], parts, target_mb: int,
+                  row_group_rows: int) -> None:
+    from deltalake import DeltaTable, WriterProperties
+
+    props = WriterProperties(max_row_group_size=row_group_rows, compression="ZSTD")
+    opt = DeltaTable(path).optimize
+    kw = dict(partition_filters=_partition_filters(parts), target_size=target_mb << 20,
+              writer_properties=props)
+    if cluster:
+        opt.z_order(list(cluster), **kw)
+    else:
+        opt.compact(**kw)
+
+
+def _via_sql(spark, path: str, cluster: tuple[str, ...], parts, target_mb: int) -> None:
+    spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target_mb << 20))
+    ident = "delta.`" + path.replace("`", "``") + "`"
+    zorder = f" ZORDER BY ({', '.join(f'`{c}`' for c in cluster)})" if cluster else ""
+    spark.sql(f"OPTIMIZE {ident}{_sql_where(parts)}{zorder}").collect()
+
+
+def _file_count(path: str) -> int:
+    from deltalake import DeltaTable
+
+    return len(DeltaTable(path).file_uris())
+
+
+def optimize_table(spark, path: str, *, table: str = "", cluster: Iterable[str] = (),
+                   sql: bool = False, target_mb: int = TARGET_MB,
+                   row_group_rows: int = ROW_GROUP_ROWS) -> TableOptimized:
+    """Compact (or Z-order by ``cluster``) the partitions of the Delta table at ``path`` that
+    changed since its last OPTIMIZE; ``sql`` = through the engine's OPTIMIZE statement."""
+    started = time.monotonic()
+    cluster = tuple(cluster)
+    res = TableOptimized(table=table or path, path=path, how="unchanged", via="-",
+                         version_before=current_version(path))
+    parts, res.files_before = changed_partitions(path)
+    res.files_after = res.files_before
+    res.version_after = res.version_before
+    if parts == [] or res.files_before == 0:
+        res.seconds = time.monotonic() - started
+        return res
+    try:
+        if sql:
+            _via_sql(spark, path, cluster, parts, target_mb)
+        else:
+            _via_delta_rs(path, cluster, parts, target_mb, row_group_rows)
+    except Exception as exc:  # noqa: BLE001 - delta-rs and the engines raise many kinds
+        raise EngineError(f"optimize {res.table} ({path}): {exc}") from exc
+    res.version_after = current_version(path)
+    res.files_after = _file_count(path)
+    if res.version_after != res.version_before:
+        res.how = "z-order" if cluster else "compact"
+        res.via = "sql" if sql else "delta-rs"
+        res.partitions = len(parts) if parts is not None else _partition_count(path)
+    res.seconds = time.monotonic() - started
+    return res
+
+
+def _partition_count(path: str) -> int:
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    columns = dt.metadata().partition_columns
+    if not columns:
+        return 1
+    return len({tuple(f.get(f"partition.{c}") for c in columns) for f in _add_actions(dt)})
+
+
+def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
+                  target_mb: int = TARGET_MB,
+                  row_group_rows: int = ROW_GROUP_ROWS) -> list[TableOptimized]:
+    """Optimize every existing lake table (or only ``tables``, given as ``layer/name``)."""
+    if target_mb < 1:
+        raise ConfigError("--target-mb: must be at least 1")
+    if row_group_rows < 1000:
+        raise ConfigError("--row-group-rows: must be at least 1000")
+    known = {f"{layer}/{name}": (layer, name) for layer, name in OPTIMIZED_TABLES}
+    wanted = list(known) if not tables else list(tables)
+    for name in wanted:
+        if name not in known:
+            raise ConfigError(f"--tables: unknown lake table {name!r} (one of {', '.join(known)})")
+    sql = None
+    out = []
+    for name in wanted:
+        layer, table = known[name]
+        path = cfg.table_path(layer, table)
+        if current_version(path) is None:
+            continue
+        if sql is None:
+            sql = engine_optimizes(spark)
+        res = optimize_table(spark, path, table=name, cluster=CLUSTER_BY.get((layer, table), ()),
+                             sql=sql, target_mb=target_mb, row_group_rows=row_group_rows)
+        log.info("optimize %s: %s via %s, %d -> %d files", name, res.how, res.via,
+                 res.files_before, res.files_after)
+        out.append(res)
+    return out
