@@ -71,25 +71,27 @@ class TableOptimized:
 def engine_optimizes(spark) -> bool:
     """True when the engine runs Delta's ``OPTIMIZE … ZORDER BY`` SQL itself.
 
-    JVM Spark with delta-spark and an active (Databricks, spark-submit) session do; the
-    embedded Sail does not (delta-rs does the work there). A Spark Connect server can be
-    either: it is asked with a harmless statement on a path that cannot hold a table.
+    A local JVM Spark with delta-spark does; the embedded Sail does not (delta-rs does the work
+    there). Any other session (Databricks, spark-submit, a Spark Connect server, which can be
+    Sail too) is asked with OPTIMIZE on a path that holds no table: delta-spark parses it and
+    reports the missing table, an engine without OPTIMIZE fails to parse it.
     """
     from pipelines.session import engine_name
 
     engine = engine_name()
-    if engine in ("spark", "active"):
-        return True
-    if engine != "connect":
-        return False
+    if engine in ("spark", "sail"):
+        return engine == "spark"
     try:
-        spark.sql("OPTIMIZE delta.`/binlake-optimize-probe-missing`").collect()
+        spark.sql(f"OPTIMIZE delta.`{_PROBE_PATH}`").collect()
     except Exception as exc:  # noqa: BLE001 - each engine words it differently
         text = str(exc).lower()
-        # delta-spark parses OPTIMIZE and then complains about the missing table.
-        return "not a delta table" in text or "delta_table_not_found" in text \
-            or "path does not exist" in text or "delta_missing_delta_table" in text
+        return any(m in text for m in _MISSING_TABLE)
     return True
+
+
+_PROBE_PATH = "/nonexistent/binlake-optimize-probe"
+_MISSING_TABLE = ("not a delta table", "delta_table_not_found", "delta_missing_delta_table",
+                  "path does not exist", "path_not_found", "doesn't exist")
 
 
 def _optimize_versions(path: str) -> int | None:

@@ -48,7 +48,7 @@ def cmd_optimize(args: argparse.Namespace, cfg: Config) -> int:
         return 0
     for t in done:
         if t.how == "unchanged":
-            print(f"optimize: {t.table}: unchanged since the last optimize "
+            print(f"optimize: {t.table}: nothing to rewrite "
                   f"({t.files_before} file(s), version {t.version_before})")
             continue
         print(f"optimize: {t.table}: {t.how} via {t.via}, {t.partitions} partition(s), "
