@@ -282,6 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:  # the core wheel leaves the engine to the platform
+        if (exc.name or "").split(".")[0] not in ("pyspark", "pysail", "delta"):
+            raise
+        print(f"binlake: error: {args.command} needs {exc.name}: run it where Spark is provided "
+              f"(a cluster, spark-submit) or pip install 'binlake[local]'", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
