@@ -20,7 +20,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["SILVER_SCHEMA", "silver_batches", "write_silver", "pk_hash"]
+__all__ = ["SILVER_SCHEMA", "silver_batches", "pk_hash", "table_names"]
 
 SILVER_SCHEMA = pa.schema([
     ("source_id", pa.string()), ("server_id", pa.int64()), ("server_uuid", pa.string()),
@@ -96,15 +96,3 @@ def silver_batches(rows: int, batch_rows: int, *, tables: int = 40, keys: int = 
         }
         yield pa.table(cols, schema=SILVER_SCHEMA)
         done += n
-
-
-def write_silver(path: str, rows: int, batch_rows: int, **kw) -> int:
-    """Write ``rows`` silver rows to a new Delta table at ``path``, one commit per batch;
-    returns the number of commits."""
-    from deltalake import write_deltalake
-
-    commits = 0
-    for table in silver_batches(rows, batch_rows, **kw):
-        write_deltalake(path, table, mode="append", partition_by=["event_date"])
-        commits += 1
-    return commits
