@@ -5,10 +5,11 @@ partition: after a while a partition holds hundreds of small files and a query o
 :func:`optimize_lake` rewrites, per lake table, the partitions that changed since the table's
 last OPTIMIZE into files of about ``target_mb`` with row groups of ``row_group_rows`` rows:
 
-- silver (``silver/binlog_events``) is Z-ordered by ``(schema_name, table_name, pk_hash)``, so
-  a key lookup (``WHERE schema_name = … AND table_name = … AND pk_hash = …``) is answered from
-  the few files and row groups whose min/max statistics can hold the key — the engine skips the
-  rest from the Delta log's file statistics and the Parquet row-group statistics;
+- silver (``silver/binlog_events``) is Z-ordered by ``(schema_name, table_name, pk_hash)`` and
+  written with a bloom filter on ``pk_hash``, so a key lookup (``WHERE schema_name = … AND
+  table_name = … AND pk_hash = …``) reads only the row groups that can hold the key — the
+  engine skips the rest from the Delta log's file statistics, the Parquet row-group statistics
+  and the bloom filters;
 - every other table is compacted (bin-packing, no reordering).
 
 Only data files are rewritten, in one ``OPTIMIZE`` commit per table with ``dataChange=false``:
@@ -33,7 +34,7 @@ from pipelines.config import Config
 from pipelines.delta_ops import current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
 
-__all__ = ["CLUSTER_BY", "OPTIMIZED_TABLES", "TableOptimized", "optimize_lake", "optimize_table",
+__all__ = ["CLUSTER_BY", "BLOOM_COLUMNS", "OPTIMIZED_TABLES", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,11 @@ log = logging.getLogger(__name__)
 CLUSTER_BY: dict[tuple[str, str], tuple[str, ...]] = {
     ("silver", "binlog_events"): ("schema_name", "table_name", "pk_hash"),
 }
+# Columns given a Parquet bloom filter (delta-rs): a key lookup then skips every row group
+# that cannot hold the key, even where min/max statistics overlap.
+BLOOM_COLUMNS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("silver", "binlog_events"): ("pk_hash",),
+}
 OPTIMIZED_TABLES: list[tuple[str, str]] = [
     ("bronze", "binlog_events"), ("bronze", "files"), ("silver", "binlog_events"),
     ("silver", "quarantine"), ("silver", "progress"), ("silver", "schema_snapshots"),
@@ -49,7 +55,9 @@ OPTIMIZED_TABLES: list[tuple[str, str]] = [
     ("quality", "failures"),
 ]
 TARGET_MB = 128
-ROW_GROUP_ROWS = 100_000
+# Rows per Parquet row group, the unit that statistics and bloom filters skip. Smaller groups
+# skip finer; 20k rows of silver are about 3 MB (docs/layout.md has the measurements).
+ROW_GROUP_ROWS = 20_000
 
 
 @dataclass
@@ -154,10 +162,13 @@ def _sql_where(parts: list[dict[str, str]] | None) -> str:
 
 
 def _via_delta_rs(path: str, cluster: tuple[str, ...], parts, target_mb: int,
-                  row_group_rows: int) -> None:
-    from deltalake import DeltaTable, WriterProperties
+                  row_group_rows: int, bloom: tuple[str, ...] = ()) -> None:
+    from deltalake import BloomFilterProperties, ColumnProperties, DeltaTable, WriterProperties
 
-    props = WriterProperties(max_row_group_size=row_group_rows, compression="ZSTD")
+    columns = {c: ColumnProperties(bloom_filter_properties=BloomFilterProperties(
+        True, fpp=0.01, ndv=row_group_rows)) for c in bloom}
+    props = WriterProperties(max_row_group_size=row_group_rows, compression="ZSTD",
+                             column_properties=columns or None)
     opt = DeltaTable(path).optimize
     kw = dict(partition_filters=_partition_filters(parts), target_size=target_mb << 20,
               writer_properties=props)
@@ -181,10 +192,12 @@ def _file_count(path: str) -> int:
 
 
 def optimize_table(spark, path: str, *, table: str = "", cluster: Iterable[str] = (),
-                   sql: bool = False, target_mb: int = TARGET_MB,
+                   bloom: Iterable[str] = (), sql: bool = False, target_mb: int = TARGET_MB,
                    row_group_rows: int = ROW_GROUP_ROWS) -> TableOptimized:
     """Compact (or Z-order by ``cluster``) the partitions of the Delta table at ``path`` that
-    changed since its last OPTIMIZE; ``sql`` = through the engine's OPTIMIZE statement."""
+    changed since its last OPTIMIZE; ``sql`` = through the engine's OPTIMIZE statement (which
+    sizes row groups and bloom filters by its own settings), else delta-rs with row groups of
+    ``row_group_rows`` and bloom filters on the ``bloom`` columns."""
     started = time.monotonic()
     cluster = tuple(cluster)
     res = TableOptimized(table=table or path, path=path, how="unchanged", via="-",
@@ -199,7 +212,7 @@ def optimize_table(spark, path: str, *, table: str = "", cluster: Iterable[str] 
         if sql:
             _via_sql(spark, path, cluster, parts, target_mb)
         else:
-            _via_delta_rs(path, cluster, parts, target_mb, row_group_rows)
+            _via_delta_rs(path, cluster, parts, target_mb, row_group_rows, tuple(bloom))
     except Exception as exc:  # noqa: BLE001 - delta-rs and the engines raise many kinds
         raise EngineError(f"optimize {res.table} ({path}): {exc}") from exc
     res.version_after = current_version(path)
@@ -245,7 +258,8 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
         if sql is None:
             sql = engine_optimizes(spark)
         res = optimize_table(spark, path, table=name, cluster=CLUSTER_BY.get((layer, table), ()),
-                             sql=sql, target_mb=target_mb, row_group_rows=row_group_rows)
+                             bloom=BLOOM_COLUMNS.get((layer, table), ()), sql=sql,
+                             target_mb=target_mb, row_group_rows=row_group_rows)
         log.info("optimize %s: %s via %s, %d -> %d files", name, res.how, res.via,
                  res.files_before, res.files_after)
         out.append(res)

@@ -7,6 +7,7 @@ so every table gets one small file per run, as a stream or many small binlogs le
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -76,6 +77,16 @@ def test_optimize_keeps_rows_time_travel_and_exactly_once(spark, tmp_path: Path,
     assert _bag(_rows(spark, bronze, before[bronze])) == bronze_rows
     keys = _rows(spark, silver).groupBy(*KEY).count()
     assert keys.where("count > 1").count() == 0
+
+    # A key lookup skips by statistics and the pk_hash bloom filter: a key silver does not
+    # hold (between two that it does) reads no row group.
+    row = _rows(spark, silver).where("event_type = 'UPDATE'").first()
+    absent = row["pk_hash"][:-1] + ("0" if row["pk_hash"][-1] != "0" else "1")
+    plan = spark.sql(f"EXPLAIN ANALYZE SELECT * FROM delta.`{silver}` WHERE schema_name = "
+                     f"'{row['schema_name']}' AND table_name = '{row['table_name']}' AND "
+                     f"pk_hash = '{absent}'").collect()[0][0]
+    bloom = re.search(r"row_groups_pruned_bloom_filter=(\d+) total → (\d+) matched", plan)
+    assert bloom and int(bloom.group(1)) >= 1 and bloom.group(2) == "0", plan[-3000:]
 
     # A re-run of the stages after optimize adds nothing; optimize again commits nothing.
     version = DeltaTable(silver).version()
