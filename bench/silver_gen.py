@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["SILVER_SCHEMA", "silver_batches", "pk_hash", "table_names"]
 
@@ -53,7 +53,8 @@ def silver_batches(rows: int, batch_rows: int, *, tables: int = 40, keys: int = 
     rng = np.random.default_rng(seed)
     names = table_names(tables)
     hashes = np.array([pk_hash(str(k)) for k in range(keys)], dtype=object)
-    pk_strings = np.array([str(k) for k in range(keys)], dtype=object)
+    schema_of = np.array([s for s, _ in names], dtype=object)
+    table_of = np.array([t for _, t in names], dtype=object)
     seconds = days * 86400
     done = 0
     while done < rows:
@@ -65,34 +66,43 @@ def silver_batches(rows: int, batch_rows: int, *, tables: int = 40, keys: int = 
         ts_us = (_START.timestamp() + idx * (seconds / rows)) * 1_000_000
         file_no = 1 + idx // 500_000
         pos = 4 + (idx % 500_000) * 200
-        after = [json.dumps({"id": int(k), "qty": int(i % 97), "note": f"n{i}"}) for k, i in
-                 zip(key, idx)]
+        # Strings built column-wise by Arrow kernels: a Python loop per row would make the
+        # generator, not the lake, the slow part.
+        key_s = pc.cast(pa.array(key), pa.string())
+        idx_s = pc.cast(pa.array(idx), pa.string())
+        image = pc.binary_join_element_wise(
+            '{"id":', key_s, ',"qty":', pc.cast(pa.array(idx % 97), pa.string()),
+            ',"note":"n', idx_s, '"}', "")
+        is_insert = pa.array(kind == "INSERT")
+        is_delete = pa.array(kind == "DELETE")
+        null_image = pa.nulls(n, pa.string())
         cols = {
-            "source_id": pa.array(["default"] * n),
+            "source_id": pa.array(np.full(n, "default", dtype=object), pa.string()),
             "server_id": pa.array(np.full(n, 1, dtype=np.int64)),
-            "server_uuid": pa.array(["00000000-0000-0000-0000-000000000001"] * n),
-            "binlog_file": pa.array([f"mysql-bin.{f:06d}" for f in file_no]),
+            "server_uuid": pa.array(np.full(n, "00000000-0000-0000-0000-000000000001",
+                                            dtype=object), pa.string()),
+            "binlog_file": pc.binary_join_element_wise(
+                "mysql-bin.", pc.utf8_lpad(pc.cast(pa.array(file_no), pa.string()), 6, "0"), ""),
             "start_pos": pa.array(pos.astype(np.int64)),
             "end_pos": pa.array((pos + 180).astype(np.int64)),
             "row_in_event": pa.array(np.zeros(n, dtype=np.int32)),
             "seq": pa.array((file_no.astype(np.int64) << 32) | pos.astype(np.int64)),
             "event_timestamp": pa.array(ts_us.astype(np.int64), pa.timestamp("us", tz="UTC")),
             "event_date": pa.array((ts_us // 86_400_000_000).astype(np.int32), pa.date32()),
-            "gtid": pa.array([f"0-1-{i + 1}" for i in idx]),
+            "gtid": pc.binary_join_element_wise("0-1-", pc.cast(pa.array(idx + 1), pa.string()),
+                                                ""),
             "connection_id": pa.array(np.full(n, 9, dtype=np.int64)),
-            "schema_name": pa.array([names[t][0] for t in tab]),
-            "table_name": pa.array([names[t][1] for t in tab]),
-            "event_type": pa.array(kind),
-            "pk_values": pa.array(pk_strings[key]),
-            "pk_hash": pa.array(hashes[key]),
-            "pk_kind": pa.array(["primary"] * n),
-            "changed_columns": pa.array(['["qty","note"]'] * n),
-            "row_before": pa.array([None if k == "INSERT" else a for k, a in zip(kind, after)],
-                                   pa.string()),
-            "row_after": pa.array([None if k == "DELETE" else a for k, a in zip(kind, after)],
-                                  pa.string()),
-            "absent_columns": pa.array([None] * n, pa.string()),
-            "schema_version": pa.array(["v1"] * n),
+            "schema_name": pa.array(schema_of[tab], pa.string()),
+            "table_name": pa.array(table_of[tab], pa.string()),
+            "event_type": pa.array(kind, pa.string()),
+            "pk_values": key_s,
+            "pk_hash": pa.array(hashes[key], pa.string()),
+            "pk_kind": pa.array(np.full(n, "primary", dtype=object), pa.string()),
+            "changed_columns": pa.array(np.full(n, '["qty","note"]', dtype=object), pa.string()),
+            "row_before": pc.if_else(is_insert, null_image, image),
+            "row_after": pc.if_else(is_delete, null_image, image),
+            "absent_columns": null_image,
+            "schema_version": pa.array(np.full(n, "v1", dtype=object), pa.string()),
         }
         yield pa.table(cols, schema=SILVER_SCHEMA)
         done += n
