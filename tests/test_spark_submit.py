@@ -55,7 +55,7 @@ def test_spark_submit_runs_every_stage_on_jvm_spark(tmp_path: Path) -> None:
         env["BINLAKE_GOLD_DSN"] = gold.dsn("binlake_gold")
         proc = subprocess.run(["sh", str(ROOT / "conf" / "spark-submit.sh"), str(lake),
                                str(SAMPLES)], capture_output=True, text=True, env=env,
-                              timeout=1800, cwd=tmp_path)
+                              timeout=3600, cwd=tmp_path)
         out = proc.stdout
         assert proc.returncode == 0, (out[-3000:], proc.stderr[-5000:])
         n, bad = gold.execute("SELECT count(*), sum(pk_hash <> SHA2(pk_values, 256)) "
