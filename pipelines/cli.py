@@ -5,7 +5,8 @@
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
 table), ``snapshot`` (schema snapshot of the source), ``silver`` (name row changes), ``index``
 (every stage, in order), ``init``/``gold``/``rotate``/``vacuum`` (the MySQL gold table),
-``stream`` (follow a live server), ``status``, ``sql``. Each stage is also
+``stream`` (follow a live server), ``status``, ``sql``, ``query``/``reconstruct``/``flashback``
+(the history, docs/history.md). Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
