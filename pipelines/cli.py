@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
         from pipelines.history.command import engine_message
         message = engine_message(exc)
-        if message is None:
+        if message is None or args.verbose:  # -v: the whole traceback
             raise
         print(f"binlake: error: {message}", file=sys.stderr)
         return 1
