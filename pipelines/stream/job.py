@@ -30,7 +30,8 @@ import pyarrow.compute as pc
 from pipelines.bronze import events as ev
 from pipelines.bronze.job import BRONZE_PARTITIONS
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
+from pipelines.mysql_client import Dsn, resolve_dsn
 from pipelines.delta_ops import delete_where, sql_string, table_exists
 from pipelines.errors import ConfigError, DecodeError, EngineError, SourceError
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
@@ -80,7 +81,7 @@ def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
         raise ConfigError("--start-pos needs --start-file")
     if server_id < 1 or server_id > 0xFFFFFFFF:
         raise ConfigError(f"--server-id: expected 1..4294967295, got {server_id}")
-    dsn = Dsn.parse(source_dsn, setting="--source-dsn")
+    dsn = resolve_dsn(source_dsn, cfg.source, section="source", setting="--source-dsn")
     job = StreamJob(spark, cfg, dsn=dsn, server_id=server_id,
                     gold_dsn=gold_dsn or cfg.gold.dsn or None, gap_fill=gap_fill,
                     stop_after=stop_after)
