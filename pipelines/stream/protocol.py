@@ -128,8 +128,10 @@ class ReplicationConnection:
         try:
             self._conn = open_binlog_dump(self.dsn, kwargs,
                                           read_timeout=max(self.read_timeout, 2 * self.heartbeat))
-        except ServerUnreachable as exc:  # down or restarting: retry (TLS/login errors stop)
+        except ServerUnreachable as exc:  # down or restarting: retry
             raise ConnectionLost(str(exc)) from None
+        except SourceError:  # TLS, login: retrying cannot help (an OSError, so caught first)
+            raise
         except pymysql.err.MySQLError as exc:
             raise ConnectionLost(f"{where}: cannot start the binlog dump: "
                                  f"{error_text(exc, self.dsn)}") from None
