@@ -105,8 +105,7 @@ class Committer:
         b = pos.boundary
         if b is None:
             return False
-        if self.pending_gap is not None:
-            rows = [self.pending_gap, *rows]
+        rows = ([self.pending_gap] if self.pending_gap is not None else []) + list(rows)
         if not rows and not pos.moved:
             return False
         if not b.file:
