@@ -93,9 +93,11 @@ class StreamJob:
     def __init__(self, spark, cfg: Config, *, dsn: Dsn, server_id: int,
                  gold_dsn: str | None = None, gap_fill: bool = True,
                  stop_after: float | None = None) -> None:
+        self.spark = spark
         self.cfg = cfg
         self.dsn = dsn
         self.server_id = server_id
+        self.gold_dsn = gold_dsn
         self.gap_fill = gap_fill
         self.stop_after = stop_after
         self.source_id = cfg.source.name
