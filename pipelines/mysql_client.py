@@ -129,7 +129,7 @@ class Dsn:
         out = f"mysql://{auth}@{self.host}:{self.port}/{quote(self.database or '', safe='')}"
         params = {k: v for k, v in (("ssl_mode", self.tls.mode), ("ssl_ca", self.tls.ca),
                                     ("ssl_cert", self.tls.cert), ("ssl_key", self.tls.key)) if v}
-        return out + "?" + urlencode(params)
+        return out + ("?" + urlencode(params) if params else "")
 
     def __str__(self) -> str:
         pw = ":***" if self.password else ""
