@@ -226,9 +226,10 @@ def resolve_dsn(url: str, settings: ServerSettings | None, *, setting: str, sect
 # -- redaction ---------------------------------------------------------------------------
 
 def redact(text: str, *secrets: str) -> str:
-    """``text`` with every secret (and its URL-quoted form) replaced by ``***``."""
+    """``text`` with every secret (and its URL-quoted form) replaced by ``***``; secrets
+    under 4 characters are left alone (masking them would garble every message)."""
     for secret in secrets:
-        if secret:
+        if len(secret) >= 4:
             for form in {secret, quote(secret, safe="")}:
                 text = text.replace(form, "***")
     return text
