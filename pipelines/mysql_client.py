@@ -48,6 +48,7 @@ HEADER_SIZE = EVENT_HEADER.size  # 19
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
 _TLS_KEYS = ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")
 _ACCESS_DENIED = 1045
+_INSECURE_TRANSPORT = 3159  # MySQL: ER_SECURE_TRANSPORT_REQUIRED (MariaDB answers 1045)
 # CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONNECTION_ERROR
 _NETWORK_ERRORS = (2003, 2006, 2013, 2002)
 
@@ -406,6 +407,8 @@ def connect(dsn: Dsn, *, section: str = "source", database: str | None = None,
 def _login_message(dsn: Dsn, section: str, exc: BaseException) -> str:
     text = error_text(exc, dsn)
     args = getattr(exc, "args", ())
+    if args and args[0] == _INSECURE_TRANSPORT:  # MySQL names the cause itself
+        text += f" (set ssl_mode: {section}.ssl_mode / ?ssl_mode=REQUIRED or VERIFY_*)"
     if args and args[0] == _ACCESS_DENIED:
         where = dsn.password_from or "none given"
         text += f" [password from: {where}]"
