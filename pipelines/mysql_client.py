@@ -4,7 +4,8 @@ Every server connection — the source's snapshot and control connections, the s
 replication connection, gold's DDL and export connections — is opened by :func:`connect`
 from a :class:`Dsn`, so TLS, credentials, timeouts and error messages are the same everywhere.
 
-DSN: ``mysql://user[:password]@host[:port]/[db][?ssl_mode=…&ssl_ca=PATH&ssl_cert=PATH&ssl_key=PATH]``.
+DSN: ``mysql://user[:password]@host[:port]/[db]`` with optional query parameters
+``?ssl_mode=…&ssl_ca=PATH&ssl_cert=PATH&ssl_key=PATH``.
 
 TLS (``ssl_mode``, MySQL's client names): ``DISABLED`` plain; ``PREFERRED`` (the default
 without ``ssl_ca``) TLS when the server offers it, certificate not checked; ``REQUIRED`` TLS or

@@ -122,7 +122,8 @@ def check_crc(raw: RawEvent, file: str) -> None:
         # The server sets BINLOG_IN_USE on the FORMAT_DESCRIPTION after computing its CRC
         # (and clears it on close), so the checksum covers the flag cleared.
         flags &= ~LOG_EVENT_BINLOG_IN_USE_F
-    head = EVENT_HEADER.pack(h.timestamp, h.type_code, h.server_id, h.event_length, h.next_pos, flags)
+    head = EVENT_HEADER.pack(h.timestamp, h.type_code, h.server_id, h.event_length, h.next_pos,
+                             flags)
     if not verify_crc32(head, raw.body):
         raise ChecksumError(
             f"CRC32 mismatch (stored {raw.body[-4:].hex()})",
