@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze.job import BRONZE_PARTITIONS
 from pipelines.errors import EngineError
+from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.stream.checkpoint import Checkpoint, checkpoint_batch
 from pipelines.stream.files_state import StreamFiles
 from pipelines.stream.position import StreamPosition, Where
@@ -41,12 +41,12 @@ class Identity:
 
 
 class Committer:
-    """Commits micro-batches of one stream to ``bronze_path`` (module docstring)."""
+    """Commits micro-batches of one stream to the lake's bronze (module docstring)."""
 
-    def __init__(self, spark, bronze_path: str, files: StreamFiles, identity: Identity, *,
+    def __init__(self, spark, lake: Lake, files: StreamFiles, identity: Identity, *,
                  batch_rows: int, batch_interval_ms: int) -> None:
         self.spark = spark
-        self.bronze_path = bronze_path
+        self.lake = lake
         self.files = files
         self.identity = identity
         self.batch_rows = batch_rows
@@ -118,13 +118,12 @@ class Committer:
                                      server_uuid=ident.server_uuid))
         table = pa.Table.from_batches(rows)
         try:
-            (self.spark.createDataFrame(table).write.format("delta").mode("append")
-             .partitionBy(*BRONZE_PARTITIONS).save(self.bronze_path))
+            self.lake.append(self.spark.createDataFrame(table), BRONZE_EVENTS)
         except Exception as exc:  # noqa: BLE001 - engines raise many kinds
             # Nothing of this batch is visible (one commit or none): a restart redoes it.
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise EngineError(f"appending {table.num_rows} rows to {self.bronze_path} failed: "
-                              f"{first}") from exc
+            raise EngineError(f"appending {table.num_rows} rows to "
+                              f"{self.lake.where(BRONZE_EVENTS)} failed: {first}") from exc
         self.pending_gap = None
         pos.committed_boundary()
         self.commits += 1

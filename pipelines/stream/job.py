@@ -33,6 +33,7 @@ from pipelines.bronze import events as ev
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.config import Config
 from pipelines.errors import ConfigError, DecodeError, SourceError
+from pipelines.lake import Lake
 from pipelines.mysql_client import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
 from pipelines.stream.batch import MicroBatch
@@ -103,12 +104,12 @@ class StreamJob:
         self.source_id = cfg.source.name
         self.server_uuid = cfg.source.server_uuid or None
         self.src = SourceServer(dsn)
-        self.files = StreamFiles(spark, cfg.table_path("bronze", "files"), self.source_id,
+        self.lake = Lake.of(cfg)
+        self.files = StreamFiles(spark, self.lake, self.source_id,
                                  f"stream://{dsn.host}:{dsn.port}")
-        bronze = cfg.table_path("bronze", "binlog_events")
-        self.startup = Startup(spark, bronze, self.source_id, self.src, self.files)
+        self.startup = Startup(spark, self.lake, self.source_id, self.src, self.files)
         self.pos = StreamPosition()
-        self.committer = Committer(spark, bronze, self.files,
+        self.committer = Committer(spark, self.lake, self.files,
                                    Identity(self.source_id, self.server_uuid, server_id),
                                    batch_rows=cfg.stream.batch_rows,
                                    batch_interval_ms=cfg.stream.batch_interval_ms)

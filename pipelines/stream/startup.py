@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 
-from pipelines.delta_ops import delete_where, sql_string, table_exists
+from pipelines.delta_ops import sql_string
 from pipelines.errors import SourceError
+from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.stream.checkpoint import Checkpoint, load_latest
 from pipelines.stream.files_state import StreamFiles
 from pipelines.stream.gtid import GtidState
@@ -32,21 +33,21 @@ log = logging.getLogger(__name__)
 
 
 class Startup:
-    """Start-up decisions of one stream over ``bronze_path`` (module docstring)."""
+    """Start-up decisions of one stream over the lake's bronze (module docstring)."""
 
-    def __init__(self, spark, bronze_path: str, source_id: str, src: SourceServer,
+    def __init__(self, spark, lake: Lake, source_id: str, src: SourceServer,
                  files: StreamFiles) -> None:
         self.spark = spark
-        self.bronze_path = bronze_path
+        self.lake = lake
         self.source_id = source_id
         self.src = src
         self.files = files
 
     # -- bronze reads ------------------------------------------------------------------------
     def _bronze(self, where: str):
-        if not table_exists(self.spark, self.bronze_path):
+        if not self.lake.exists(self.spark, BRONZE_EVENTS):
             return None
-        return (self.spark.read.format("delta").load(self.bronze_path)
+        return (self.lake.read(self.spark, BRONZE_EVENTS)
                 .where(f"source_id = {sql_string(self.source_id)}{where}"))
 
     def file_row_changes(self, name: str) -> int:
@@ -73,8 +74,8 @@ class Startup:
             log.warning("stream takes over %s: their bronze rows are replaced by streamed ones",
                         ", ".join(sorted(names)))
             in_list = ", ".join(sql_string(n) for n in sorted(names))
-            delete_where(self.spark, self.bronze_path,
-                         f"source_id = {sql_string(self.source_id)} AND binlog_file IN ({in_list})")
+            self.lake.delete_where(self.spark, BRONZE_EVENTS, f"source_id = "
+                                   f"{sql_string(self.source_id)} AND binlog_file IN ({in_list})")
         self.files.forget(names | {first_file})
 
     # -- where to start ----------------------------------------------------------------------
@@ -101,7 +102,7 @@ class Startup:
              ) -> tuple[StartAt, int, bool]:
         """Set ``pos`` where the run starts; return (what to ask the server for, the last
         CHECKPOINT's sequence number, whether the first ROTATE's file must be taken over)."""
-        ck = None if reset else load_latest(self.spark, self.bronze_path, self.source_id)
+        ck = None if reset else load_latest(self.spark, self.lake, self.source_id)
         if ck is not None:
             pos.resume(events=ck.events, row_changes=ck.row_changes, last_gtid=ck.last_gtid)
             pos.mode = ck.mode
@@ -122,7 +123,7 @@ class Startup:
             return StartAt(ck.file, ck.pos, gtid=gtid), ck.seq, False
         seq = 0
         if reset:
-            old = load_latest(self.spark, self.bronze_path, self.source_id)
+            old = load_latest(self.spark, self.lake, self.source_id)
             seq = old.seq if old is not None else 0
         start = flags or self._default_start()
         pos.mode = start.mode
