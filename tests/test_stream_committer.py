@@ -12,6 +12,7 @@ from pipelines.bronze.files import load_states
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.delta_ops import current_version
 from pipelines.errors import EngineError
+from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import gap_batch, load_gaps, load_latest
 from pipelines.stream.committer import Committer, Identity
@@ -26,8 +27,9 @@ SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "binlogs" / "mariadb-
 
 def _committer(spark, root: Path, *, batch_rows: int = 100,
                interval_ms: int = 1000) -> Committer:
-    files = StreamFiles(spark, str(root / "bronze" / "files"), "s", "stream://h:1")
-    return Committer(spark, str(root / "bronze" / "binlog_events"), files,
+    lake = Lake(str(root))
+    files = StreamFiles(spark, lake, "s", "stream://h:1")
+    return Committer(spark, lake, files,
                      Identity("s", None, 77), batch_rows=batch_rows,
                      batch_interval_ms=interval_ms)
 
@@ -47,7 +49,7 @@ def _position(file: str, pos: int) -> StreamPosition:
 
 
 def test_due_by_size_or_age() -> None:
-    c = Committer(None, "/nowhere", None, Identity("s", None, 1), batch_rows=10,
+    c = Committer(None, Lake("/nowhere"), None, Identity("s", None, 1), batch_rows=10,
                   batch_interval_ms=500)
     t0 = c.last_commit
     assert c.due(10, False, t0)  # full
@@ -61,11 +63,11 @@ def test_a_commit_is_one_version_with_rows_and_checkpoint(spark, tmp_path: Path)
     rows, end = _sample_rows()
     p = _position(SAMPLE.name, end)
     assert c.commit(rows, p) is True
-    path = c.bronze_path
+    path = c.lake.path(BRONZE_EVENTS)
     assert current_version(path) == 0  # created by this one commit
     df = spark.read.format("delta").load(path)
     assert df.count() == sum(b.num_rows for b in rows) + 1
-    ck = load_latest(spark, path, "s")
+    ck = load_latest(spark, c.lake, "s")
     assert (ck.seq, ck.file, ck.pos, ck.gtid, ck.replica_server_id) == (
         1, SAMPLE.name, end, "0-1-5", 77)
     assert not p.moved and p.committed == (SAMPLE.name, end)
@@ -75,7 +77,7 @@ def test_a_commit_is_one_version_with_rows_and_checkpoint(spark, tmp_path: Path)
     p.here.pos += 100
     p.mark()
     assert c.commit([], p) is True and current_version(path) == 1
-    assert load_latest(spark, path, "s").seq == 2
+    assert load_latest(spark, c.lake, "s").seq == 2
 
 
 def test_a_gap_and_a_closed_file_ride_on_commits(spark, tmp_path: Path) -> None:
@@ -86,7 +88,7 @@ def test_a_gap_and_a_closed_file_ride_on_commits(spark, tmp_path: Path) -> None:
                               detail={"reason": "purged"})
     assert c.commit([], p) is True  # not moved, but a gap is pending
     assert c.pending_gap is None
-    assert [g["reason"] for g in load_gaps(spark, c.bronze_path, "s")] == ["purged"]
+    assert [g["reason"] for g in load_gaps(spark, c.lake, "s")] == ["purged"]
     # bin.000006's ROTATE was streamed: its END row is in the batch, the file completes
     mb = MicroBatch(source_id="s", server_uuid=None, batch_rows=10, binlog_file="bin.000006")
     mb.close_file(pos=999, timestamp=1_700_000_000, info={"closed": True})
@@ -95,7 +97,7 @@ def test_a_gap_and_a_closed_file_ride_on_commits(spark, tmp_path: Path) -> None:
     p.here.pos = 120
     p.mark()
     assert c.commit(mb.take(), p) is True
-    states = load_states(spark, c.files.path)
+    states = load_states(spark, c.lake)
     assert states[("s", "bin.000006")].status == "completed"
     assert states[("s", "bin.000006")].last_pos == 999
 
@@ -105,7 +107,7 @@ def test_gtid_mode_before_the_first_file_commits_nothing(spark, tmp_path: Path) 
     p = StreamPosition("gtid")
     p.start(Where("", 4, GtidState.parse("0-1-5", mariadb=True)))
     assert c.commit([], p) is False
-    assert current_version(c.bronze_path) is None
+    assert current_version(c.lake.path(BRONZE_EVENTS)) is None
 
 
 def test_a_failed_append_moves_nothing(spark, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.bronze.reader import BinlogFileReader
+from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.mysql_client import Dsn
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import load_latest
@@ -29,11 +30,11 @@ SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "binlogs" / "mariadb-
 @pytest.fixture
 def lake(spark, mariadb, tmp_path: Path):
     src = SourceServer(Dsn.parse(mariadb.dsn())).load()
-    files = StreamFiles(spark, str(tmp_path / "bronze" / "files"), "s", "stream://h:1")
-    bronze = str(tmp_path / "bronze" / "binlog_events")
-    committer = Committer(spark, bronze, files, Identity("s", None, 9), batch_rows=100,
+    lake = Lake(str(tmp_path))
+    files = StreamFiles(spark, lake, "s", "stream://h:1")
+    committer = Committer(spark, lake, files, Identity("s", None, 9), batch_rows=100,
                           batch_interval_ms=10)
-    yield Startup(spark, bronze, "s", src, files), committer
+    yield Startup(spark, lake, "s", src, files), committer
     src.close()
 
 
@@ -79,9 +80,9 @@ def test_rows_past_the_checkpoint_make_the_stream_take_the_file_over(spark, lake
     want, seq, _ = startup.plan(None, False, pos)
     assert want == StartAt(SAMPLE.name, 4) and seq == 1
     assert pos.mode == "position" and pos.committed is None
-    left = (spark.read.format("delta").load(committer.bronze_path)
+    left = (committer.lake.read(spark, BRONZE_EVENTS)
             .where("row_in_event >= 0").count())
     assert left == 0  # the file's rows were dropped: the stream writes them again
     # the CHECKPOINT rows of the file go with them (as before the split): a kill -9 before the
     # next commit restarts from the default start, re-streaming (never doubling) older files
-    assert load_latest(spark, committer.bronze_path, "s") is None
+    assert load_latest(spark, committer.lake, "s") is None
