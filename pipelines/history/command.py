@@ -202,7 +202,7 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
 
         target = resolve_dsn(args.target_dsn, cfg.source, section="source",
                              setting="--target-dsn")  # TLS/password: [source] when not given
-        conn = connect(target, database=False, autocommit=True)
+        conn = connect(target, database=False, autocommit=True, section="source")
         try:
             report = apply_plan(plan, conn)
         finally:
