@@ -23,7 +23,7 @@ from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; k
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "LeaseConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -108,6 +108,14 @@ class StreamConfig:
 
 
 @dataclass(frozen=True)
+class LeaseConfig:
+    """One writer per lake stage (``docs/concurrency.md``)."""
+
+    wait_seconds: int = 60  # a second writer waits this long for the holder, then exits 75
+    expiry_seconds: int = 30  # a holder that stops renewing (kill -9 elsewhere) frees it after this
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeConfig = LakeConfig()
     engine: EngineConfig = EngineConfig()
@@ -115,6 +123,7 @@ class Config:
     bronze: BronzeConfig = BronzeConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
+    lease: LeaseConfig = LeaseConfig()
 
     @property
     def lake_root(self) -> str:
@@ -128,7 +137,8 @@ class Config:
 
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
-                                   "gold": GoldConfig, "stream": StreamConfig}
+                                   "gold": GoldConfig, "stream": StreamConfig,
+                                   "lease": LeaseConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -230,6 +240,10 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("bronze.batch_rows: must be at least 1")
     _validate_gold(cfg.gold)
     _validate_stream(cfg.stream)
+    if cfg.lease.wait_seconds < 0:
+        raise ConfigError("lease.wait_seconds: must be 0 or more")
+    if cfg.lease.expiry_seconds < 3:
+        raise ConfigError("lease.expiry_seconds: must be at least 3")
     for name, section in (("source", cfg.source), ("gold", cfg.gold)):
         if section.dsn:
             Dsn.parse(section.dsn, setting=f"{name}.dsn")
