@@ -120,9 +120,10 @@ def test_no_password_in_output_logs_status_errors_or_task_failures(
     assert main(g + ["init", "--gold-dsn", _dsn(server, "g_leak")]) == 1
     monkeypatch.setenv("BINLAKE_GOLD_PASSWORD", PW)
     assert main(g + ["status", "--format", "json"]) == 0
-    # Spark tasks that fail: the driver holds the one connection `app` may have, so every
-    # export task's own connection is refused inside the engine.
-    server.execute("ALTER USER 'app'@'127.0.0.1' WITH MAX_USER_CONNECTIONS 1")
+    # Spark tasks that fail: the driver holds the two connections `app` may have (the export
+    # lock's and the watermark's), so every export task's own connection is refused inside
+    # the engine.
+    server.execute("ALTER USER 'app'@'127.0.0.1' WITH MAX_USER_CONNECTIONS 2")
     try:
         assert main(g + ["gold", "--gold-dsn", _dsn(server, "g_tasks")]) == 1
     finally:
