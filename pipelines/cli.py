@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
                     help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("--defaults-file", help="MySQL option file whose [client] user/password "
+                    "the source and gold connections use (docs/connections.md)")
     ap.add_argument("--wait", type=int, metavar="SECONDS",
                     help="wait this long for another writer of the stage (default 60), then exit 75")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -112,6 +114,7 @@ def _config(args: argparse.Namespace) -> Config:
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
+        "source.defaults_file": args.defaults_file, "gold.defaults_file": args.defaults_file,
         "lease.wait_seconds": args.wait,
     })
 
@@ -261,7 +264,8 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait",
+                      "--defaults-file")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
