@@ -1,0 +1,194 @@
+"""Pure: one Arrow batch of bronze row changes → its silver rows and its quarantine rows.
+
+The batch is split into groups that one :class:`TableSpec` names: rows of one table, in one
+schema epoch (between two DDLs touching it), with one TABLE_MAP (``naming.py``). Each group is
+named once and rendered column by column (``images.TableRenderer``, built once per spec and
+kept for the next batches); every row lands in exactly one of the two outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.errors import SchemaMismatchError
+from pipelines.silver.images import SilverImages, TableRenderer
+from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
+
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE"]
+
+RENDERED = pa.schema([
+    ("source_id", pa.string()), ("server_id", pa.int64()), ("server_uuid", pa.string()),
+    ("binlog_file", pa.string()), ("start_pos", pa.int64()), ("end_pos", pa.int64()),
+    ("row_in_event", pa.int32()), ("seq", pa.int64()),
+    ("event_timestamp", pa.timestamp("us", tz="UTC")), ("event_date", pa.date32()),
+    ("gtid", pa.string()), ("connection_id", pa.int64()), ("schema_name", pa.string()),
+    ("table_name", pa.string()), ("event_type", pa.string()), ("pk_values", pa.string()),
+    ("pk_kind", pa.string()),
+    ("changed_columns", pa.string()), ("row_before", pa.string()), ("row_after", pa.string()),
+    ("absent_columns", pa.string()), ("schema_version", pa.string()),
+])
+QUARANTINE = pa.schema([
+    ("source_id", pa.string()), ("binlog_file", pa.string()), ("start_pos", pa.int64()),
+    ("row_in_event", pa.int32()), ("event_timestamp", pa.timestamp("us", tz="UTC")),
+    ("schema_name", pa.string()), ("table_name", pa.string()), ("event_type", pa.string()),
+    ("column_count", pa.int32()), ("reason", pa.string()),
+])
+_TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
+       "primary_key", "enum_values", "set_values"]
+_IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
+_RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
+                  "seq", "event_date", "pk_kind", "schema_version"}
+_DAY_US = 86_400_000_000
+
+
+def _tup(v):
+    if v is None:
+        return None
+    return tuple(_tup(x) if isinstance(x, list) else x for x in v)
+
+
+def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
+    return BronzeTableMap(*[_tup(col[j].as_py()) for col in tm_cols])
+
+
+def _same_blocks(flat: pa.Array, m: int, k: int) -> bool:
+    """Whether ``flat`` (``m`` blocks of ``k`` entries) repeats its first block."""
+    if k == 0 or m <= 1:
+        return True
+    first = flat.take(pa.array(np.tile(np.arange(k), m)))
+    if not np.array_equal(flat.is_valid().to_numpy(zero_copy_only=False),
+                          first.is_valid().to_numpy(zero_copy_only=False)):
+        return False
+    if pa.types.is_list(flat.type):
+        lengths = pc.list_value_length(flat).fill_null(0).to_numpy(zero_copy_only=False)
+        if not np.array_equal(lengths, np.tile(lengths[:k], m)):
+            return False
+        return _same_blocks(flat.flatten(), m, int(lengths[:k].sum()))
+    return bool(pc.all(pc.equal(flat, first).fill_null(True)).as_py())
+
+
+def _uniform(col: pa.Array) -> bool:
+    """Whether every row of a TABLE_MAP column holds the same value."""
+    return _same_blocks(col, len(col), 1)
+
+
+class BatchRenderer:
+    """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached)."""
+
+    def __init__(self, plan: NamingPlan) -> None:
+        self.plan = plan
+        self._renderers: dict[TableSpec, TableRenderer] = {}
+        self._start_pos = np.empty(0, dtype=np.int64)
+
+    def _groups(self, batch: pa.RecordBatch) -> Iterator[tuple[np.ndarray, object]]:
+        """(row positions, TableSpec or the SchemaMismatchError naming them) per group."""
+        keys = ["source_id", "schema_name", "table_name", "binlog_file"]
+        table = pa.table([batch.column(k) for k in keys] + [pa.array(np.arange(batch.num_rows))],
+                         names=keys + ["i"])
+        grouped = table.group_by(keys, use_threads=False).aggregate([("i", "list")])
+        start_pos = self._start_pos
+        tm_cols = [batch.column(c) for c in _TM]
+        for g in grouped.to_pylist():
+            rows = np.asarray(g["i_list"], dtype=np.int64)
+            source, schema, name, binlog_file = (g[k] for k in keys)
+            pos = (file_number(binlog_file) << 32) | start_pos[rows]
+            while len(rows):
+                start, end = self.plan.epoch(source, schema, name, int(pos.min()))
+                inside = (pos > start) & (pos <= end)
+                yield from self._by_table_map(rows[inside], tm_cols, source, schema, name,
+                                              binlog_file)
+                rows, pos = rows[~inside], pos[~inside]
+
+    def _by_table_map(self, rows: np.ndarray, tm_cols: list[pa.Array], source: str,
+                      schema: str, name: str, binlog_file: str
+                      ) -> Iterator[tuple[np.ndarray, object]]:
+        idx = pa.array(rows)
+        cols = [c.take(idx) for c in tm_cols]
+        if all(_uniform(c) for c in cols):
+            parts = [(rows, 0)]
+        else:  # several table maps for one table in one epoch: split row by row
+            by_tm: dict[BronzeTableMap, list[int]] = {}
+            for j in range(len(rows)):
+                by_tm.setdefault(_table_map(cols, j), []).append(j)
+            parts = [(rows[np.asarray(js)], js[0]) for js in by_tm.values()]
+        for part, j in parts:
+            tm = _table_map(cols, j)
+            try:  # the epoch, not the row, decides: any row of the group names it
+                spec = self.plan.resolve(source, schema, name, binlog_file,
+                                         int(self._start_pos[part[0]]), tm)
+            except SchemaMismatchError as exc:
+                yield part, exc
+                continue
+            yield part, spec
+
+    def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+        """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""
+        self._start_pos = batch.column("start_pos").to_numpy(zero_copy_only=False)
+        ok_rows, rendered, specs = [], [], []
+        bad_rows: list[int] = []
+        reasons: list[str] = []
+        for rows, spec in self._groups(batch):
+            if isinstance(spec, SchemaMismatchError):
+                bad_rows += rows.tolist()
+                reasons += [str(spec)] * len(rows)
+                continue
+            tr = self._renderers.get(spec)
+            if tr is None:
+                tr = self._renderers[spec] = TableRenderer(spec)
+            idx = pa.array(rows)
+            images = tr.render(*[batch.column(c).take(idx) for c in _IMAGES])
+            for i, why in images.errors:
+                bad_rows.append(int(rows[i]))
+                reasons.append(why)
+            if len(images.rows):
+                ok_rows.append(rows[images.rows])
+                rendered.append(images)
+                specs.append((spec, len(images.rows)))
+        return (self._silver(batch, ok_rows, rendered, specs),
+                self._quarantine(batch, bad_rows, reasons))
+
+    def _silver(self, batch: pa.RecordBatch, ok_rows: list[np.ndarray],
+                rendered: list[SilverImages], specs: list[tuple[TableSpec, int]]
+                ) -> pa.RecordBatch:
+        if not ok_rows:
+            return pa.RecordBatch.from_pylist([], schema=RENDERED)
+        idx = pa.array(np.concatenate(ok_rows))
+        cat = {f: pa.concat_arrays([getattr(r, f) for r in rendered])
+               for f in ("pk_values", "changed_columns", "row_before", "row_after",
+                         "absent_columns")}
+        cat["pk_kind"] = pa.concat_arrays([pa.repeat(s.pk_kind, n) for s, n in specs]) \
+            .cast(pa.string())
+        cat["schema_version"] = pa.concat_arrays(
+            [pa.repeat(s.schema_version, n) for s, n in specs]).cast(pa.string())
+        files = batch.column("binlog_file").take(idx)
+        codes = files.dictionary_encode()
+        numbers = np.array([file_number(f) for f in codes.dictionary.to_pylist()],
+                           dtype=np.int64)
+        start = batch.column("start_pos").take(idx).to_numpy(zero_copy_only=False)
+        row_in_event = batch.column("row_in_event").take(idx).to_numpy(zero_copy_only=False)
+        cat["seq"] = pa.array((numbers[codes.indices.to_numpy(zero_copy_only=False)] << 32)
+                              | (start + row_in_event))
+        ts = batch.column("event_timestamp").take(idx)
+        micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        cat["event_date"] = pa.array(np.floor_divide(micros, _DAY_US).astype(np.int32),
+                                     pa.date32())
+        cols = []
+        for f in RENDERED:
+            if f.name in _RENDERED_COLS:
+                cols.append(cat[f.name].cast(f.type))
+            elif f.name == "event_timestamp":
+                cols.append(ts.cast(f.type))
+            else:
+                cols.append(batch.column(f.name).take(idx).cast(f.type))
+        return pa.RecordBatch.from_arrays(cols, schema=RENDERED)
+
+    def _quarantine(self, batch: pa.RecordBatch, rows: list[int], reasons: list[str]
+                    ) -> pa.RecordBatch:
+        idx = pa.array(rows, pa.int64())
+        cols = [pa.array(reasons, pa.string()) if f.name == "reason"
+                else batch.column(f.name).take(idx).cast(f.type) for f in QUARANTINE]
+        return pa.RecordBatch.from_arrays(cols, schema=QUARANTINE)
