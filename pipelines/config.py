@@ -91,6 +91,12 @@ class BronzeConfig:
 
 
 @dataclass(frozen=True)
+class SilverConfig:
+    render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
+    render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
+
+
+@dataclass(frozen=True)
 class GoldConfig:
     """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
 
@@ -124,6 +130,7 @@ class Config:
     engine: EngineConfig = EngineConfig()
     source: SourceConfig = SourceConfig()
     bronze: BronzeConfig = BronzeConfig()
+    silver: SilverConfig = SilverConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
 
@@ -137,7 +144,8 @@ class Config:
 
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
-                                   "gold": GoldConfig, "stream": StreamConfig}
+                                   "gold": GoldConfig, "stream": StreamConfig,
+                                   "silver": SilverConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -233,6 +241,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
+    if cfg.silver.render_workers < 0:
+        raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)
     _validate_stream(cfg.stream)
     for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):

@@ -28,6 +28,8 @@ __all__ = ["SilverImages", "TableRenderer"]
 
 _join = pc.binary_join_element_wise
 _NULL = pa.scalar(None, pa.string())
+# Types whose JSON text is a bare number (or null): as pk_values text, it stays as it is.
+_BARE = T.INTEGER_TYPES | {T.FLOAT, T.DOUBLE, T.YEAR, T.BIT, T.NULL}
 
 
 @dataclass
@@ -47,7 +49,7 @@ def _pieces_joined(pieces: list[pa.Array], m: int, opening: str, closing: str) -
     """``opening + ", ".join(non-null pieces) + closing`` per row; each piece starts ", "."""
     if not pieces:
         return pa.array([opening + closing] * m, pa.string())
-    body = _join(*[p.fill_null("") for p in pieces], "")
+    body = _join(*[p.fill_null("") if p.null_count else p for p in pieces], "")
     return _join(opening, pc.utf8_slice_codeunits(body, 2), closing, "")
 
 
@@ -74,6 +76,7 @@ class TableRenderer:
         self._items = [", " + name for name in self.names]
         self._free_form_key = [spec.columns[i].is_json or spec.columns[i].col_type == T.JSON
                                for i in spec.pk]
+        self._bare_key = [spec.columns[i].col_type in _BARE for i in spec.pk]
 
     # -- quarantine reasons (value by value; only for rows found unrenderable) -------------
 
@@ -104,14 +107,16 @@ class TableRenderer:
 
     # -- the vectorised path ---------------------------------------------------------------
 
-    def _side(self, image: pa.Array, present: pa.Array, bad: np.ndarray) -> list[pa.Array]:
-        """Per column: JSON texts aligned to the rows (null: no image, or column absent)."""
+    def _side(self, image: pa.Array, present: pa.Array, bad: np.ndarray
+              ) -> tuple[list[pa.Array], bool]:
+        """Per column: JSON texts aligned to the rows (null: no image, or column absent); and
+        whether any column is absent from an image."""
         m, n = len(image), self.n
         valid = image.is_valid().to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(valid)
         k = len(rows)
         if k == 0:
-            return [_nulls(m)] * n
+            return [_nulls(m)] * n, False
         every = k == m
         lists = image if every else image.take(pa.array(rows))
         flat = lists.flatten()
@@ -123,28 +128,34 @@ class TableRenderer:
             shown[has] = pres.flatten().to_numpy(zero_copy_only=False).reshape(-1, n)
         spread = None if every else pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
         out = []
+        partial = False
         for i in range(n):
             values = flat.take(pa.array(np.arange(i, k * n, n)))
             shown_i = None if shown is None or shown[:, i].all() else pa.array(shown[:, i])
             if shown_i is not None:
+                partial = True
                 values = pc.if_else(shown_i, values, pa.nulls(k, values.type))
             texts, failed = self._kernels[i](values)
             if failed is not None:
                 bad[rows[failed]] = True
-            texts = texts.fill_null("null")
+            if texts.null_count:
+                texts = texts.fill_null("null")
             if shown_i is not None:
                 texts = pc.if_else(shown_i, texts, _nulls(k))
             out.append(texts if every else texts.take(spread))
-        return out
+        return out, partial
 
     def _object(self, cols: list[pa.Array], valid: pa.Array) -> pa.Array:
         pieces = [_join(key, col, "") for key, col in zip(self._keys, cols)]
         obj = _pieces_joined(pieces, len(valid), "{", "}")
-        return pc.if_else(valid, obj, _nulls(len(valid)))
+        return obj if valid.false_count == 0 else pc.if_else(valid, obj, _nulls(len(valid)))
 
     def _pk(self, key_cols: list[pa.Array]) -> pa.Array:
         parts = []
-        for col, free_form in zip(key_cols, self._free_form_key):
+        for col, free_form, bare in zip(key_cols, self._free_form_key, self._bare_key):
+            if bare:  # a number (or null): no quotes, no escapes
+                parts.append(col)
+                continue
             quoted = pc.starts_with(col, '"').fill_null(False)
             text = pc.if_else(quoted, pc.utf8_slice_codeunits(col, 1, -1), col)
             # A quoted text with an escape, or JSON text (not written by us), is read as JSON.
@@ -183,23 +194,30 @@ class TableRenderer:
             inner = self.render(*sub)
             return self._finish(np.flatnonzero(~bad), inner, event_type, before, after,
                                 before_present, after_present, bad)
-        b = self._side(before, before_present, bad)
-        a = self._side(after, after_present, bad)
-        key = [pc.if_else(is_insert, a[i], b[i]) for i in self.spec.pk]
-        for col in key:
-            bad |= col.is_null().to_numpy(zero_copy_only=False)  # key column absent
+        b, b_partial = self._side(before, before_present, bad)
+        a, a_partial = self._side(after, after_present, bad)
+        inserts = is_insert.true_count
+        key = [a[i] if inserts == m else b[i] if inserts == 0 else
+               pc.if_else(is_insert, a[i], b[i]) for i in self.spec.pk]
+        if b_partial or a_partial:
+            for col in key:
+                bad |= col.is_null().to_numpy(zero_copy_only=False)  # key column absent
         both = pc.and_(pc.equal(event_type, "UPDATE"), pc.and_(b_valid, a_valid))
-        changed = _pieces_joined(
-            [pc.if_else(pc.not_equal(bi, ai).fill_null(False), item, _NULL)
-             for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
-        absent = _pieces_joined(
-            [pc.if_else(pc.or_(pc.and_(b_valid, bi.is_null()), pc.and_(a_valid, ai.is_null())),
-                        item, _NULL) for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
+        changed = _nulls(m)
+        if both.true_count:
+            changed = pc.if_else(both, _pieces_joined(
+                [pc.if_else(pc.not_equal(bi, ai).fill_null(False), item, _NULL)
+                 for bi, ai, item in zip(b, a, self._items)], m, "[", "]"), changed)
+        absent = _nulls(m)
+        if b_partial or a_partial:
+            absent = _pieces_joined(
+                [pc.if_else(pc.or_(pc.and_(b_valid, bi.is_null()),
+                                   pc.and_(a_valid, ai.is_null())), item, _NULL)
+                 for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
+            absent = pc.if_else(pc.equal(absent, "[]"), _nulls(m), absent)
         images = SilverImages(
-            np.arange(m), self._object(b, b_valid), self._object(a, a_valid),
-            pc.if_else(both, changed, _nulls(m)),
-            self._pk(key) if key else pa.array([""] * m, pa.string()),
-            pc.if_else(pc.equal(absent, "[]"), _nulls(m), absent), [])
+            np.arange(m), self._object(b, b_valid), self._object(a, a_valid), changed,
+            self._pk(key) if key else pa.array([""] * m, pa.string()), absent, [])
         if not bad.any():
             return images
         ok = np.flatnonzero(~bad)

@@ -19,7 +19,7 @@ from pipelines.config import Config
 from pipelines.delta_ops import (current_version, delete_where, rows_written_since, sql_string,
                                  table_exists)
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
+from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
@@ -87,8 +87,9 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         held = spark.read.format("delta").load(silver_path).where(where).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
+    workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     before = current_version(silver_path)
-    (to_silver(pending(), plan).write.format("delta").mode("append")
+    (to_silver(pending(), plan, workers).write.format("delta").mode("append")
      .partitionBy("event_date").save(silver_path))
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(silver_path, before)
@@ -96,7 +97,7 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         0 if before is None else _count_at(spark, silver_path, before))
 
     # What is still not in silver is exactly what no schema names: the quarantine.
-    quarantined = to_quarantine(pending(), plan)
+    quarantined = to_quarantine(pending(), plan, workers)
     if has_quarantine:
         delete_where(spark, quarantine_path, where)
     (quarantined.withColumn("quarantined_at", _now_col())

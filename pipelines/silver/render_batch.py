@@ -55,25 +55,22 @@ def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
     return BronzeTableMap(*[_tup(col[j].as_py()) for col in tm_cols])
 
 
-def _same_blocks(flat: pa.Array, m: int, k: int) -> bool:
-    """Whether ``flat`` (``m`` blocks of ``k`` entries) repeats its first block."""
-    if k == 0 or m <= 1:
-        return True
-    first = flat.take(pa.array(np.tile(np.arange(k), m)))
-    if not np.array_equal(flat.is_valid().to_numpy(zero_copy_only=False),
-                          first.is_valid().to_numpy(zero_copy_only=False)):
-        return False
-    if pa.types.is_list(flat.type):
-        lengths = pc.list_value_length(flat).fill_null(0).to_numpy(zero_copy_only=False)
-        if not np.array_equal(lengths, np.tile(lengths[:k], m)):
-            return False
-        return _same_blocks(flat.flatten(), m, int(lengths[:k].sum()))
-    return bool(pc.all(pc.equal(flat, first).fill_null(True)).as_py())
+def _fingerprint(col: pa.Array) -> pa.Array:
+    """Per row, a string equal between two rows exactly when their values are equal.
 
-
-def _uniform(col: pa.Array) -> bool:
-    """Whether every row of a TABLE_MAP column holds the same value."""
-    return _same_blocks(col, len(col), 1)
+    Elements are escaped (``\\x01`` → ``\\x01\\x02``, ``\\x00`` → ``\\x01\\x03``), marked with a
+    leading ``\\x05`` and joined with ``\\x00``; a null is ``\\x01\\x04``, which no escaped text
+    holds. Nested lists are fingerprinted from the inside out.
+    """
+    if pa.types.is_list(col.type):
+        inner = pa.ListArray.from_arrays(col.offsets, _fingerprint(col.values))
+        text = pc.binary_join(inner, "\x00")
+    else:
+        text = col.cast(pa.string())
+        text = pc.replace_substring(pc.replace_substring(text, "\x01", "\x01\x02"),
+                                    "\x00", "\x01\x03")
+        text = pc.binary_join_element_wise("\x05", text, "")
+    return pc.if_else(col.is_valid(), text, pa.scalar("\x01\x04"))
 
 
 class BatchRenderer:
@@ -86,44 +83,37 @@ class BatchRenderer:
 
     def _groups(self, batch: pa.RecordBatch) -> Iterator[tuple[np.ndarray, object]]:
         """(row positions, TableSpec or the SchemaMismatchError naming them) per group."""
+        # The rows of one rows event share its TABLE_MAP: fingerprint one row per event.
+        ev = pa.table([batch.column("source_id"), batch.column("binlog_file"),
+                       batch.column("start_pos"), pa.array(np.arange(batch.num_rows))],
+                      names=["s", "f", "p", "i"])
+        events = ev.group_by(["s", "f", "p"], use_threads=False).aggregate([("i", "list")])
+        event_rows = events.column("i_list").combine_chunks()
+        first = pc.list_element(event_rows, 0)
         keys = ["source_id", "schema_name", "table_name", "binlog_file"]
-        table = pa.table([batch.column(k) for k in keys] + [pa.array(np.arange(batch.num_rows))],
-                         names=keys + ["i"])
-        grouped = table.group_by(keys, use_threads=False).aggregate([("i", "list")])
-        start_pos = self._start_pos
-        tm_cols = [batch.column(c) for c in _TM]
-        for g in grouped.to_pylist():
-            rows = np.asarray(g["i_list"], dtype=np.int64)
-            source, schema, name, binlog_file = (g[k] for k in keys)
-            pos = (file_number(binlog_file) << 32) | start_pos[rows]
+        tm_cols = [batch.column(c).take(first) for c in _TM]
+        table = pa.table([batch.column(k).take(first) for k in keys]
+                         + [_fingerprint(c) for c in tm_cols]
+                         + [pa.array(np.arange(len(first)))], names=keys + _TM + ["e"])
+        grouped = table.group_by(keys + _TM, use_threads=False).aggregate([("e", "list")])
+        members = grouped.column("e_list").combine_chunks()
+        for g, key in enumerate(grouped.select(keys).to_pylist()):
+            evs = members[g].values
+            rows = event_rows.take(evs).flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+            source, schema, name, binlog_file = (key[k] for k in keys)
+            tm = _table_map(tm_cols, int(evs[0].as_py()))
+            pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
             while len(rows):
                 start, end = self.plan.epoch(source, schema, name, int(pos.min()))
                 inside = (pos > start) & (pos <= end)
-                yield from self._by_table_map(rows[inside], tm_cols, source, schema, name,
-                                              binlog_file)
+                part = rows[inside]
+                try:  # the epoch, not the row, decides: any row of the group names it
+                    spec = self.plan.resolve(source, schema, name, binlog_file,
+                                             int(self._start_pos[part[0]]), tm)
+                except SchemaMismatchError as exc:
+                    spec = exc
+                yield part, spec
                 rows, pos = rows[~inside], pos[~inside]
-
-    def _by_table_map(self, rows: np.ndarray, tm_cols: list[pa.Array], source: str,
-                      schema: str, name: str, binlog_file: str
-                      ) -> Iterator[tuple[np.ndarray, object]]:
-        idx = pa.array(rows)
-        cols = [c.take(idx) for c in tm_cols]
-        if all(_uniform(c) for c in cols):
-            parts = [(rows, 0)]
-        else:  # several table maps for one table in one epoch: split row by row
-            by_tm: dict[BronzeTableMap, list[int]] = {}
-            for j in range(len(rows)):
-                by_tm.setdefault(_table_map(cols, j), []).append(j)
-            parts = [(rows[np.asarray(js)], js[0]) for js in by_tm.values()]
-        for part, j in parts:
-            tm = _table_map(cols, j)
-            try:  # the epoch, not the row, decides: any row of the group names it
-                spec = self.plan.resolve(source, schema, name, binlog_file,
-                                         int(self._start_pos[part[0]]), tm)
-            except SchemaMismatchError as exc:
-                yield part, exc
-                continue
-            yield part, spec
 
     def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""
