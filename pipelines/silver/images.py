@@ -175,8 +175,8 @@ class TableRenderer:
         m, n = len(event_type), self.n
         bad = np.zeros(m, dtype=bool)
         for image, present in ((before, before_present), (after, after_present)):
-            wrong = pc.or_(pc.not_equal(pc.list_value_length(image), n),
-                           pc.not_equal(pc.list_value_length(present), n))
+            wrong = pc.or_kleene(pc.not_equal(pc.list_value_length(image), n),
+                                 pc.not_equal(pc.list_value_length(present), n))
             bad |= wrong.fill_null(False).to_numpy(zero_copy_only=False)
             if self._error is not None:
                 bad |= image.is_valid().to_numpy(zero_copy_only=False)
