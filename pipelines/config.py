@@ -88,12 +88,14 @@ class BronzeConfig:
     checksum: str = "raise"  # raise | warn | ignore
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
+    target_file_mb: int = 128  # bronze data files roll over at about this size
 
 
 @dataclass(frozen=True)
 class SilverConfig:
     render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
     render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
+    target_file_mb: int = 128  # silver data files roll over at about this size
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,9 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
+    for section in ("bronze", "silver"):
+        if getattr(cfg, section).target_file_mb < 0:
+            raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
     if cfg.silver.render_workers < 0:
         raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)

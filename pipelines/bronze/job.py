@@ -22,7 +22,7 @@ from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import FileState, load_states, save_states, select_files
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_ops import delete_where, sql_string, table_exists
+from pipelines.delta_ops import delete_where, sql_string, table_exists, target_file_size
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL"]
@@ -135,7 +135,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                                   TASKS_DDL)
     decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
     (decoded.write.format("delta").mode("append").partitionBy(*BRONZE_PARTITIONS)
-     .save(bronze_path))
+     .options(**target_file_size(cfg.bronze.target_file_mb)).save(bronze_path))
 
     outcome = _outcomes(spark, bronze_path, source_id, in_list)
     followed = _followed_by_later_file(binlog_dir, todo)

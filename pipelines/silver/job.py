@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
 from pipelines.delta_ops import (current_version, delete_where, rows_written_since, sql_string,
-                                 table_exists)
+                                 table_exists, target_file_size)
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
@@ -90,7 +90,8 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     before = current_version(silver_path)
     (to_silver(pending(), plan, workers).write.format("delta").mode("append")
-     .partitionBy("event_date").save(silver_path))
+     .partitionBy("event_date").options(**target_file_size(cfg.silver.target_file_mb))
+     .save(silver_path))
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(silver_path, before)
     res.appended = written if written is not None else _count(spark, silver_path) - (
