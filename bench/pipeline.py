@@ -14,7 +14,7 @@
 
 Each figure is the best of ``--repeat`` runs. Per stage: seconds, row changes/s, the ratio to
 its reference (``mariadb-binlog -v`` for bronze, bronze for silver and quality and index),
-the peak RSS of the whole process tree (this process with the embedded engine, plus decoding
+the peak memory of the whole process tree (the sum of PSS over this process with the embedded engine, plus decoding
 and rendering workers) and the cores kept busy (CPU seconds of the tree / wall seconds),
 sampled from ``/proc`` every 50 ms. The machine may be shared: compare the ratios, measured
 in the same run, rather than the absolute figures.
@@ -46,7 +46,6 @@ from pipelines.bronze.files import select_files  # noqa: E402
 from pipelines.config import load_config  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def say(msg: str) -> None:
@@ -55,20 +54,31 @@ def say(msg: str) -> None:
 
 # -- the process tree: peak RSS and CPU seconds -------------------------------------------
 
-def _stat(pid: int) -> tuple[int, float, int] | None:
-    """(parent pid, CPU seconds, RSS bytes) of a live process, None if it is gone."""
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of a live process, None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
-        with open(f"/proc/{pid}/statm", "rb") as fh:
-            rss = int(fh.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
+    except (OSError, IndexError):
         return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK, rss
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes: pages shared by forked workers are counted once in a
+    tree's sum (RSS would count them in every process)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _tree() -> dict[int, tuple[float, int]]:
-    """pid → (CPU seconds, RSS bytes) for this process and all its descendants."""
+    """pid → (CPU seconds, PSS bytes) for this process and all its descendants."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -76,19 +86,19 @@ def _tree() -> dict[int, tuple[float, int]]:
             if st is not None:
                 stats[int(name)] = st
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in stats.items():
+    for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     out, todo = {}, [os.getpid()]
     while todo:
         pid = todo.pop()
         if pid in stats:
-            out[pid] = stats[pid][1:]
+            out[pid] = (stats[pid][1], _pss(pid))
             todo += children.get(pid, [])
     return out
 
 
 class TreeMeter:
-    """Samples the process tree while a stage runs: peak RSS and CPU seconds used."""
+    """Samples the process tree while a stage runs: peak memory (PSS) and CPU seconds used."""
 
     def __init__(self, interval: float = 0.05) -> None:
         self.interval = interval
@@ -105,7 +115,7 @@ class TreeMeter:
 
     def _sample(self) -> None:
         tree = _tree()
-        self.peak = max(self.peak, sum(rss for _, rss in tree.values()))
+        self.peak = max(self.peak, sum(pss for _, pss in tree.values()))
         for pid, (cpu, _) in tree.items():
             self.last[pid] = max(cpu, self.last.get(pid, 0.0))
 
@@ -127,7 +137,7 @@ class Figure:
     stage: str
     rows: int
     seconds: float
-    peak_rss: int
+    peak_mem: int
     cpu: float
     reference: str = ""
 
@@ -148,19 +158,19 @@ def best(stage: str, repeat: int, run, reference: str = "") -> Figure:
             rows = run()
         figures.append(Figure(stage, rows, meter.seconds, meter.peak, meter.cpu, reference))
         say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
-            f", peak RSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores")
+            f", peak PSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores")
     return min(figures, key=lambda f: f.seconds)
 
 
 def table(figures: list[Figure]) -> str:
     by_name = {f.stage: f for f in figures}
-    lines = ["| stage | seconds | row changes/s | ratio to reference | peak RSS (tree) "
+    lines = ["| stage | seconds | row changes/s | ratio to reference | peak memory (tree PSS) "
              "| cores busy |", "|---|---:|---:|---|---:|---:|"]
     for f in figures:
         ref = by_name.get(f.reference)
         ratio = f"{f.rate / ref.rate:.2f}x {f.reference}" if ref and ref.rate else "—"
         lines.append(f"| {f.stage} | {f.seconds:.2f} | {f.rate:,.0f} | {ratio} | "
-                     f"{f.peak_rss / 2**20:,.0f} MiB | {f.cores:.2f} |")
+                     f"{f.peak_mem / 2**20:,.0f} MiB | {f.cores:.2f} |")
     return "\n".join(lines)
 
 

@@ -195,7 +195,15 @@ def test_worker_processes_return_the_batches_in_order(corpus: Path) -> None:
     decoded = _decoded(_corpus_files(corpus), 200, source_per_file=True)
     batches = [_named(b, UTF8MB4_GENERAL_CI) for b in _changes(decoded)]
     plan = _plan(decoded)
-    inline = list(render_batches(batches, plan, quarantine=False, workers=0))
-    forked = list(render_batches(batches, plan, quarantine=False, workers=2))
-    assert len(inline) > 20
-    assert [b.to_pylist() for b in forked] == [b.to_pylist() for b in inline]
+    # Batches of 200 rows, joined into batches of at least 250 (two engine batches each).
+    for quarantine in (False, True):
+        inline = list(render_batches(batches, plan, quarantine=quarantine, workers=0,
+                                     batch_rows=250))
+        forked = list(render_batches(batches, plan, quarantine=quarantine, workers=2,
+                                     batch_rows=250))
+        assert [b.to_pylist() for b in forked] == [b.to_pylist() for b in inline]
+        if not quarantine:
+            silver = inline
+    held = sum(b.num_rows for b in inline)
+    assert len(silver) > 10 and held > 0
+    assert sum(b.num_rows for b in silver) + held == sum(b.num_rows for b in batches)

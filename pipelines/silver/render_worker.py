@@ -103,9 +103,28 @@ class _Pool:
                 proc.join()
 
 
+def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The engine's batches (8192 rows on Sail) joined into batches of at least ``rows``: a
+    columnar pass costs per batch as well as per row."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+            held, count = [], 0
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_batches(held)
+
+
 def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quarantine: bool,
-                   workers: int) -> Iterator[pa.RecordBatch]:
-    """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order."""
+                   workers: int, batch_rows: int = 32768) -> Iterator[pa.RecordBatch]:
+    """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order,
+    rendered ``batch_rows`` at a time (the memory bound: ``workers`` × ``batch_rows`` rows)."""
+    batches = _coalesced(batches, batch_rows)
     if workers <= 0 or not forkserver_is_safe():
         renderer = BatchRenderer(plan)
         for batch in batches:
@@ -118,8 +137,6 @@ def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quara
     sent = 0
     try:
         for batch in batches:
-            if not batch.num_rows:
-                continue
             if pool is None:
                 pool = _Pool(workers, plan, quarantine)
             w = sent % workers
