@@ -14,9 +14,9 @@
 
 Each figure is the best of ``--repeat`` runs. Per stage: seconds, row changes/s, the ratio to
 its reference (``mariadb-binlog -v`` for bronze, bronze for silver and quality and index),
-the peak memory of the whole process tree (the sum of PSS over this process with the embedded engine, plus decoding
-and rendering workers) and the cores kept busy (CPU seconds of the tree / wall seconds),
-sampled from ``/proc`` every 50 ms. The machine may be shared: compare the ratios, measured
+the peak memory of the whole process tree (the sum of PSS over this process with the
+embedded engine, the decoding and rendering workers) and the cores kept busy (CPU seconds of
+the tree / wall seconds), sampled from ``/proc`` every 50 ms. The machine may be shared: compare the ratios, measured
 in the same run, rather than the absolute figures.
 """
 
