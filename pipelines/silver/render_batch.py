@@ -15,28 +15,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import SchemaMismatchError
+from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
 
 __all__ = ["BatchRenderer", "RENDERED", "QUARANTINE"]
 
-RENDERED = pa.schema([
-    ("source_id", pa.string()), ("server_id", pa.int64()), ("server_uuid", pa.string()),
-    ("binlog_file", pa.string()), ("start_pos", pa.int64()), ("end_pos", pa.int64()),
-    ("row_in_event", pa.int32()), ("seq", pa.int64()),
-    ("event_timestamp", pa.timestamp("us", tz="UTC")), ("event_date", pa.date32()),
-    ("gtid", pa.string()), ("connection_id", pa.int64()), ("schema_name", pa.string()),
-    ("table_name", pa.string()), ("event_type", pa.string()), ("pk_values", pa.string()),
-    ("pk_kind", pa.string()),
-    ("changed_columns", pa.string()), ("row_before", pa.string()), ("row_after", pa.string()),
-    ("absent_columns", pa.string()), ("schema_version", pa.string()),
-])
-QUARANTINE = pa.schema([
-    ("source_id", pa.string()), ("binlog_file", pa.string()), ("start_pos", pa.int64()),
-    ("row_in_event", pa.int32()), ("event_timestamp", pa.timestamp("us", tz="UTC")),
-    ("schema_name", pa.string()), ("table_name", pa.string()), ("event_type", pa.string()),
-    ("column_count", pa.int32()), ("reason", pa.string()),
-])
+# Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
+# (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
+RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
+QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
 _TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
        "primary_key", "enum_values", "set_values"]
 _IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]

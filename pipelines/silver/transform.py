@@ -11,6 +11,7 @@ import os
 
 from pyspark.sql import functions as F
 
+from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_worker import render_batches
 
@@ -24,25 +25,11 @@ BRONZE_INPUT = [
     "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values",
     "row_before", "row_after", "before_present", "after_present",
 ]
-_RENDERED_DDL = (
-    "source_id string, server_id bigint, server_uuid string, binlog_file string, "
-    "start_pos bigint, end_pos bigint, row_in_event int, seq bigint, event_timestamp timestamp, "
-    "event_date date, "
-    "gtid string, connection_id bigint, schema_name string, table_name string, "
-    "event_type string, pk_values string, pk_kind string, changed_columns string, "
-    "row_before string, row_after string, absent_columns string, schema_version string"
-)
-QUARANTINE_DDL = (
-    "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
-    "event_timestamp timestamp, schema_name string, table_name string, event_type string, "
-    "column_count int, reason string"
-)
-SILVER_COLUMNS = [
-    "source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
-    "row_in_event", "seq", "event_timestamp", "event_date", "gtid", "connection_id",
-    "schema_name", "table_name", "event_type", "pk_values", "pk_hash", "pk_kind",
-    "changed_columns", "row_before", "row_after", "absent_columns", "schema_version",
-]
+# Declared once in the lake registry (silver/binlog_events, silver/quarantine): the rows the
+# Arrow task renders are the table's columns less those added after it.
+_RENDERED_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
+QUARANTINE_DDL = SILVER_QUARANTINE.ddl(exclude=["quarantined_at"])
+SILVER_COLUMNS = SILVER_EVENTS.column_names
 
 
 def render_workers(setting: int, in_subprocess: bool) -> int:
