@@ -8,7 +8,7 @@ kept for the next batches); every row lands in exactly one of the two outputs.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +19,7 @@ from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
 
-__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE"]
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "table_map_of"]
 
 # Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
 # (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
@@ -39,8 +39,13 @@ def _tup(v):
     return tuple(_tup(x) if isinstance(x, list) else x for x in v)
 
 
+def table_map_of(row: Mapping[str, Any]) -> BronzeTableMap:
+    """The TABLE_MAP facts of one bronze row (a dict of its columns)."""
+    return BronzeTableMap(*[_tup(row[c]) for c in _TM])
+
+
 def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
-    return BronzeTableMap(*[_tup(col[j].as_py()) for col in tm_cols])
+    return table_map_of({c: col[j].as_py() for c, col in zip(_TM, tm_cols)})
 
 
 def _fingerprint(col: pa.Array) -> pa.Array:
