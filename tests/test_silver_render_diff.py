@@ -207,3 +207,20 @@ def test_worker_processes_return_the_batches_in_order(corpus: Path) -> None:
     held = sum(b.num_rows for b in inline)
     assert len(silver) > 10 and held > 0
     assert sum(b.num_rows for b in silver) + held == sum(b.num_rows for b in batches)
+
+
+def test_a_worker_failure_names_its_cause() -> None:
+    """A value no kernel can read (JSON bytes that are not UTF-8) fails the task with the
+    worker's error, not a silent exit."""
+    import datetime as dt
+
+    from pipelines.errors import EngineError
+
+    ts = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
+    bad = _row(start_pos=100, row_in_event=0, event_type="INSERT", event_timestamp=ts,
+               column_count=2, column_types=[T.LONG, T.JSON], column_meta=[0, 4],
+               column_names=["id", "j"], column_charsets=[None, None],
+               enum_values=None, row_after=[b"1", b"\xff"])
+    batch = pa.RecordBatch.from_pylist([bad], schema=BRONZE_SCHEMA)
+    with pytest.raises(EngineError, match="silver rendering failed in process"):
+        list(render_batches([batch], NamingPlan.build([], []), quarantine=False, workers=1))

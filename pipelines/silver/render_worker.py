@@ -50,8 +50,14 @@ def serve(conn, plan: bytes, quarantine: bool) -> None:
                 data = conn.recv_bytes()
             except EOFError:
                 return
-            out = _pick(renderer, _from_bytes(data), quarantine)
-            conn.send_bytes(out.serialize() if out.num_rows else b"")
+            try:
+                out = _pick(renderer, _from_bytes(data), quarantine)
+            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
+                conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+                return
+            conn.send_bytes(b"B" if out.num_rows else b"N")
+            if out.num_rows:
+                conn.send_bytes(out.serialize())
     finally:
         conn.close()
 
@@ -80,11 +86,15 @@ class _Pool:
 
     def receive(self, w: int) -> pa.RecordBatch | None:
         try:
+            head = self.conns[w].recv_bytes()
+            if head == b"N":
+                return None
+            if head[:1] == b"E":
+                raise EngineError("silver rendering failed in process "
+                                  f"{self.procs[w].pid}: {head[1:].decode('utf-8', 'replace')}")
             data = self.conns[w].recv_bytes()
         except (EOFError, ConnectionResetError):
             self._died(w)
-        if not data:
-            return None
         return pa.ipc.read_record_batch(pa.py_buffer(data), self.schema)
 
     def _died(self, w: int) -> None:
