@@ -18,7 +18,7 @@ import sys
 from typing import Sequence
 
 from pipelines.config import Config, load_config
-from pipelines.errors import BinlakeError, ConfigError
+from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
 
 __all__ = ["main", "build_parser", "stage_main"]
 
@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
                     help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("--wait", type=int, metavar="SECONDS",
+                    help="wait this long for another writer of the stage (default 60), then exit 75")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -89,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stream_parser(sub)
     add_history_parsers(sub)
+    from pipelines.repair import add_repair_parser
+
+    add_repair_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -107,6 +112,7 @@ def _config(args: argparse.Namespace) -> Config:
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
+        "lease.wait_seconds": args.wait,
     })
 
 
@@ -255,7 +261,7 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
@@ -290,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
         return 2
+    except LeaseHeldError as exc:
+        print(f"binlake: busy: {exc}", file=sys.stderr)
+        return 75  # EX_TEMPFAIL (docs/concurrency.md)
     except BinlakeError as exc:
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 1

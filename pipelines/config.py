@@ -23,7 +23,7 @@ from pipelines.lake import parse_catalog, table_dir
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "LeaseConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -132,6 +132,14 @@ class StreamConfig:
 
 
 @dataclass(frozen=True)
+class LeaseConfig:
+    """One writer per lake stage (``docs/concurrency.md``)."""
+
+    wait_seconds: int = 60  # a second writer waits this long for the holder, then exits 75
+    expiry_seconds: int = 30  # a holder that stops renewing (kill -9 elsewhere) frees it after this
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeConfig = LakeConfig()
     engine: EngineConfig = EngineConfig()
@@ -140,6 +148,7 @@ class Config:
     silver: SilverConfig = SilverConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
+    lease: LeaseConfig = LeaseConfig()
 
     @property
     def lake_root(self) -> str:
@@ -154,7 +163,7 @@ class Config:
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
                                    "gold": GoldConfig, "stream": StreamConfig,
-                                   "silver": SilverConfig}
+                                   "lease": LeaseConfig, "silver": SilverConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -261,6 +270,10 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)
     _validate_stream(cfg.stream)
+    if cfg.lease.wait_seconds < 0:
+        raise ConfigError("lease.wait_seconds: must be 0 or more")
+    if cfg.lease.expiry_seconds < 3:
+        raise ConfigError("lease.expiry_seconds: must be at least 3")
     for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
         if dsn:
             Dsn.parse(dsn, setting=name)

@@ -26,6 +26,7 @@ from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
 from pipelines.gold.client import connect, database_of, quote_ident
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
+from pipelines.lease import holds_gold_lock, holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
 from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables
@@ -170,6 +171,7 @@ def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: in
     return lake.read(spark, SILVER_EVENTS, target), "full", None
 
 
+@holds_gold_lock
 def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
     """Export the silver rows not yet in gold (module docstring); returns the counts.
 
@@ -373,6 +375,8 @@ def run_rotate(spark, cfg: Config, *, gold_dsn: str | None = None, retain: str |
 
 # -- vacuum ----------------------------------------------------------------------------
 
+@holds_lease("bronze")
+@holds_lease("silver")
 def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[str, Any]]:
     """Set the retention properties from ``gold.log_retention`` /
     ``gold.deleted_file_retention`` (or the table's own retention in the registry) on every

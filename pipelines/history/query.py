@@ -75,12 +75,15 @@ def check_names(spark, cfg: Config, sel: Selection) -> None:
                               f"{', '.join(columns)})")
 
 
-def query_silver(spark, cfg: Config, sel: Selection, limit: int | None) -> list[dict[str, Any]]:
-    """The selected changes from silver, oldest first, at most ``limit``."""
+def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
+                 ) -> Iterator[dict[str, Any]]:
+    """The selected changes from silver, oldest first, at most ``limit``; streamed from the
+    engine one partition at a time (``toLocalIterator``)."""
     df = apply_selection(lake.silver(spark, cfg), sel).select(*OUTPUT_COLUMNS).orderBy("seq")
     if limit is not None:
         df = df.limit(limit)
-    return [r.asDict() for r in df.collect()]
+    for r in df.toLocalIterator():
+        yield r.asDict()
 
 
 _GOLD_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
@@ -208,6 +211,3 @@ def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> int:
     out.write("\n".join(lines) + "\n")
     return n
 
-
-def iter_rows(rows: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    yield from rows

@@ -11,6 +11,8 @@ Rows are selected in bronze's value forms (numbers as text, ``+0`` for BIT/ENUM/
 bytes for strings) and rendered by silver's own renderer (:mod:`pipelines.silver.images`), so a
 baseline image equals the image silver would have written for the same row. Tables:
 
+Both tables are declared in ``pipelines/lake.py`` (``BASELINE_ROWS``, ``BASELINES``):
+
 - ``<lake>/silver/baseline_rows``: snapshot_id, source_id, schema_name, table_name,
   pk_values, pk_hash, row_image (appended per batch of ``batch_rows``: memory stays bounded);
 - ``<lake>/silver/baselines``: one row per table once all its rows are stored (snapshot_id,
@@ -28,8 +30,9 @@ from typing import Any, Sequence
 from pipelines.bronze import coltypes as T
 from pipelines.bronze.values import float32_text
 from pipelines.config import Config, Dsn
-from pipelines.delta_ops import sql_string, table_exists
+from pipelines.delta_ops import sql_string
 from pipelines.errors import SchemaMismatchError, SourceError
+from pipelines.lake import BASELINE_ROWS, BASELINES, Lake
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
@@ -42,11 +45,8 @@ from pipelines.silver.snapshot_source import (
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
            "take_data_snapshot", "DataSnapshotResult", "load_baselines"]
 
-BASELINE_ROWS_DDL = ("snapshot_id string, source_id string, schema_name string, "
-                     "table_name string, pk_values string, pk_hash string, row_image string")
-BASELINES_DDL = ("snapshot_id string, snapshot_time timestamp, source_id string, "
-                 "binlog_file string, binlog_pos bigint, gtid_executed string, seq bigint, "
-                 "schema_name string, table_name string, row_count bigint")
+BASELINE_ROWS_DDL = BASELINE_ROWS.ddl()
+BASELINES_DDL = BASELINES.ddl()
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
@@ -204,7 +204,7 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
     spec = table_spec(ts, snapshot.snapshot_id)
     renderer = TableRenderer(spec)
     exprs = ", ".join(_expr(c) for c in ts.columns)
-    path = cfg.table_path("silver", "baseline_rows")
+    lk = Lake.of(cfg)
     n = 0
     with conn.cursor(pymysql.cursors.SSCursor) as cur:
         cur.execute(f"SELECT {exprs} FROM {_q(ts.schema)}.{_q(ts.table)}")
@@ -218,8 +218,7 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
                     hashlib.sha256(pk.encode()).hexdigest(), after)
                    for pk, after in zip(images.pk_values.to_pylist(),
                                         images.row_after.to_pylist())]
-            spark.createDataFrame(out, BASELINE_ROWS_DDL).write.format("delta").mode(
-                "append").save(path)
+            lk.append(spark.createDataFrame(out, BASELINE_ROWS_DDL), BASELINE_ROWS)
             n += len(out)
     return n
 
@@ -242,16 +241,15 @@ def _mark_complete(spark, cfg: Config, res: DataSnapshotResult) -> None:
     rows = [(s.snapshot_id, s.snapshot_time, s.source_id, s.binlog_file, s.binlog_pos,
              s.gtid_executed, s.seq, schema, table, n) for (schema, table), n in res.rows.items()]
     if rows:
-        spark.createDataFrame(rows, BASELINES_DDL).write.format("delta").mode("append").save(
-            cfg.table_path("silver", "baselines"))
+        Lake.of(cfg).append(spark.createDataFrame(rows, BASELINES_DDL), BASELINES)
 
 
 def load_baselines(spark, cfg: Config, schema: str, table: str) -> list[dict[str, Any]]:
     """Complete baselines holding ``schema.table``, oldest coordinate first."""
-    path = cfg.table_path("silver", "baselines")
-    if not table_exists(spark, path):
+    lk = Lake.of(cfg)
+    if not lk.exists(spark, BASELINES):
         return []
-    rows = (spark.read.format("delta").load(path)
+    rows = (lk.read(spark, BASELINES)
             .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
             .collect())
     return sorted((r.asDict() for r in rows), key=lambda r: (r["seq"] or 0))

@@ -19,6 +19,7 @@ from pipelines.config import Config
 from pipelines.delta_ops import rows_written_since, sql_string, target_file_size
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
+from pipelines.lease import holds_lease
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
@@ -48,6 +49,7 @@ def _in_files(files: list[tuple[str, str]]) -> str:
                        for s, f in files)
 
 
+@holds_lease("silver")
 def run_silver(spark, cfg: Config) -> SilverResult:
     """Bring silver up to date with bronze; see the module docstring."""
     started = time.monotonic()

@@ -13,10 +13,7 @@ from pyspark.sql import functions as F
 
 from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.render_batch import table_map_of
 from pipelines.silver.render_worker import render_batches
-
-_table_map = table_map_of  # a bronze row's TABLE_MAP facts (pipelines.history.lake)
 
 __all__ = ["BRONZE_INPUT", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
            "render_workers"]
