@@ -70,6 +70,14 @@ class BronzeConfig:
     checksum: str = "raise"  # raise | warn | ignore
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
+    target_file_mb: int = 128  # bronze data files roll over at about this size
+
+
+@dataclass(frozen=True)
+class SilverConfig:
+    render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
+    render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
+    target_file_mb: int = 128  # silver data files roll over at about this size
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,7 @@ class Config:
     engine: EngineConfig = EngineConfig()
     source: SourceConfig = SourceConfig()
     bronze: BronzeConfig = BronzeConfig()
+    silver: SilverConfig = SilverConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
     lease: LeaseConfig = LeaseConfig()
@@ -138,7 +147,7 @@ class Config:
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
                                    "gold": GoldConfig, "stream": StreamConfig,
-                                   "lease": LeaseConfig}
+                                   "lease": LeaseConfig, "silver": SilverConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -238,6 +247,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
+    for section in ("bronze", "silver"):
+        if getattr(cfg, section).target_file_mb < 0:
+            raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
+    if cfg.silver.render_workers < 0:
+        raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)
     _validate_stream(cfg.stream)
     if cfg.lease.wait_seconds < 0:

@@ -31,7 +31,7 @@ from pipelines.bronze import coltypes as T
 from pipelines.bronze.values import float32_text
 from pipelines.config import Config, Dsn
 from pipelines.delta_ops import sql_string
-from pipelines.errors import SourceError
+from pipelines.errors import SchemaMismatchError, SourceError
 from pipelines.lake import BASELINE_ROWS, BASELINES, Lake
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
@@ -213,16 +213,28 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
             rows = cur.fetchmany(batch_rows)
             if not rows:
                 break
-            out = []
-            for r in rows:
-                values = [_bronze_value(c, v) for c, v in zip(ts.columns, r)]
-                img = renderer.render("INSERT", None, values, None, None)
-                out.append((snapshot.snapshot_id, snapshot.source_id, ts.schema, ts.table,
-                            img.pk_values, hashlib.sha256(img.pk_values.encode()).hexdigest(),
-                            img.row_after))
+            images = _render_inserts(renderer, [[_bronze_value(c, v) for c, v in
+                                                  zip(ts.columns, r)] for r in rows])
+            out = [(snapshot.snapshot_id, snapshot.source_id, ts.schema, ts.table, pk,
+                    hashlib.sha256(pk.encode()).hexdigest(), after)
+                   for pk, after in zip(images.pk_values.to_pylist(),
+                                        images.row_after.to_pylist())]
             lk.append(spark.createDataFrame(out, BASELINE_ROWS_DDL), BASELINE_ROWS)
             n += len(out)
     return n
+
+
+def _render_inserts(renderer: TableRenderer, images: list[list[bytes | None]]):
+    """Render rows as INSERT after images (columnar); the first unrenderable row raises."""
+    import pyarrow as pa
+
+    m = len(images)
+    out = renderer.render(pa.array(["INSERT"] * m), pa.nulls(m, pa.list_(pa.binary())),
+                          pa.array(images, pa.list_(pa.binary())),
+                          pa.nulls(m, pa.list_(pa.bool_())), pa.nulls(m, pa.list_(pa.bool_())))
+    if out.errors:
+        raise SchemaMismatchError(min(out.errors)[1])
+    return out
 
 
 def _mark_complete(spark, cfg: Config, res: DataSnapshotResult) -> None:
