@@ -25,6 +25,10 @@ def register_views(spark, cfg: Config) -> list[str]:
     for table in lake_tables():
         if lake.exists(spark, table):
             df = lake.read(spark, table)
+            if table.key == "bronze/files":  # append-only: each file's latest row
+                from pipelines.bronze.files import latest_states
+
+                df = latest_states(df)
             for view in (table.table_name, *table.aliases):
                 df.createOrReplaceTempView(view)
                 names.append(view)
