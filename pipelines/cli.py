@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.stream.command import add_stream_parser
 
     add_stream_parser(sub)
+    from pipelines.mirror.command import add_mirror_parser
+    add_mirror_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -271,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(args)
-        return _COMMANDS[args.command](args, cfg)
+        return _COMMANDS.get(args.command, getattr(args, "handler", None))(args, cfg)
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
         return 2

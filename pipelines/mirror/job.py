@@ -1,0 +1,296 @@
+"""The mirror stage (I/O): bring every table's current-state and history Delta tables up to
+date with silver, exactly once.
+
+Per run: the silver rows added since the last run (``files_added`` between the silver version
+the state records and the current one; the whole table the first time), per source table
+those with ``seq`` above the table's watermark. For each table: plan the layout (evolving
+both tables in one overwrite commit each when it changed), type the rows, pair versions
+(``plan.versions``) against the current table *as of the version the state records* (Delta
+time travel), MERGE the history then the current table on the version's ``seq``, and
+finally commit every table's new watermark and current-table version in one state commit.
+
+Kill -9 anywhere: the state still names the old watermark and current version, so the
+re-run computes the same changes from the same inputs, and both MERGEs are idempotent (an
+existing version is matched by its start seq, a deleted one is no longer there). A lock file
+keeps two runs on one lake from interleaving (Sail does not fail a racing commit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from pipelines.config import Config
+from pipelines.delta_ops import current_version, files_added, sql_string, table_exists
+from pipelines.errors import ConfigError
+from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, SILVER_INPUT, Layout,
+                                   TableTyping, current_changes, history_changes, plan_layout,
+                                   quote, record_schema, records, seen_columns, versions)
+
+__all__ = ["MirrorResult", "TableRun", "run_mirror", "mirror_path", "state_path",
+           "mirrored_tables", "view_names"]
+
+log = logging.getLogger(__name__)
+
+_STATE_DDL = ("source_id string, schema_name string, table_name string, last_seq bigint, "
+              "current_version bigint, silver_version bigint, updated_at timestamp")
+_CHANGES = ("INSERT", "UPDATE", "DELETE")
+
+
+def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
+    """Where a source table's mirror lives: ``kind`` ``current`` →
+    ``<lake>/mirror/<schema>/<table>``, ``history`` → ``<lake>/mirror_history/<schema>/<table>``.
+    The one place mirror paths are built."""
+    layer = {"current": "mirror", "history": "mirror_history"}[kind]
+    return os.path.join(cfg.lake_root, layer, schema, table)
+
+
+def state_path(cfg: Config) -> str:
+    return cfg.table_path("mirror_state", "tables")
+
+
+def view_names(schema: str, table: str) -> tuple[str, str]:
+    """Catalog names of a table's mirror: ``<schema>__<table>`` and ``…__history``."""
+    return f"{schema}__{table}", f"{schema}__{table}__history"
+
+
+@dataclass
+class TableRun:
+    name: str
+    changes: int = 0
+    evolved: bool = False
+
+
+@dataclass
+class MirrorResult:
+    tables: list[TableRun] = field(default_factory=list)
+    from_version: int | None = None
+    to_version: int | None = None
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def changes(self) -> int:
+        return sum(t.changes for t in self.tables)
+
+
+@contextlib.contextmanager
+def _lock(cfg: Config) -> Iterator[None]:
+    os.makedirs(cfg.lake_root, exist_ok=True)
+    path = os.path.join(cfg.lake_root, ".mirror.lock")
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"lake {cfg.lake_root}: another `binlake mirror` is running "
+                              f"(lock {path})") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _load_state(spark, cfg: Config, source: str) -> tuple[int, dict[tuple[str, str], Any]]:
+    path = state_path(cfg)
+    if not table_exists(spark, path):
+        return -1, {}
+    rows = spark.read.format("delta").load(path).where(
+        f"source_id = {sql_string(source)}").collect()
+    silver = max((r["silver_version"] for r in rows), default=-1)
+    return silver, {(r["schema_name"], r["table_name"]): r for r in rows}
+
+
+def mirrored_tables(spark, cfg: Config) -> list[tuple[str, str]]:
+    """(schema, table) of every mirrored table, from the state."""
+    path = state_path(cfg)
+    if not table_exists(spark, path):
+        return []
+    rows = spark.read.format("delta").load(path).select("schema_name", "table_name").collect()
+    return sorted({(r[0], r[1]) for r in rows})
+
+
+def _silver_batch(spark, path: str, since: int, target: int):
+    if since >= 0:
+        files = files_added(path, since, target)
+        if files is not None:
+            return spark.read.parquet(*files) if files else None
+        log.warning("silver log for version %s is gone: mirroring from the whole table", since)
+    return spark.read.format("delta").option("versionAsOf", target).load(path)
+
+
+def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult:
+    """Mirror the silver rows of ``source`` (default ``source.name``) not mirrored yet."""
+    started = time.monotonic()
+    source = source or cfg.source.name
+    res = MirrorResult()
+    silver_path = cfg.table_path("silver", "binlog_events")
+    with _lock(cfg):
+        if not table_exists(spark, silver_path):
+            res.note = f"no silver table at {silver_path}"
+            return res
+        target = current_version(silver_path)
+        since, state = _load_state(spark, cfg, source)
+        res.from_version, res.to_version = since, target
+        if target is None or since >= target:
+            res.note = "mirror is up to date"
+            res.seconds = time.monotonic() - started
+            return res
+        batch = _silver_batch(spark, silver_path, since, target)
+        new_state = {k: (r["last_seq"], r["current_version"]) for k, r in state.items()}
+        if batch is not None:
+            from pyspark.sql import functions as F
+
+            batch = batch.where((F.col("source_id") == source)
+                                & F.col("event_type").isin(*_CHANGES))
+            per_table = (batch.groupBy("schema_name", "table_name")
+                         .agg(F.max("seq").alias("max_seq"), F.count("*").alias("n"))
+                         .collect())
+            from pipelines.silver.snapshot_store import load_snapshots
+
+            snapshots = load_snapshots(spark, cfg, source)
+            for row in sorted(per_table, key=lambda r: (r[0], r[1])):
+                key = (row["schema_name"], row["table_name"])
+                last_seq, cur_version = new_state.get(key, (-1, None))
+                if row["max_seq"] <= last_seq:
+                    continue
+                typing = TableTyping.from_snapshots(snapshots, *key)
+                rows = batch.where((F.col("schema_name") == key[0])
+                                   & (F.col("table_name") == key[1])
+                                   & (F.col("seq") > F.lit(last_seq)))
+                run, version = _mirror_table(spark, cfg, key, rows, typing, cur_version)
+                run.changes = row["n"]
+                res.tables.append(run)
+                new_state[key] = (row["max_seq"], version)
+        _save_state(spark, cfg, source, new_state, target)
+    res.seconds = time.monotonic() - started
+    return res
+
+
+def _save_state(spark, cfg: Config, source: str, st: dict, silver_version: int) -> None:
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    rows = [(source, s, t, seq, ver, silver_version, now) for (s, t), (seq, ver) in st.items()]
+    if not rows:  # keep the silver version even before any table has rows
+        rows = [(source, "", "", -1, None, silver_version, now)]
+    (spark.createDataFrame(rows, _STATE_DDL).write.format("delta").mode("overwrite")
+     .save(state_path(cfg)))
+
+
+# -- one table ------------------------------------------------------------------------------
+
+def _data_columns(spark, path: str, meta: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
+    if not table_exists(spark, path):
+        return None
+    skip = {n for n, _ in meta}
+    schema = spark.read.format("delta").load(path).schema
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name not in skip]
+
+
+def _align(df, layout: Layout, meta: list[tuple[str, str]]):
+    """``df`` (a mirror table of an older layout) with ``layout``'s columns and types."""
+    from pyspark.sql import functions as F
+
+    have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    cols = []
+    for name, t in layout.columns:
+        if name not in have:
+            cols.append(F.lit(None).cast(t.spark).alias(name))
+        elif have[name] == t.spark:
+            cols.append(F.col(quote(name)))
+        elif t.spark == "string" and have[name] == "binary":
+            cols.append(F.base64(F.col(quote(name))).alias(name))
+        else:
+            cols.append(F.col(quote(name)).cast(t.spark).alias(name))
+    return df.select(*cols, *[F.col(quote(n)) for n, _ in meta])
+
+
+def _ensure_table(spark, path: str, layout: Layout, meta: list[tuple[str, str]],
+                  existing: list[tuple[str, str]] | None) -> bool:
+    """Create the table, or rewrite it in the layout when that changed; True when evolved."""
+    ddl = ", ".join([layout.ddl()] + [f"{quote(n)} {t}" for n, t in meta])
+    if existing is None:
+        spark.createDataFrame([], ddl).write.format("delta").save(path)
+        return False
+    if existing == [(n, t.spark) for n, t in layout.columns]:
+        return False
+    # One overwrite commit: the previous typing stays readable with VERSION AS OF.
+    df = _align(spark.read.format("delta").load(path), layout, meta)
+    df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    return True
+
+
+def _seen(spark, rows, typing: TableTyping) -> list[tuple[str | None, str]]:
+    versions_ = [r[0] for r in rows.select("schema_version").distinct().collect()]
+    seen = [(v, c) for v in versions_ if v in typing.by_version for c in typing.by_version[v]]
+    if any(v not in typing.by_version for v in versions_):
+        named = rows.where(~rows.schema_version.isin(*typing.by_version) if typing.by_version
+                           else "true")
+        found = named.select("schema_version", "row_before", "row_after").mapInArrow(
+            seen_columns, "schema_version string, column string").distinct().collect()
+        seen += sorted((r[0], r[1]) for r in found)
+    return seen
+
+
+def _insert(cols: list[str]) -> str:
+    return f"INSERT ({', '.join(cols)}) VALUES ({', '.join('s.' + c for c in cols)})"
+
+
+def _view(df) -> str:
+    name = "mirror_src_" + uuid.uuid4().hex[:12]
+    df.createOrReplaceTempView(name)
+    return name
+
+
+def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableTyping,
+                  cur_version: int | None) -> tuple[TableRun, int | None]:
+    from pyspark.sql import functions as F
+
+    name = f"{key[0]}.{key[1]}"
+    run = TableRun(name)
+    cur_path = mirror_path(cfg, "current", *key)
+    hist_path = mirror_path(cfg, "history", *key)
+    existing = _data_columns(spark, cur_path, CURRENT_META)
+    layout = plan_layout(existing, typing, _seen(spark, rows, typing))
+    hist_existing = _data_columns(spark, hist_path, HISTORY_META)
+    run.evolved = _ensure_table(spark, cur_path, layout, CURRENT_META, existing)
+    run.evolved |= _ensure_table(spark, hist_path, layout, HISTORY_META, hist_existing)
+
+    ddl, _ = record_schema(layout)
+    recs = rows.select(*SILVER_INPUT).mapInArrow(records(layout, typing, name), ddl)
+    if cur_version is not None:
+        before = _align(spark.read.format("delta").option("versionAsOf", cur_version)
+                        .load(cur_path), layout, CURRENT_META)
+        ck = [f"__k{i}" for i in range(len(layout.key))]
+        keys = recs.where("__kind = 'close'").select(
+            *[F.col(quote(k)).alias(a) for k, a in zip(layout.key, ck)]).distinct()
+        cond = [F.col(quote(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
+        opens0 = (before.join(keys, cond, "left_semi")
+                  .withColumn("__kind", F.lit("open"))
+                  .withColumn("__event_type", F.lit(None).cast("string")))
+    else:
+        opens0 = spark.createDataFrame([], ddl)
+    paired = versions(recs, opens0.select(*recs.columns), layout)
+
+    hist = _view(history_changes(paired, layout))
+    hist_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in HISTORY_META]
+    spark.sql(
+        f"MERGE INTO delta.`{hist_path}` AS t USING {hist} AS s "
+        "ON t.__START_AT = s.__START_AT "
+        "WHEN MATCHED THEN UPDATE SET __END_AT = s.__END_AT, "
+        "__end_timestamp = s.__end_timestamp "
+        f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(hist_cols)}").collect()
+    cur = _view(current_changes(paired, layout))
+    cur_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in CURRENT_META]
+    spark.sql(
+        f"MERGE INTO delta.`{cur_path}` AS t USING {cur} AS s ON t.__seq = s.__seq "
+        "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "
+        f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(cur_cols)}").collect()
+    for v in (hist, cur):
+        spark.catalog.dropTempView(v)
+    return run, current_version(cur_path)
