@@ -24,7 +24,7 @@ import struct
 import subprocess
 import sys
 import time
-from decimal import Decimal
+from decimal import Context, Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -84,7 +84,9 @@ def built(spark, tmp_path_factory):
     binlogs = tmp / "binlogs"
     binlogs.mkdir()
     moments = []
-    with MariaDBServer(binlog_row_metadata="FULL") as server:
+    (tmp / "server_tmp").mkdir()  # the server's temporary tables, away from a shared /tmp
+    with MariaDBServer(binlog_row_metadata="FULL",
+                       extra_options={"tmpdir": str(tmp / "server_tmp")}) as server:
         dsn = Dsn.parse(server.dsn())
 
         def snap() -> None:
@@ -127,8 +129,14 @@ def _session_tz(spark) -> ZoneInfo:
     return ZoneInfo(spark.conf.get("spark.sql.session.timeZone") or "UTC")
 
 
+_EXACT = Context(prec=200)
+
+
 def _canon_server(col: dict, value, fsp: int):
-    """The server's canonical value, with MySQL zero dates as NULL (docs/mirror.md)."""
+    """The server's canonical value, with MySQL zero dates as NULL (docs/mirror.md); numbers
+    by value (a widened DECIMAL holds 1.50 for 1.5)."""
+    if value is not None and col["type"] == "decimal":
+        return _EXACT.normalize(Decimal(value))
     if value is None or col["type"] not in ("date", "datetime", "timestamp"):
         return value
     date = value[:10]
@@ -148,6 +156,8 @@ def _canon_mirror(col: dict, value, fsp: int, tz: ZoneInfo):
         return struct.pack("<f", value)
     if t == "double":
         return float(value)
+    if t == "decimal":
+        return _EXACT.normalize(Decimal(value))
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     if isinstance(value, dt.datetime):
