@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="run every stage (bronze, silver, gold) over binlog files")
     _add_file_selection(p)
     p.add_argument("--gold-dsn", help="also export to gold: mysql://user:pw@host:port/db")
+    from pipelines.mirror.command import add_mirror_flag
+    add_mirror_flag(p)
 
     sub.add_parser("silver", help="name new bronze row changes into the silver table")
 
@@ -161,6 +163,9 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
 
             args.gold_dsn = None  # taken from cfg.gold.dsn
             code = cmd_gold(args, cfg)
+        if args.mirror:
+            from pipelines.mirror.command import cmd_mirror
+            code = max(code, cmd_mirror(args, cfg))
     return code
 
 

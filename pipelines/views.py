@@ -32,4 +32,6 @@ def register_views(spark, cfg: Config) -> list[str]:
         if table_exists(spark, path):
             spark.read.format("delta").load(path).createOrReplaceTempView(view)
             names.append(view)
+    from pipelines.mirror.views import register_mirror_views
+    names += register_mirror_views(spark, cfg)
     return names

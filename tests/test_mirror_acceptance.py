@@ -254,3 +254,15 @@ def test_kill_9_mid_run_then_rerun_gives_the_same_tables(spark, built) -> None:
     assert again.returncode == 0 and "0 row changes" in out and "up to date" in out, out
     assert versions == {p: sorted(os.listdir(p / "_delta_log"))
                         for p in (lake_b / "mirror_history").glob("*/*")}
+
+
+def test_sql_registers_the_mirror_views(spark, built, capsys) -> None:
+    from pipelines.cli import main
+
+    cfg, _, final, _ = built
+    assert main(["--lake", cfg.lake_root, "sql",
+                 "SELECT count(*) AS n FROM shop__orders"]) == 0
+    assert f"| {len(final['rows']['shop.orders'])} " in capsys.readouterr().out
+    assert main(["--lake", cfg.lake_root, "sql",
+                 "SELECT count(*) AS open FROM shop__orders__history WHERE __END_AT IS NULL"]) == 0
+    assert f"| {len(final['rows']['shop.orders'])} " in capsys.readouterr().out

@@ -67,7 +67,8 @@ class _Where:
 def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
                start_file: str | None = None, start_pos: int | None = None,
                start_gtid: str | None = None, gold_dsn: str | None = None, reset: bool = False,
-               gap_fill: bool = True, stop_after: float | None = None) -> int:
+               gap_fill: bool = True, stop_after: float | None = None,
+               mirror: bool = False) -> int:
     """Stream ``source_dsn`` into the lake until stopped; return the exit code.
 
     ``stop_after`` (seconds) stops cleanly after that long (tests, benchmarks). Raises
@@ -84,6 +85,7 @@ def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
     job = StreamJob(spark, cfg, dsn=dsn, server_id=server_id,
                     gold_dsn=gold_dsn or cfg.gold.dsn or None, gap_fill=gap_fill,
                     stop_after=stop_after)
+    job.mirror = mirror  # `--mirror`: the typed mirror tables follow silver
     return job.run(start=_flags(start_file, start_pos, start_gtid), reset=reset)
 
 
@@ -108,6 +110,7 @@ class StreamJob:
         self.gold_dsn = gold_dsn
         self.gap_fill = gap_fill
         self.stop_after = stop_after
+        self.mirror = False
         self.source_id = cfg.source.name
         self.server_uuid = cfg.source.server_uuid or None
         self.bronze_path = cfg.table_path("bronze", "binlog_events")
@@ -581,6 +584,10 @@ class StreamJob:
                 from pipelines.gold.job import run_gold
 
                 run_gold(self.spark, self.cfg, gold_dsn=self.gold_dsn)
+            if self.mirror:
+                from pipelines.mirror.job import run_mirror
+
+                run_mirror(self.spark, self.cfg)
         except Exception as exc:  # noqa: BLE001 - following must not stop the stream
             log.warning("following silver/gold failed (bronze keeps streaming): %s", exc)
         self.silver_pending = False
