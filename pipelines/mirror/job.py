@@ -47,8 +47,8 @@ _CHANGES = ("INSERT", "UPDATE", "DELETE")
 def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
     """Where a source table's mirror lives: ``kind`` ``current`` →
     ``<lake>/mirror/<schema>/<table>``, ``history`` → ``<lake>/mirror_history/<schema>/<table>``.
-    The one place mirror paths are built."""
-    layer = {"current": "mirror", "history": "mirror_history"}[kind]
+    The one place mirror paths are built (``work``: a run's paired versions, scratch)."""
+    layer = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}[kind]
     return os.path.join(cfg.lake_root, layer, schema, table)
 
 
@@ -275,7 +275,12 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
                   .withColumn("__event_type", F.lit(None).cast("string")))
     else:
         opens0 = spark.createDataFrame([], ddl)
-    paired = versions(recs, opens0.select(*recs.columns), layout)
+    # Materialised once: both MERGEs read it (a MERGE over the un-materialised plan
+    # re-runs the Python typing and the window per pass, ~50x slower on Sail).
+    work = mirror_path(cfg, "work", *key)
+    (versions(recs, opens0.select(*recs.columns), layout).write.format("delta")
+     .mode("overwrite").option("overwriteSchema", "true").save(work))
+    paired = spark.read.format("delta").load(work)
 
     hist = _view(history_changes(paired, layout))
     hist_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in HISTORY_META]
