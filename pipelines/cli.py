@@ -92,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
-    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=50)
+    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views "
+                                   "(no query: an interactive shell)")
+    p.add_argument("query", nargs="?")
+    p.add_argument("--limit", type=int, default=None, help="rows shown (50; shell: 1000)")
     return ap
 
 
@@ -194,8 +195,11 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
 
     spark = get_spark(cfg.engine)
     register_views(spark, cfg)
+    if args.query is None:
+        from pipelines.shell import run_shell
+        return run_shell(spark, limit=args.limit or 1000)
     df = spark.sql(args.query)
-    print(_show_string(df, args.limit))
+    print(_show_string(df, args.limit or 50))
     return 0
 
 
