@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_stream_parser(sub)
     from pipelines.mirror.command import add_mirror_parser
     add_mirror_parser(sub)
+    from pipelines.serve import add_serve_parser
+    add_serve_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
