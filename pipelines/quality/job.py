@@ -228,7 +228,8 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
     if failures:
         (spark.createDataFrame(failures, FAILURES_DDL).write.format("delta").mode("append")
          .save(os.path.join(base, "failures")))
-    html = render_report(res)
+    from pipelines.quality.trends import load_trends, render_trends
+    html = render_report(res, render_trends(load_trends(spark, os.path.join(base, "results"))))
     os.makedirs(os.path.join(base, "reports"), exist_ok=True)
     per_run = os.path.join(base, "reports", f"{res.run_id}.html")
     latest = os.path.join(base, "report.html")
