@@ -40,6 +40,8 @@ def _add_file_selection(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="binlake", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lake", help="lake root directory (default from conf: ./lake)")
+    ap.add_argument("--catalog", help="catalog.schema: read and write metastore tables there "
+                    "(default from conf: none, tables by path)")
     ap.add_argument("--conf", help="TOML config file (default conf/binlake.toml)")
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--export", help="also write the snapshot to this JSON file")
     g.add_argument("--import", dest="import_path", help="store a snapshot from a JSON file")
+    from pipelines.history.command import add_data_argument, add_history_parsers
+    add_data_argument(p)
 
     p = sub.add_parser("quality", help="run the data-quality rules (conf/quality.toml)")
     p.add_argument("--window", default=None,
@@ -86,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.stream.command import add_stream_parser
 
     add_stream_parser(sub)
+    add_history_parsers(sub)
     from pipelines.mirror.command import add_mirror_parser
     add_mirror_parser(sub)
     from pipelines.serve import add_serve_parser
@@ -104,11 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> Config:
     return load_config(args.conf, overrides={
         "lake.root": args.lake,
+        "lake.catalog": args.catalog,
         "engine.remote": args.spark_remote,
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
     })
+
+
+def _where(cfg: Config, layer: str, name: str) -> str:
+    from pipelines.lake import Lake, lake_table
+
+    return Lake.of(cfg).where(lake_table(layer, name))
 
 
 def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
@@ -140,7 +152,7 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
         print(f"bronze: {name}: already completed, skipped")
     rate = res.row_changes / res.seconds if res.seconds else 0.0
     print(f"bronze: {len(res.files)} file(s), {res.row_changes} row changes in "
-          f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {cfg.table_path('bronze', 'binlog_events')}")
+          f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {_where(cfg, 'bronze', 'binlog_events')}")
     code = 1 if res.failed else 0
     if args.command == "index":
         code = max(code, _cmd_silver(args, cfg))
@@ -155,7 +167,7 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
     res = run_silver(spark, cfg)
     print(f"silver: {len(res.files)} bronze file(s) considered, {res.appended} row changes "
           f"appended, {res.quarantined} in quarantine, version {res.silver_version} in "
-          f"{res.seconds:.1f}s -> {cfg.table_path('silver', 'binlog_events')}")
+          f"{res.seconds:.1f}s -> {_where(cfg, 'silver', 'binlog_events')}")
     code = 0
     if args.command == "index":
         from pipelines.quality import run_quality, summary_line
@@ -224,6 +236,9 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
     from pipelines.silver.snapshot_job import print_summary, run_snapshot
 
+    if getattr(args, "data", False):
+        from pipelines.history.command import cmd_data_snapshot
+        return cmd_data_snapshot(args, cfg)
     snap, checks = run_snapshot(get_spark(cfg.engine), cfg, source_dsn=args.source_dsn,
                                 schemas=args.schemas, export_path=args.export,
                                 import_path=args.import_path)
@@ -253,7 +268,7 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--conf", "--spark-remote", "--engine")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
@@ -293,6 +308,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
+        from pipelines.history.command import engine_message
+        message = engine_message(exc)
+        if message is None:
+            raise
+        print(f"binlake: error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 from pipelines.errors import ConfigError
+from pipelines.lake import parse_catalog, table_dir
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
@@ -61,7 +62,11 @@ class Dsn:
 
 @dataclass(frozen=True)
 class LakeConfig:
+    """Where the lake's tables are (``pipelines/lake.py``, docs/lake.md)."""
+
     root: str = "./lake"
+    catalog: str = ""  # catalog.schema: metastore tables there (external, at the root's paths)
+    managed: bool = False  # with catalog: managed tables (the catalog's storage), not external
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,9 @@ class Config:
         return os.path.abspath(self.lake.root)
 
     def table_path(self, layer: str, name: str) -> str:
-        return os.path.join(self.lake_root, layer, name)
+        """``<lake root>/<layer>/<name>`` (the registry's path; see ``pipelines.lake.Lake``
+        for reading and writing a table whether it is a path or a catalog table)."""
+        return table_dir(self.lake_root, layer, name)
 
 
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
@@ -229,6 +236,10 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("engine.kind: connect needs engine.remote (--spark-remote sc://HOST:PORT)")
     if cfg.engine.remote and not cfg.engine.remote.startswith("sc://"):
         raise ConfigError(f"engine.remote: expected sc://host:port, got {cfg.engine.remote!r}")
+    if cfg.lake.catalog:
+        parse_catalog(cfg.lake.catalog)
+    elif cfg.lake.managed:
+        raise ConfigError("lake.managed: managed tables need lake.catalog (catalog.schema)")
     if cfg.bronze.checksum not in ("raise", "warn", "ignore"):
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:

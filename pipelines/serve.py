@@ -38,17 +38,9 @@ def add_serve_parser(sub) -> None:
 
 def register_global_views(spark, cfg: Config) -> list[str]:
     """Every existing lake table and mirror table as a global temp view; the names."""
-    from pipelines.delta_ops import table_exists
-    from pipelines.mirror.views import mirror_views
-    from pipelines.views import LAKE_TABLES
+    from pipelines.views import register_views
 
-    paths = {view: cfg.table_path(*where) for view, where in LAKE_TABLES.items()}
-    names = []
-    for view, path in {**paths, **mirror_views(spark, cfg)}.items():
-        if table_exists(spark, path):
-            spark.read.format("delta").load(path).createOrReplaceGlobalTempView(view)
-            names.append(view)
-    return names
+    return register_views(spark, cfg, global_views=True)
 
 
 def _start_server(host: str, port: int):

@@ -14,15 +14,13 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
-from pipelines.delta_ops import table_exists
 from pipelines.errors import ConfigError
+from pipelines.lake import BRONZE_FILES, Lake
 
 __all__ = ["FileState", "FILES_DDL", "select_files", "load_states", "save_states"]
 
 _NUMBERED = re.compile(r"\.(\d{6})$")  # MySQL/MariaDB binlogs: base.NNNNNN
-FILES_DDL = ("source_id string, binlog_file string, path string, size bigint, status string, "
-             "events bigint, row_changes bigint, last_pos bigint, error string, "
-             "updated_at timestamp")
+FILES_DDL = BRONZE_FILES.ddl()
 
 
 @dataclass
@@ -59,15 +57,15 @@ def select_files(binlog_dir: str, *, all_files: bool = False,
     return out
 
 
-def load_states(spark, path: str) -> dict[tuple[str, str], FileState]:
+def load_states(spark, lake: Lake) -> dict[tuple[str, str], FileState]:
     """Every file's last recorded state, keyed by (source_id, binlog_file)."""
-    if not table_exists(spark, path):
+    if not lake.exists(spark, BRONZE_FILES):
         return {}
-    rows = spark.read.format("delta").load(path).collect()
+    rows = lake.read(spark, BRONZE_FILES).collect()
     return {(r["source_id"], r["binlog_file"]): FileState(**r.asDict()) for r in rows}
 
 
-def save_states(spark, path: str, states: dict[tuple[str, str], FileState]) -> None:
+def save_states(spark, lake: Lake, states: dict[tuple[str, str], FileState]) -> None:
     """Write the whole (small) table in one atomic overwrite commit."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     rows = []
@@ -75,4 +73,4 @@ def save_states(spark, path: str, states: dict[tuple[str, str], FileState]) -> N
         if st.updated_at is None:
             st.updated_at = now
         rows.append(tuple(asdict(st).values()))
-    spark.createDataFrame(rows, FILES_DDL).write.format("delta").mode("overwrite").save(path)
+    lake.overwrite(spark.createDataFrame(rows, FILES_DDL), BRONZE_FILES)

@@ -5,7 +5,7 @@
 - *Rows checked per run*: one bar per run, the rows of each dataset the run checked (the
   largest passed + failed count among its rules on that dataset), stacked.
 
-Read from ``<lake>/quality/results`` (one row per rule, dataset and run; small).
+Read from the quality results table (one row per rule, dataset and run; small).
 """
 
 from __future__ import annotations
@@ -46,13 +46,14 @@ def points_from_rows(rows: Iterable[dict[str, Any]], last: int = 30) -> list[Run
     return ordered[-last:]
 
 
-def load_trends(spark, results_path: str, last: int = 30) -> list[RunPoint]:
-    """The last ``last`` runs stored at ``results_path`` (empty when there is no table)."""
-    from pipelines.delta_ops import table_exists
+def load_trends(spark, cfg, last: int = 30) -> list[RunPoint]:
+    """The last ``last`` runs stored in the lake's quality results (empty when none)."""
+    from pipelines.lake import QUALITY_RESULTS, Lake
 
-    if not table_exists(spark, results_path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, QUALITY_RESULTS):
         return []
-    df = spark.read.format("delta").load(results_path)
+    df = lake.read(spark, QUALITY_RESULTS)
     keep = [r["run_id"] for r in df.select("run_id", "run_time").distinct()
             .orderBy(df.run_time.desc(), df.run_id.desc()).limit(last).collect()]
     rows = df.where(df.run_id.isin(*keep)).select(

@@ -12,6 +12,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.errors import SchemaMismatchError
+from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import BronzeTableMap, NamingPlan, file_number
 
@@ -24,42 +25,13 @@ BRONZE_INPUT = [
     "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values",
     "row_before", "row_after", "before_present", "after_present",
 ]
-_RENDERED_DDL = (
-    "source_id string, server_id bigint, server_uuid string, binlog_file string, "
-    "start_pos bigint, end_pos bigint, row_in_event int, seq bigint, event_timestamp timestamp, "
-    "event_date date, "
-    "gtid string, connection_id bigint, schema_name string, table_name string, "
-    "event_type string, pk_values string, pk_kind string, changed_columns string, "
-    "row_before string, row_after string, absent_columns string, schema_version string"
-)
-_RENDERED = pa.schema([
-    ("source_id", pa.string()), ("server_id", pa.int64()), ("server_uuid", pa.string()),
-    ("binlog_file", pa.string()), ("start_pos", pa.int64()), ("end_pos", pa.int64()),
-    ("row_in_event", pa.int32()), ("seq", pa.int64()),
-    ("event_timestamp", pa.timestamp("us", tz="UTC")), ("event_date", pa.date32()),
-    ("gtid", pa.string()), ("connection_id", pa.int64()), ("schema_name", pa.string()),
-    ("table_name", pa.string()), ("event_type", pa.string()), ("pk_values", pa.string()),
-    ("pk_kind", pa.string()),
-    ("changed_columns", pa.string()), ("row_before", pa.string()), ("row_after", pa.string()),
-    ("absent_columns", pa.string()), ("schema_version", pa.string()),
-])
-QUARANTINE_DDL = (
-    "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
-    "event_timestamp timestamp, schema_name string, table_name string, event_type string, "
-    "column_count int, reason string"
-)
-_QUARANTINE = pa.schema([
-    ("source_id", pa.string()), ("binlog_file", pa.string()), ("start_pos", pa.int64()),
-    ("row_in_event", pa.int32()), ("event_timestamp", pa.timestamp("us", tz="UTC")),
-    ("schema_name", pa.string()), ("table_name", pa.string()), ("event_type", pa.string()),
-    ("column_count", pa.int32()), ("reason", pa.string()),
-])
-SILVER_COLUMNS = [
-    "source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
-    "row_in_event", "seq", "event_timestamp", "event_date", "gtid", "connection_id",
-    "schema_name", "table_name", "event_type", "pk_values", "pk_hash", "pk_kind",
-    "changed_columns", "row_before", "row_after", "absent_columns", "schema_version",
-]
+# Declared once in the lake registry (silver/binlog_events, silver/quarantine): the rows the
+# Arrow task renders are the table's columns less those added after it.
+_RENDERED_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
+_RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
+QUARANTINE_DDL = SILVER_QUARANTINE.ddl(exclude=["quarantined_at"])
+_QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
+SILVER_COLUMNS = SILVER_EVENTS.column_names
 
 
 _UTC = dt.timezone.utc

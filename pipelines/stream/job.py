@@ -28,11 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze import events as ev
-from pipelines.bronze.job import BRONZE_PARTITIONS
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.config import Config, Dsn
-from pipelines.delta_ops import delete_where, sql_string, table_exists
+from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, DecodeError, EngineError, SourceError
+from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import Checkpoint, checkpoint_batch, gap_batch, load_latest
@@ -113,9 +113,9 @@ class StreamJob:
         self.mirror = False
         self.source_id = cfg.source.name
         self.server_uuid = cfg.source.server_uuid or None
-        self.bronze_path = cfg.table_path("bronze", "binlog_events")
+        self.lake = Lake.of(cfg)
         self.src = SourceServer(dsn)
-        self.files = StreamFiles(spark, cfg.table_path("bronze", "files"), self.source_id,
+        self.files = StreamFiles(spark, self.lake, self.source_id,
                                  f"stream://{dsn.host}:{dsn.port}")
         self.stop_requested = threading.Event()
         self.progress = ProgressLine()
@@ -167,19 +167,19 @@ class StreamJob:
                 f"{c.name}: {c.detail}" for c in refused))
 
     def _bronze_files(self) -> list[str]:
-        if not table_exists(self.spark, self.bronze_path):
+        if not self.lake.exists(self.spark, BRONZE_EVENTS):
             return []
-        rows = (self.spark.read.format("delta").load(self.bronze_path)
+        rows = (self.lake.read(self.spark, BRONZE_EVENTS)
                 .where(f"source_id = {sql_string(self.source_id)}")
                 .select("binlog_file").distinct().collect())
         return [r[0] for r in rows]
 
     def _rows_beyond(self, ck: Checkpoint) -> int:
         """Bronze rows of this source past the checkpoint (someone else wrote them)."""
-        if not table_exists(self.spark, self.bronze_path):
+        if not self.lake.exists(self.spark, BRONZE_EVENTS):
             return 0
         f = sql_string(ck.file)
-        return (self.spark.read.format("delta").load(self.bronze_path)
+        return (self.lake.read(self.spark, BRONZE_EVENTS)
                 .where(f"source_id = {sql_string(self.source_id)} AND row_in_event >= 0 AND "
                        f"((binlog_file = {f} AND start_pos >= {int(ck.pos)}) OR binlog_file > {f})")
                 .count())
@@ -193,8 +193,8 @@ class StreamJob:
             log.warning("stream takes over %s: their bronze rows are replaced by streamed ones",
                         ", ".join(sorted(names)))
             in_list = ", ".join(sql_string(n) for n in sorted(names))
-            delete_where(self.spark, self.bronze_path,
-                         f"source_id = {sql_string(self.source_id)} AND binlog_file IN ({in_list})")
+            self.lake.delete_where(self.spark, BRONZE_EVENTS,
+                                   f"source_id = {sql_string(self.source_id)} AND binlog_file IN ({in_list})")
         self.files.forget(names | {first_file})
 
     def _default_start(self) -> StartAt:
@@ -212,15 +212,15 @@ class StreamJob:
         return StartAt(logs[0], 4)
 
     def _file_row_changes(self, name: str) -> int:
-        if not table_exists(self.spark, self.bronze_path):
+        if not self.lake.exists(self.spark, BRONZE_EVENTS):
             return 0
-        return (self.spark.read.format("delta").load(self.bronze_path)
+        return (self.lake.read(self.spark, BRONZE_EVENTS)
                 .where(f"source_id = {sql_string(self.source_id)} AND binlog_file = "
                        f"{sql_string(name)} AND event_type IN ('INSERT', 'UPDATE', 'DELETE')")
                 .count())
 
     def _plan(self, flags: StartAt | None, reset: bool) -> StartAt:
-        ck = None if reset else load_latest(self.spark, self.bronze_path, self.source_id)
+        ck = None if reset else load_latest(self.spark, self.lake, self.source_id)
         if ck is not None:
             self.seq = ck.seq
             self.events, self.row_changes = ck.events, ck.row_changes
@@ -245,7 +245,7 @@ class StreamJob:
                 self.committed = None
             return start
         if reset:
-            old = load_latest(self.spark, self.bronze_path, self.source_id)
+            old = load_latest(self.spark, self.lake, self.source_id)
             self.seq = old.seq if old is not None else 0
         start = flags or self._default_start()
         self.mode = start.mode
@@ -516,11 +516,10 @@ class StreamJob:
         rows.append(checkpoint_batch(ck, source_id=self.source_id, server_uuid=self.server_uuid))
         table = pa.Table.from_batches(rows)
         try:
-            (self.spark.createDataFrame(table).write.format("delta").mode("append")
-             .partitionBy(*BRONZE_PARTITIONS).save(self.bronze_path))
+            self.lake.append(self.spark.createDataFrame(table), BRONZE_EVENTS)
         except Exception as exc:  # noqa: BLE001 - engines raise many kinds
             # Nothing of this batch is visible (one commit or none): a restart redoes it.
-            raise EngineError(f"appending {table.num_rows} rows to {self.bronze_path} failed: "
+            raise EngineError(f"appending {table.num_rows} rows to {self.lake.where(BRONZE_EVENTS)} failed: "
                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
                               ) from exc
         self.pending_gap = None
