@@ -136,3 +136,23 @@ def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys) -> No
     assert (lake / "mirror" / "shop" / "orders" / "_delta_log").is_dir()
     assert main(["--lake", str(lake), "mirror"]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+@pytest.mark.spark
+def test_catalog_names_with_lake_catalog(spark, tmp_path: Path) -> None:
+    from pipelines.cli import main
+    from pipelines.config import load_config
+    from pipelines.lake import Lake
+    from pipelines.mirror.job import _catalog_tables
+
+    lake = tmp_path / "lake"
+    assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),
+                 "--all", "--mirror"]) == 0
+    cfg = load_config(env={}, overrides={"lake.root": str(lake),
+                                         "lake.catalog": "spark_catalog.mirror_units"})
+    _catalog_tables(spark, cfg, Lake.of(cfg), ("shop", "orders"))
+    n = spark.read.format("delta").load(str(lake / "mirror" / "shop" / "orders")).count()
+    assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders"
+                     ).collect()[0][0] == n
+    assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders__history "
+                     "WHERE __END_AT IS NULL").collect()[0][0] == n

@@ -29,7 +29,8 @@ from typing import Any, Iterator
 
 from pipelines.config import Config
 from pipelines.delta_ops import current_version, files_added, sql_string, table_exists
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, EngineError
+from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
                                    quote, record_schema, records, seen_columns, versions)
@@ -116,13 +117,13 @@ def mirrored_tables(spark, cfg: Config) -> list[tuple[str, str]]:
     return sorted({(r[0], r[1]) for r in rows})
 
 
-def _silver_batch(spark, path: str, since: int, target: int):
-    if since >= 0:
+def _silver_batch(spark, lake, path: str | None, since: int, target: int):
+    if since >= 0 and path:
         files = files_added(path, since, target)
         if files is not None:
             return spark.read.parquet(*files) if files else None
         log.warning("silver log for version %s is gone: mirroring from the whole table", since)
-    return spark.read.format("delta").option("versionAsOf", target).load(path)
+    return lake.read(spark, SILVER_EVENTS, target)
 
 
 def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult:
@@ -130,19 +131,20 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
     started = time.monotonic()
     source = source or cfg.source.name
     res = MirrorResult()
-    silver_path = cfg.table_path("silver", "binlog_events")
+    lake = Lake.of(cfg)
     with _lock(cfg):
-        if not table_exists(spark, silver_path):
-            res.note = f"no silver table at {silver_path}"
+        if not lake.exists(spark, SILVER_EVENTS):
+            res.note = f"no silver table at {lake.where(SILVER_EVENTS)}"
             return res
-        target = current_version(silver_path)
+        silver_path = lake.location(spark, SILVER_EVENTS)
+        target = lake.version(spark, SILVER_EVENTS)
         since, state = _load_state(spark, cfg, source)
         res.from_version, res.to_version = since, target
         if target is None or since >= target:
             res.note = "mirror is up to date"
             res.seconds = time.monotonic() - started
             return res
-        batch = _silver_batch(spark, silver_path, since, target)
+        batch = _silver_batch(spark, lake, silver_path, since, target)
         new_state = {k: (r["last_seq"], r["current_version"]) for k, r in state.items()}
         if batch is not None:
             from pyspark.sql import functions as F
@@ -167,10 +169,31 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                 run, version = _mirror_table(spark, cfg, key, rows, typing, cur_version)
                 run.changes = row["n"]
                 res.tables.append(run)
+                _catalog_tables(spark, cfg, lake, key)
                 new_state[key] = (row["max_seq"], version)
         _save_state(spark, cfg, source, new_state, target)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _catalog_tables(spark, cfg: Config, lake: Lake, key: tuple[str, str]) -> None:
+    """With ``lake.catalog``: the two tables as external catalog tables
+    ``<catalog>.<schema>__<table>[__history]`` at their mirror paths (created once; their
+    schema follows the Delta log)."""
+    if not lake.uses_catalog:
+        return
+    parts = parse_catalog(lake.catalog)
+    for kind, name in zip(("current", "history"), view_names(*key)):
+        ident = ".".join(quote(p) for p in (*parts, name))
+        try:
+            if len(parts) == 2:
+                spark.sql("CREATE SCHEMA IF NOT EXISTS "
+                          + ".".join(quote(p) for p in parts)).collect()
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {ident} USING delta "
+                      f"LOCATION {sql_string(mirror_path(cfg, kind, *key))}").collect()
+        except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
+            raise EngineError(f"lake.catalog {lake.catalog}: cannot create {ident}: "
+                              f"{str(exc).splitlines()[0][:200]}") from exc
 
 
 def _save_state(spark, cfg: Config, source: str, st: dict, silver_version: int) -> None:
