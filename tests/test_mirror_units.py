@@ -156,3 +156,24 @@ def test_catalog_names_with_lake_catalog(spark, tmp_path: Path) -> None:
                      ).collect()[0][0] == n
     assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders__history "
                      "WHERE __END_AT IS NULL").collect()[0][0] == n
+
+
+@pytest.mark.spark
+def test_stream_follow_runs_the_mirror_after_silver(spark, tmp_path: Path) -> None:
+    """``binlake stream --mirror``: the stream's silver step also brings the mirror up to
+    date (the stream job on a lake whose bronze came from files; no source is contacted)."""
+    from pipelines.bronze.job import run_bronze
+    from pipelines.cli import build_parser
+    from pipelines.config import Dsn, load_config
+    from pipelines.stream.job import StreamJob
+
+    assert build_parser().parse_args(["stream", "--server-id", "9", "--mirror"]).mirror
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    run_bronze(spark, cfg, binlog_dir=str(ROOT / "samples" / "binlogs"), all_files=True)
+    job = StreamJob(spark, cfg, dsn=Dsn.parse("mysql://repl@127.0.0.1:9/"), server_id=9)
+    job.mirror = True
+    job._follow()
+    silver = spark.read.format("delta").load(cfg.table_path("silver", "binlog_events"))
+    orders = silver.where("table_name = 'orders'").select("pk_values").distinct().count()
+    current = spark.read.format("delta").load(str(tmp_path / "lake" / "mirror" / "shop" / "orders"))
+    assert 0 < current.count() <= orders
