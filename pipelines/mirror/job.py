@@ -105,7 +105,7 @@ def _load_state(spark, cfg: Config, source: str) -> tuple[int, dict[tuple[str, s
     rows = spark.read.format("delta").load(path).where(
         f"source_id = {sql_string(source)}").collect()
     silver = max((r["silver_version"] for r in rows), default=-1)
-    return silver, {(r["schema_name"], r["table_name"]): r for r in rows}
+    return silver, {(r["schema_name"], r["table_name"]): r for r in rows if r["table_name"]}
 
 
 def mirrored_tables(spark, cfg: Config) -> list[tuple[str, str]]:
@@ -114,7 +114,7 @@ def mirrored_tables(spark, cfg: Config) -> list[tuple[str, str]]:
     if not table_exists(spark, path):
         return []
     rows = spark.read.format("delta").load(path).select("schema_name", "table_name").collect()
-    return sorted({(r[0], r[1]) for r in rows})
+    return sorted({(r[0], r[1]) for r in rows if r[1]})
 
 
 def _silver_batch(spark, lake, path: str | None, since: int, target: int):
@@ -254,9 +254,10 @@ def _seen(spark, rows, typing: TableTyping) -> list[tuple[str | None, str]]:
     if any(v not in typing.by_version for v in versions_):
         named = rows.where(~rows.schema_version.isin(*typing.by_version) if typing.by_version
                            else "true")
-        found = named.select("schema_version", "row_before", "row_after").mapInArrow(
-            seen_columns, "schema_version string, column string").distinct().collect()
-        seen += sorted((r[0], r[1]) for r in found)
+        found = (named.select("schema_version", "row_before", "row_after")
+                 .mapInArrow(seen_columns, "schema_version string, column string, position int")
+                 .groupBy("schema_version", "column").agg({"position": "min"}).collect())
+        seen += [(r[0], r[1]) for r in sorted(found, key=lambda r: (r[2], r[0] or "", r[1]))]
     return seen
 
 

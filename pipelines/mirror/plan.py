@@ -201,19 +201,21 @@ def records(layout: Layout, typing: TableTyping, where: str
 
 
 def seen_columns(rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A ``mapInArrow`` function: silver rows → distinct (schema_version, column) pairs."""
-    seen: set[tuple[str | None, str]] = set()
+    """A ``mapInArrow`` function: silver rows → distinct (schema_version, column, position in
+    the image) triples."""
+    seen: dict[tuple[str | None, str], int] = {}
     for batch in rows:
         for r in batch.to_pylist():
             for text in (r["row_before"], r["row_after"]):
                 image = parse_image(text)
-                if image:
-                    seen.update((r["schema_version"], k) for k in image)
+                for i, k in enumerate(image or ()):
+                    seen.setdefault((r["schema_version"], k), i)
     if seen:
-        versions_, columns = zip(*sorted(seen, key=lambda p: (p[0] or "", p[1])))
+        (versions_, columns), positions = zip(*seen), list(seen.values())
         yield pa.RecordBatch.from_arrays([pa.array(versions_, pa.string()),
-                                          pa.array(columns, pa.string())],
-                                         names=["schema_version", "column"])
+                                          pa.array(columns, pa.string()),
+                                          pa.array(positions, pa.int32())],
+                                         names=["schema_version", "column", "position"])
 
 
 # -- versions (DataFrame transforms) --------------------------------------------------------

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from pipelines.config import Config
 from pipelines.delta_ops import table_exists
 from pipelines.mirror.job import mirror_path, mirrored_tables, view_names
 
 __all__ = ["mirror_views", "register_mirror_views"]
+
+log = logging.getLogger(__name__)
 
 
 def mirror_views(spark, cfg: Config) -> dict[str, str]:
@@ -27,9 +31,14 @@ def register_mirror_views(spark, cfg: Config, *, global_views: bool = False) -> 
     names = []
     for name, path in mirror_views(spark, cfg).items():
         df = spark.read.format("delta").load(path)
-        if global_views:
-            df.createOrReplaceGlobalTempView(name)
-        else:
-            df.createOrReplaceTempView(name)
+        try:
+            if global_views:
+                df.createOrReplaceGlobalTempView(name)
+            else:
+                df.createOrReplaceTempView(name)
+        except Exception as exc:  # noqa: BLE001 - a name the engine refuses: skip that view
+            log.warning("mirror view %s not registered (query delta.`%s`): %s", name, path,
+                        str(exc).splitlines()[0][:200])
+            continue
         names.append(name)
     return names
