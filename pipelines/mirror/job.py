@@ -9,9 +9,15 @@ both tables in one overwrite commit each when it changed), type the rows, pair v
 time travel), MERGE the history then the current table on the version's ``seq``, and
 finally commit every table's new watermark and current-table version in one state commit.
 
-Kill -9 anywhere: the state still names the old watermark and current version, so the
+The history is partitioned by ``__is_current``: its MERGE matches only the open versions'
+partition (the ones a run may close), so a run rewrites files of open versions and appends
+closed ones, never re-reading the closed history.
+
+Kill -9 anywhere: the state still names the old watermark and table versions, so the
 re-run computes the same changes from the same inputs, and both MERGEs are idempotent (an
-existing version is matched by its start seq, a deleted one is no longer there). A lock file
+existing version is matched by its start seq, a deleted one is no longer there). When the
+history's version is not the recorded one (an interrupted run wrote to it), that table's
+MERGE matches on the whole history once, so no version is inserted twice. A lock file
 keeps two runs on one lake from interleaving (Sail does not fail a racing commit).
 """
 
@@ -31,7 +37,8 @@ from pipelines.config import Config
 from pipelines.delta_ops import current_version, files_added, sql_string, table_exists
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog
-from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, SILVER_INPUT, Layout,
+from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
+                                   SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
                                    quote, record_schema, records, seen_columns, versions)
 
@@ -41,7 +48,8 @@ __all__ = ["MirrorResult", "TableRun", "run_mirror", "mirror_path", "state_path"
 log = logging.getLogger(__name__)
 
 _STATE_DDL = ("source_id string, schema_name string, table_name string, last_seq bigint, "
-              "current_version bigint, silver_version bigint, updated_at timestamp")
+              "current_version bigint, history_version bigint, silver_version bigint, "
+              "updated_at timestamp")
 _CHANGES = ("INSERT", "UPDATE", "DELETE")
 
 
@@ -145,7 +153,8 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             res.seconds = time.monotonic() - started
             return res
         batch = _silver_batch(spark, lake, silver_path, since, target)
-        new_state = {k: (r["last_seq"], r["current_version"]) for k, r in state.items()}
+        new_state = {k: (r["last_seq"], r["current_version"], r["history_version"])
+                     for k, r in state.items()}
         if batch is not None:
             from pyspark.sql import functions as F
 
@@ -159,18 +168,19 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             snapshots = load_snapshots(spark, cfg, source)
             for row in sorted(per_table, key=lambda r: (r[0], r[1])):
                 key = (row["schema_name"], row["table_name"])
-                last_seq, cur_version = new_state.get(key, (-1, None))
+                last_seq, cur_version, hist_version = new_state.get(key, (-1, None, None))
                 if row["max_seq"] <= last_seq:
                     continue
                 typing = TableTyping.from_snapshots(snapshots, *key)
                 rows = batch.where((F.col("schema_name") == key[0])
                                    & (F.col("table_name") == key[1])
                                    & (F.col("seq") > F.lit(last_seq)))
-                run, version = _mirror_table(spark, cfg, key, rows, typing, cur_version)
+                run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
+                                               hist_version)
                 run.changes = row["n"]
                 res.tables.append(run)
                 _catalog_tables(spark, cfg, lake, key)
-                new_state[key] = (row["max_seq"], version)
+                new_state[key] = (row["max_seq"], *versions_)
         _save_state(spark, cfg, source, new_state, target)
     res.seconds = time.monotonic() - started
     return res
@@ -198,9 +208,10 @@ def _catalog_tables(spark, cfg: Config, lake: Lake, key: tuple[str, str]) -> Non
 
 def _save_state(spark, cfg: Config, source: str, st: dict, silver_version: int) -> None:
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    rows = [(source, s, t, seq, ver, silver_version, now) for (s, t), (seq, ver) in st.items()]
+    rows = [(source, s, t, seq, cur, hist, silver_version, now)
+            for (s, t), (seq, cur, hist) in st.items()]
     if not rows:  # keep the silver version even before any table has rows
-        rows = [(source, "", "", -1, None, silver_version, now)]
+        rows = [(source, "", "", -1, None, None, silver_version, now)]
     (spark.createDataFrame(rows, _STATE_DDL).write.format("delta").mode("overwrite")
      .save(state_path(cfg)))
 
@@ -234,17 +245,19 @@ def _align(df, layout: Layout, meta: list[tuple[str, str]]):
 
 
 def _ensure_table(spark, path: str, layout: Layout, meta: list[tuple[str, str]],
-                  existing: list[tuple[str, str]] | None) -> bool:
+                  existing: list[tuple[str, str]] | None, partition: tuple[str, ...] = ()
+                  ) -> bool:
     """Create the table, or rewrite it in the layout when that changed; True when evolved."""
     ddl = ", ".join([layout.ddl()] + [f"{quote(n)} {t}" for n, t in meta])
     if existing is None:
-        spark.createDataFrame([], ddl).write.format("delta").save(path)
+        spark.createDataFrame([], ddl).write.format("delta").partitionBy(*partition).save(path)
         return False
     if existing == [(n, t.spark) for n, t in layout.columns]:
         return False
     # One overwrite commit: the previous typing stays readable with VERSION AS OF.
     df = _align(spark.read.format("delta").load(path), layout, meta)
-    df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+     .partitionBy(*partition).save(path))
     return True
 
 
@@ -272,7 +285,8 @@ def _view(df) -> str:
 
 
 def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableTyping,
-                  cur_version: int | None) -> tuple[TableRun, int | None]:
+                  cur_version: int | None, hist_version: int | None
+                  ) -> tuple[TableRun, tuple[int | None, int | None]]:
     from pyspark.sql import functions as F
 
     name = f"{key[0]}.{key[1]}"
@@ -283,7 +297,11 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
     layout = plan_layout(existing, typing, _seen(spark, rows, typing))
     hist_existing = _data_columns(spark, hist_path, HISTORY_META)
     run.evolved = _ensure_table(spark, cur_path, layout, CURRENT_META, existing)
-    run.evolved |= _ensure_table(spark, hist_path, layout, HISTORY_META, hist_existing)
+    # A history version other than the recorded one: an interrupted run may have written
+    # versions and closed them; only then the MERGE looks at the closed partition too.
+    clean = hist_version is not None and current_version(hist_path) == hist_version
+    run.evolved |= _ensure_table(spark, hist_path, layout, HISTORY_META, hist_existing,
+                                 (HISTORY_PARTITION,))
 
     ddl, _ = record_schema(layout)
     recs = rows.select(*SILVER_INPUT).mapInArrow(records(layout, typing, name), ddl)
@@ -310,9 +328,9 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
     hist_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in HISTORY_META]
     spark.sql(
         f"MERGE INTO delta.`{hist_path}` AS t USING {hist} AS s "
-        "ON t.__START_AT = s.__START_AT "
+        f"ON {'t.__is_current AND ' if clean else ''}t.__START_AT = s.__START_AT "
         "WHEN MATCHED THEN UPDATE SET __END_AT = s.__END_AT, "
-        "__end_timestamp = s.__end_timestamp "
+        "__end_timestamp = s.__end_timestamp, __is_current = s.__is_current "
         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(hist_cols)}").collect()
     cur = _view(current_changes(paired, layout))
     cur_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in CURRENT_META]
@@ -322,4 +340,4 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(cur_cols)}").collect()
     for v in (hist, cur):
         spark.catalog.dropTempView(v)
-    return run, current_version(cur_path)
+    return run, (current_version(cur_path), current_version(hist_path))

@@ -24,14 +24,17 @@ from pipelines.mirror.types import STRING, MirrorType, converter, parse_image, t
 
 __all__ = ["Layout", "TableTyping", "plan_layout", "mirror_type_of_spark", "records",
            "record_schema", "versions", "history_changes", "current_changes", "quote",
-           "RECORD_META", "CURRENT_META", "HISTORY_META"]
+           "RECORD_META", "CURRENT_META", "HISTORY_META", "HISTORY_PARTITION"]
 
 RECORD_META = [("__kind", "string"), ("__seq", "bigint"), ("__gtid", "string"),
                ("__event_timestamp", "timestamp"), ("__event_type", "string")]
 CURRENT_META = [("__seq", "bigint"), ("__gtid", "string"), ("__event_timestamp", "timestamp")]
 HISTORY_META = [("__START_AT", "bigint"), ("__END_AT", "bigint"),
                 ("__start_timestamp", "timestamp"), ("__end_timestamp", "timestamp"),
-                ("__event_type", "string")]
+                ("__event_type", "string"), ("__is_current", "boolean")]
+# The history's partition column: a run rewrites only the files of open versions (the ones
+# it may close), never the closed history.
+HISTORY_PARTITION = "__is_current"
 SILVER_INPUT = ["seq", "gtid", "event_timestamp", "event_type", "row_before", "row_after",
                 "schema_version"]
 
@@ -275,7 +278,7 @@ def history_changes(paired, layout: Layout):
         F.col("__start").alias("__START_AT"), F.col("__end").alias("__END_AT"),
         F.col("__event_timestamp").alias("__start_timestamp"),
         F.col("__end_ts").alias("__end_timestamp"),
-        F.col("__event_type"),
+        F.col("__event_type"), F.col("__end").isNull().alias("__is_current"),
         F.when(F.col("__existing"), "close").otherwise("insert").alias("__op"))
 
 
