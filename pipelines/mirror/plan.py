@@ -167,23 +167,24 @@ def records(layout: Layout, typing: TableTyping, where: str
     """
     _, schema = record_schema(layout)
     names = layout.names
-    converters: dict[tuple[str | None, str], Callable[[Any], Any]] = {}
+    key = set(layout.key)
+    per_version: dict[tuple[str | None, bool], list[tuple[str, Callable[[Any], Any]]]] = {}
 
-    def convert(version: str | None, image: dict[str, Any], seq: int) -> list[Any]:
-        out = []
-        for name in names:
-            if name not in image:
-                out.append(None)
-                continue
-            fn = converters.get((version, name))
-            if fn is None:
-                fn = converters[(version, name)] = converter(
-                    typing.type_of(version, name), layout.type_of(name), name)
-            try:
-                out.append(fn(image[name]))
-            except SchemaMismatchError as exc:
-                raise SchemaMismatchError(f"{where} seq {seq}: {exc}") from None
-        return out
+    def _none(_value: Any) -> None:
+        return None
+
+    def convert(version: str | None, image: dict[str, Any], seq: int, only_key: bool
+                ) -> list[Any]:
+        # A close only needs the key (pairing matches on it): the other columns stay NULL.
+        fns = per_version.get((version, only_key))
+        if fns is None:
+            fns = per_version[(version, only_key)] = [
+                (n, converter(typing.type_of(version, n), layout.type_of(n), n)
+                 if n in key or not only_key else _none) for n in names]
+        try:
+            return [fn(image[n]) if n in image else None for n, fn in fns]
+        except SchemaMismatchError as exc:
+            raise SchemaMismatchError(f"{where} seq {seq}: {exc}") from None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -191,10 +192,11 @@ def records(layout: Layout, typing: TableTyping, where: str
             for r in batch.to_pylist():
                 meta = [r["seq"], r["gtid"], r["event_timestamp"], r["event_type"]]
                 before, after = parse_image(r["row_before"]), parse_image(r["row_after"])
+                version = r["schema_version"]
                 if before is not None:
-                    rows.append(["close", *meta, *convert(r["schema_version"], before, r["seq"])])
+                    rows.append(["close", *meta, *convert(version, before, r["seq"], True)])
                 if after is not None:
-                    rows.append(["open", *meta, *convert(r["schema_version"], after, r["seq"])])
+                    rows.append(["open", *meta, *convert(version, after, r["seq"], False)])
             if rows:
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)],

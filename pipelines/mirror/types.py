@@ -132,22 +132,32 @@ def widen(a: MirrorType, b: MirrorType) -> MirrorType:
 
 # -- values ----------------------------------------------------------------------------------
 
+_DECODER = json.JSONDecoder(parse_float=Decimal)
+
+
 def parse_image(text: str | None) -> dict[str, Any] | None:
     """Silver's JSON image with exact numbers (``Decimal`` for fractions)."""
     if text is None:
         return None
-    return json.loads(text, parse_float=Decimal)
+    return _DECODER.decode(text)
 
 
 def json_text(value: Any) -> str:
-    """Compact JSON text of a value :func:`parse_image` produced (numbers kept exact)."""
+    """JSON text of a value :func:`parse_image` produced (numbers kept exact)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)  # C encoder: no Decimal inside
+    except TypeError:
+        return _json_text(value)
+
+
+def _json_text(value: Any) -> str:
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + json_text(v)
+        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + _json_text(v)
                                for k, v in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(json_text(v) for v in value) + "]"
+        return "[" + ", ".join(_json_text(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)
 
 
