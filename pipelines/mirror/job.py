@@ -314,13 +314,16 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
         cond = [F.col(quote(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
         opens0 = (before.join(keys, cond, "left_semi")
                   .withColumn("__kind", F.lit("open"))
-                  .withColumn("__event_type", F.lit(None).cast("string")))
+                  .withColumn("__event_type", F.lit(None).cast("string"))
+                  .withColumn("__absent", F.lit(None).cast("array<string>")))
     else:
         opens0 = spark.createDataFrame([], ddl)
     # Materialised once: both MERGEs read it (a MERGE over the un-materialised plan
     # re-runs the Python typing and the window per pass, ~50x slower on Sail).
     work = mirror_path(cfg, "work", *key)
-    (versions(recs, opens0.select(*recs.columns), layout).write.format("delta")
+    partial = bool(rows.where("absent_columns IS NOT NULL").limit(1).collect())
+    (versions(recs, opens0.select(*recs.columns), layout, fill_absent=partial)
+     .drop("__absent").write.format("delta")
      .mode("overwrite").option("overwriteSchema", "true").save(work))
     paired = spark.read.format("delta").load(work)
 

@@ -27,7 +27,8 @@ __all__ = ["Layout", "TableTyping", "plan_layout", "mirror_type_of_spark", "reco
            "RECORD_META", "CURRENT_META", "HISTORY_META", "HISTORY_PARTITION"]
 
 RECORD_META = [("__kind", "string"), ("__seq", "bigint"), ("__gtid", "string"),
-               ("__event_timestamp", "timestamp"), ("__event_type", "string")]
+               ("__event_timestamp", "timestamp"), ("__event_type", "string"),
+               ("__absent", "array<string>")]
 CURRENT_META = [("__seq", "bigint"), ("__gtid", "string"), ("__event_timestamp", "timestamp")]
 HISTORY_META = [("__START_AT", "bigint"), ("__END_AT", "bigint"),
                 ("__start_timestamp", "timestamp"), ("__end_timestamp", "timestamp"),
@@ -36,7 +37,7 @@ HISTORY_META = [("__START_AT", "bigint"), ("__END_AT", "bigint"),
 # it may close), never the closed history.
 HISTORY_PARTITION = "__is_current"
 SILVER_INPUT = ["seq", "gtid", "event_timestamp", "event_type", "row_before", "row_after",
-                "schema_version"]
+                "schema_version", "absent_columns"]
 
 _SPARK_KIND = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "int",
                "float": "float", "double": "double", "date": "date",
@@ -144,6 +145,8 @@ _ARROW = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigi
 
 
 def _arrow_type(spark: str) -> pa.DataType:
+    if spark == "array<string>":
+        return pa.list_(pa.string())
     if spark.startswith("decimal("):
         p, s = spark[8:-1].split(",")
         return pa.decimal128(int(p), int(s))
@@ -194,9 +197,18 @@ def records(layout: Layout, typing: TableTyping, where: str
                 before, after = parse_image(r["row_before"]), parse_image(r["row_after"])
                 version = r["schema_version"]
                 if before is not None:
-                    rows.append(["close", *meta, *convert(version, before, r["seq"], True)])
+                    rows.append(["close", *meta, None,
+                                 *convert(version, before, r["seq"], True)])
+                if after is not None and before is not None and layout.has_pk:
+                    # a MINIMAL after image leaves out the unchanged key: the before image's
+                    for k in key:
+                        if k not in after and k in before:
+                            after[k] = before[k]
                 if after is not None:
-                    rows.append(["open", *meta, *convert(version, after, r["seq"], False)])
+                    absent = parse_image(r["absent_columns"]) if r["absent_columns"] else None
+                    absent = [n for n in absent if n not in after] if absent else None
+                    rows.append(["open", *meta, absent or None,
+                                 *convert(version, after, r["seq"], False)])
             if rows:
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)],
@@ -225,13 +237,35 @@ def seen_columns(rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 # -- versions (DataFrame transforms) --------------------------------------------------------
 
-def versions(recs, opens0, layout: Layout):
+def _fill_absent(events, layout: Layout):
+    """Columns a MINIMAL/NOBLOB after image did not carry keep the key's previous value: the
+    last version (this run's or the current table's) in which the column was present."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = (Window.partitionBy(*[F.col(quote(k)) for k in layout.key]).orderBy("__seq")
+         .rowsBetween(Window.unboundedPreceding, 0))
+    is_open = F.col("__kind") == "open"
+    out = events
+    for name in layout.names:
+        if name in layout.key:
+            continue
+        present = is_open & ~F.coalesce(F.array_contains(F.col("__absent"), name), F.lit(False))
+        carried = F.last(F.when(present, F.struct(F.col(quote(name)).alias("v"))),
+                         ignorenulls=True).over(w)
+        out = out.withColumn(name, F.when(is_open, carried["v"]).otherwise(F.col(quote(name))))
+    return out
+
+
+def versions(recs, opens0, layout: Layout, *, fill_absent: bool = False):
     """Pair opens with the closes that end them.
 
     ``recs``: this run's records; ``opens0``: the versions open before this run whose key
     this run closes (current-table rows as ``open`` records). Returns one row per version
     touched: data columns, ``__start`` (seq), ``__end`` (seq or NULL), ``__end_ts``,
     ``__existing`` (opened before this run), the opening change's gtid/time/type.
+    ``fill_absent`` (some images were MINIMAL/NOBLOB): see :func:`_fill_absent` (tables with
+    a primary key; without one, absent columns stay NULL).
 
     With a primary key a version ends at the first close of its key after it. Without one
     (identical rows may repeat) the n-th close of a row's values ends its n-th open: at every
@@ -243,6 +277,8 @@ def versions(recs, opens0, layout: Layout):
     key = [F.col(quote(k)) for k in layout.key]
     events = recs.withColumn("__existing", F.lit(False)).unionByName(
         opens0.withColumn("__existing", F.lit(True)))
+    if fill_absent and layout.has_pk:
+        events = _fill_absent(events, layout)
     opens = events.where("__kind = 'open'")
     closes = events.where("__kind = 'close'")
     if layout.has_pk:
