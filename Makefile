@@ -36,6 +36,7 @@ sample: setup mariadb
 
 bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
+	$(PY) bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) lake build *.egg-info

@@ -128,7 +128,8 @@ def main(argv=None) -> int:
                                 f"pk_values = '{key}'").orderBy("seq").collect().__len__()
 
         def binlake_query():
-            return len(query_silver(spark, cfg, Selection(table=("shop", table), pk=key), None))
+            return len(list(query_silver(spark, cfg, Selection(table=("shop", table), pk=key),
+                                         None)))
 
         row = [layout]
         counts = set()

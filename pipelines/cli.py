@@ -18,7 +18,7 @@ import sys
 from typing import Sequence
 
 from pipelines.config import Config, load_config
-from pipelines.errors import BinlakeError, ConfigError
+from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
 
 __all__ = ["main", "build_parser", "stage_main"]
 
@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
                     help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("--defaults-file", help="MySQL option file whose [client] user/password "
+                    "the source and gold connections use (docs/connections.md)")
+    ap.add_argument("--wait", type=int, metavar="SECONDS",
+                    help="wait this long for another writer of the stage (default 60), then exit 75")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -91,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stream_parser(sub)
     add_history_parsers(sub)
+    from pipelines.repair import add_repair_parser
+
+    add_repair_parser(sub)
     from pipelines.mirror.command import add_mirror_parser
     add_mirror_parser(sub)
     from pipelines.serve import add_serve_parser
@@ -114,6 +121,8 @@ def _config(args: argparse.Namespace) -> Config:
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
+        "source.defaults_file": args.defaults_file, "gold.defaults_file": args.defaults_file,
+        "lease.wait_seconds": args.wait,
     })
 
 
@@ -268,7 +277,8 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait",
+                      "--defaults-file")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
@@ -303,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
         return 2
+    except LeaseHeldError as exc:
+        print(f"binlake: busy: {exc}", file=sys.stderr)
+        return 75  # EX_TEMPFAIL (docs/concurrency.md)
     except BinlakeError as exc:
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 1

@@ -38,6 +38,7 @@ __all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "table_
            "parse_catalog", "tables_markdown",
            "BRONZE_EVENTS", "BRONZE_FILES", "SILVER_EVENTS", "SILVER_QUARANTINE",
            "SILVER_PROGRESS", "SCHEMA_SNAPSHOTS", "FK_CONSTRAINTS", "SOURCE_CHECKS",
+           "BASELINE_ROWS", "BASELINES",
            "QUALITY_RESULTS", "QUALITY_FAILURES"]
 
 
@@ -150,6 +151,7 @@ class Lake:
         self.catalog = catalog.strip()
         self._parts = parse_catalog(self.catalog) if self.catalog else ()
         self.managed = managed and bool(self._parts)
+        self._known: set[str] = set()  # catalog tables seen to exist (they are not dropped)
 
     @classmethod
     def of(cls, cfg: Any) -> "Lake":
@@ -186,22 +188,27 @@ class Lake:
         """
         if not self._parts:
             return table_exists(spark, self.path(table))
+        if table.key in self._known:
+            return True
         try:
             spark.read.table(self.ident(table)).schema  # noqa: B018 - forces analysis
-            return True
         except Exception:  # noqa: BLE001 - engines raise different AnalysisException types
-            pass
-        if self.managed or not table_exists(spark, self.path(table)):
-            return False
-        self.create(spark, table)
+            if self.managed or not table_exists(spark, self.path(table)):
+                return False
+            self.create(spark, table, registered_from_path=True)
+        self._known.add(table.key)
         return True
 
     def read(self, spark, table: LakeTable, version: int | None = None):
-        """The table as a DataFrame, at ``version`` when given (Delta time travel)."""
+        """The table as a DataFrame, at ``version`` when given (Delta time travel).
+
+        Catalog mode: a table the catalog forgot is registered from its path first.
+        """
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", int(version))
         if self._parts:
+            self.exists(spark, table)
             return reader.table(self.ident(table))
         return reader.load(self.path(table))
 
@@ -215,10 +222,15 @@ class Lake:
             return None
         try:
             row = spark.sql(f"DESCRIBE DETAIL {self.ident(table)}").collect()[0]
-        except Exception:  # noqa: BLE001 - no such table
-            return None
-        loc = row["location"]
-        return loc[len("file:"):] if loc and loc.startswith("file:/") else loc
+        except Exception:  # noqa: BLE001 - no such table, or an engine without DESCRIBE DETAIL
+            if self.managed or current_version(self.path(table)) is None:
+                return None
+            return self.path(table)  # external tables are created at their path
+        loc = row["location"] or None
+        for scheme in ("file://", "file:"):  # a local path, as delta-rs and the tests write it
+            if loc and loc.startswith(scheme + "/"):
+                return loc[len(scheme):]
+        return loc
 
     def version(self, spark, table: LakeTable) -> int | None:
         """The table's latest Delta version; ``None`` when there is no table."""
@@ -233,38 +245,45 @@ class Lake:
         return version
 
     # -- writing ------------------------------------------------------------------------------
-    def create(self, spark, table: LakeTable) -> None:
+    def create(self, spark, table: LakeTable, *, registered_from_path: bool = False) -> None:
         """Catalog mode: create the schema and the table when missing (external at the lake
-        path, or managed; partitioned as declared). Path mode: nothing, the first write
-        creates it."""
+        path, or managed; partitioned as declared). ``registered_from_path``: the path
+        already holds the Delta table, whose log then gives columns and partitioning. Path
+        mode: nothing, the first write creates it."""
         if not self._parts:
             return
         try:
             if len(self._parts) == 2:
                 spark.sql("CREATE SCHEMA IF NOT EXISTS "
                           + ".".join(_quote(p) for p in self._parts)).collect()
+            cols = f" ({ddl(table.columns, quoted=True)})"
             parts = (f" PARTITIONED BY ({', '.join(_quote(c) for c in table.partition_by)})"
                      if table.partition_by else "")
+            if registered_from_path:
+                cols = parts = ""
             where = "" if self.managed else f" LOCATION {sql_string(self.path(table))}"
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {self.ident(table)} "
-                      f"({ddl(table.columns, quoted=True)}) USING delta{parts}{where}").collect()
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {self.ident(table)}{cols} USING delta"
+                      f"{parts}{where}").collect()
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
             at = "" if self.managed else f" at {self.path(table)}"
             raise EngineError(f"lake.catalog {self.catalog}: cannot create "
                               f"{self.ident(table)}{at}: {_first_line(exc)}") from exc
 
-    def append(self, df, table: LakeTable) -> None:
-        """Append ``df`` (columns by name) to the table in one commit."""
-        self._write(df, table, "append")
+    def append(self, df, table: LakeTable, options: dict[str, str] | None = None) -> None:
+        """Append ``df`` (columns by name) to the table in one commit (``options``: writer
+        options such as ``delta_ops.target_file_size``)."""
+        self._write(df, table, "append", options or {})
 
     def overwrite(self, df, table: LakeTable) -> None:
         """Replace the table's rows with ``df`` in one commit (small state tables)."""
-        self._write(df, table, "overwrite")
+        self._write(df, table, "overwrite", {})
 
-    def _write(self, df, table: LakeTable, mode: str) -> None:
+    def _write(self, df, table: LakeTable, mode: str, options: dict[str, str]) -> None:
         if self._parts:
-            self.create(df.sparkSession, table)
-            writer = df.select(*table.column_names).writeTo(self.ident(table))
+            if not self.exists(df.sparkSession, table):  # registers one found at the path
+                self.create(df.sparkSession, table)
+                self._known.add(table.key)
+            writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
             if mode == "append":
                 writer.append()
             else:
@@ -272,7 +291,7 @@ class Lake:
 
                 writer.overwrite(F.lit(True))
             return
-        writer = df.write.format("delta").mode(mode)
+        writer = df.write.format("delta").mode(mode).options(**options)
         if table.partition_by:
             writer = writer.partitionBy(*table.partition_by)
         writer.save(self.path(table))
@@ -365,6 +384,17 @@ SOURCE_CHECKS = register(
     "silver", "source_checks",
     "snapshot_id string, source_id string, level string, name string, detail string",
     description="The source checks each snapshot ran.", aliases=("source_checks",))
+BASELINE_ROWS = register(
+    "silver", "baseline_rows",
+    "snapshot_id string, source_id string, schema_name string, table_name string, "
+    "pk_values string, pk_hash string, row_image string",
+    description="`snapshot --data` rows in silver's JSON form (docs/history.md).")
+BASELINES = register(
+    "silver", "baselines",
+    "snapshot_id string, snapshot_time timestamp, source_id string, binlog_file string, "
+    "binlog_pos bigint, gtid_executed string, seq bigint, schema_name string, "
+    "table_name string, row_count bigint",
+    description="Complete `snapshot --data` baselines per table, with their coordinates.")
 
 # quality: pipelines/quality/job.py
 QUALITY_RESULTS = register(

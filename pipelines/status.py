@@ -13,14 +13,28 @@ __all__ = ["collect_status", "render_status"]
 
 
 def collect_status(spark, cfg: Config) -> dict[str, Any]:
-    """A JSON-able summary of the lake."""
+    """A JSON-able summary of the lake; a damaged table shows as a fault, not a crash."""
+    from pipelines.lake_check import lake_faults
+    from pipelines.lease import current_holders
+
     lake = Lake.of(cfg)
+    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [],
+                           "leases": current_holders(cfg), "faults": lake_faults(cfg)}
+    if lake.uses_catalog:
+        out["catalog"] = lake.catalog
+    if out["faults"]:
+        return out  # reading a damaged table fails or miscounts: faults and repairs only
+    return _collect(spark, cfg, lake, out)
+
+
+def _collect(spark, cfg: Config, lake: Lake, out: dict[str, Any]) -> dict[str, Any]:
     bronze = lake.ident(BRONZE_EVENTS)
     files = sorted(load_states(spark, lake).values(),
                    key=lambda s: (s.source_id, s.binlog_file))
-    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [vars(f) for f in files]}
-    if lake.uses_catalog:
-        out["catalog"] = lake.catalog
+    out["files"] = [vars(f) for f in files]
+    busy = any(x["stage"] == "bronze" and x["state"] == "held" for x in out["leases"])
+    out["interrupted"] = [] if busy else [f"{f.source_id}/{f.binlog_file}" for f in files
+                                          if f.status == "in_progress"]
     if lake.exists(spark, BRONZE_EVENTS):
         counts = spark.sql(
             "SELECT source_id, count(*) AS row_changes, min(event_timestamp) AS earliest, "
@@ -70,6 +84,16 @@ def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
 
 def render_status(st: dict[str, Any]) -> str:
     lines = [f"lake: {st['lake']}" + (f" (catalog {st['catalog']})" if st.get("catalog") else "")]
+    lines += [f"lease {x['stage']}: {x['state']} by host {x['host']} pid {x['pid']} "
+              f"({x['command']!r}) since {x['since']}" for x in st.get("leases", [])
+              if x["state"] != "released"]
+    lines += [f"FAULT {f['table']}: {f['problem']}\n      repair: {f['repair']}"
+              for f in st.get("faults", [])]
+    if st.get("faults"):
+        return "\n".join(lines)
+    if st.get("interrupted"):
+        lines.append(f"INTERRUPTED bronze run: {', '.join(st['interrupted'])} in_progress and no "
+                     "bronze run holds the lake; run `binlake bronze` for them again")
     b = st.get("bronze")
     if b:
         lines.append(f"bronze: version {b['version']}")

@@ -26,6 +26,10 @@ def register_views(spark, cfg: Config, *, global_views: bool = False) -> list[st
     for table in lake_tables():
         if lake.exists(spark, table):
             df = lake.read(spark, table)
+            if table.key == "bronze/files":  # append-only: each file's latest row
+                from pipelines.bronze.files import latest_states
+
+                df = latest_states(df)
             for view in (table.table_name, *table.aliases):
                 if global_views:
                     df.createOrReplaceGlobalTempView(view)

@@ -71,6 +71,11 @@ def test_flashback_of_parent_deletes_restores_cascaded_children(spark, tmp_path,
                  "UPDATE fk.child SET note = 'moved', parent_id = 2 WHERE id = 11",
                  "INSERT INTO fk.other VALUES (1, 1), (2, 2)")
             truth = server_tables(conn, TABLES)
+            # The CLI's `snapshot --data` (a baseline; here only its report is checked).
+            assert main(["--lake", str(tmp_path / "lake_data"), "snapshot", "--data",
+                         "--source-dsn", dsn, "--schemas", "fk"]) == 0
+            out = capsys.readouterr().out
+            assert "15 row(s) of 4 table(s)" in out and Dsn.parse(dsn).password not in out
             time.sleep(1.1)
             g_a = _gtid(conn)
             _run(conn, "DELETE FROM fk.parent WHERE id IN (1, 2)",

@@ -10,6 +10,7 @@ moment with the columns the table had then; never our decoder.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -251,6 +252,18 @@ def test_query_one_keys_history(spark, history, capsys) -> None:
     assert main(["--lake", cfg.lake.root, "query", "--table", "shop.orders", "--limit", "2",
                  "--format", "jsonl"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+    # --gtid: exactly the changes of that transaction (the 200-order one), any table.
+    gtid = changes[0]["gtid"]
+    assert main(["--lake", cfg.lake.root, "query", "--schema", "shop", "--gtid", gtid,
+                 "--format", "jsonl"]) == 0
+    txn = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(txn) == 200 and {c["gtid"] for c in txn} == {gtid}
+    # --until with an offset: the same instant written in UTC+02:00.
+    until = history["moments"]["early"]["at"].replace(microsecond=0) + dt.timedelta(hours=2)
+    assert main(["--lake", cfg.lake.root, "query", "--table", "shop.orders", "--pk", "3",
+                 "--until", until.isoformat() + "+02:00", "--format", "jsonl"]) == 0
+    early = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert 0 < len(early) < len(changes) and early == changes[:len(early)]
 
 
 def test_query_errors_are_one_line(history, capsys) -> None:
@@ -260,6 +273,16 @@ def test_query_errors_are_one_line(history, capsys) -> None:
         (["query", "--table", "shop.orders", "--changed", "nope"], "unknown column 'nope'", 2),
         (["query", "--table", "shop.orders", "--since", "yesterday"], "--since 'yesterday'", 2),
         (["sql", "SELEC 1"], "bad SQL", 1),
+        (["sql", "SELECT nope FROM silver_binlog_events"], "bad SQL", 1),
+        (["flashback", "--table", "shop.nope", "--dry-run"], "unknown table", 2),
+        (["flashback", "--dry-run"], "flashback needs a selection", 2),
+        (["reconstruct", "--table", "shop.nope", "--pos", "mariadb-bin.000001:4"],
+         "unknown table", 2),
+        (["reconstruct", "--table", "shop.orders", "--pos", "mariadb-bin:4"], "--pos", 2),
+        (["reconstruct", "--table", "shop.orders", "--gtid", "0-1-999999"],
+         "no event of that transaction", 2),
+        (["reconstruct", "--table", "shop.orders", "--pos", "mariadb-bin.000001:4"],
+         "before the history of shop.orders starts", 2),
     ]
     for argv, text, code in cases:
         assert main(["--lake", root, *argv]) == code, argv

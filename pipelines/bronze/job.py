@@ -22,8 +22,9 @@ from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import FileState, load_states, save_states, select_files
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.delta_ops import sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lease import holds_lease
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL"]
@@ -93,6 +94,7 @@ def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
     return df.where(" OR ".join(keep))
 
 
+@holds_lease("bronze")
 def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                files: list[str] | None = None, schemas: list[str] | None = None,
                tables: list[str] | None = None) -> BronzeResult:
@@ -120,7 +122,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         name = os.path.basename(path)
         states[(source_id, name)] = FileState(source_id, name, os.path.abspath(path),
                                               os.path.getsize(path), "in_progress")
-    save_states(spark, lake, states)
+    mine = [(source_id, os.path.basename(p)) for p in todo]
+    save_states(spark, lake, [states[k] for k in mine])
 
     names = [os.path.basename(p) for p in todo]
     in_list = ", ".join(sql_string(n) for n in names)
@@ -134,7 +137,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n) for p, c, n in plan],
                                   TASKS_DDL)
     decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
-    lake.append(decoded, BRONZE_EVENTS)
+    lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
 
     outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)
     followed = _followed_by_later_file(binlog_dir, todo)
@@ -161,7 +164,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
             st.status, st.error = "completed", None
         else:
             st.status, st.error = "partial", info.get("note")
-    save_states(spark, lake, states)
+    save_states(spark, lake, [states[k] for k in mine])
     result.files = [states[(source_id, os.path.basename(p))] for p in todo]
     result.seconds = time.monotonic() - started
     return result

@@ -122,6 +122,7 @@ def children_to_restore(spark, cfg: Config, parsed: list, warnings: list[str],
     work = [((d["schema_name"], d["table_name"]), before, d["seq"], d["seq"], 0)
             for d, before in deletes]
     done: set[tuple[str, str, str]] = set()
+    partial_checked: set[tuple[str, str]] = set()
     while work:
         parent, values, at_seq, parent_seq, depth = work.pop(0)
         for rule in rules:
@@ -132,11 +133,14 @@ def children_to_restore(spark, cfg: Config, parsed: list, warnings: list[str],
                                 f"{parent[0]}.{parent[1]} are not restored by flashback")
                 continue
             found = _children_at(spark, cfg, rule, values or {}, at_seq)
-            if not found and not lake.starts_at_creation(spark, cfg, *rule.child):
-                warnings.append(
-                    f"{rule.child[0]}.{rule.child[1]}: no last image of children of "
-                    f"{parent[0]}.{parent[1]} (silver's history of the child table does not "
-                    "start at its creation: older children cannot be restored)")
+            if rule.child not in partial_checked:
+                partial_checked.add(rule.child)
+                if not lake.starts_at_creation(spark, cfg, *rule.child):
+                    warnings.append(
+                        f"{rule.child[0]}.{rule.child[1]}: silver's history of this child "
+                        "table does not start at its creation: children of "
+                        f"{parent[0]}.{parent[1]} whose last image is older than the lake "
+                        "cannot be restored")
             for key, child_values, spec, seq in found:
                 ident = (rule.child[0], rule.child[1], key)
                 if ident in done:

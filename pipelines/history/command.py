@@ -6,10 +6,12 @@ line: their parsers and handlers. ``pipelines.cli`` wires them with :func:`add_h
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
 from pipelines.errors import ConfigError
 
 __all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "engine_message"]
@@ -123,18 +125,19 @@ def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
         raise ConfigError("--limit must be positive")
     gold = args.gold_dsn
     if gold:
-        rows = query_gold(gold, sel, args.limit)
+        rows = iter(query_gold(gold, sel, args.limit, cfg.gold))
     else:
         from pipelines.session import get_spark
 
         spark = get_spark(cfg.engine)
         rows = query_silver(spark, cfg, sel, args.limit)
-        if not rows:
+    first = next(rows, None)
+    if first is None:
+        if not gold:
             check_names(spark, cfg, sel)
-    if not rows:
         print("query: no row changes match", file=sys.stderr)
         return 0
-    write_changes(rows, args.format, sys.stdout)
+    write_changes(itertools.chain([first], rows), args.format, sys.stdout)
     return 0
 
 
@@ -183,10 +186,16 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
                           "or --pk (undoing the whole history is never what you want)")
     if args.apply and not args.target_dsn:
         raise ConfigError("--apply needs --target-dsn mysql://user:password@host:port/")
-    plan = plan_flashback(get_spark(cfg.engine), cfg, sel, cascade=args.cascade)
+    if sel.pk is not None and sel.table is None:
+        raise ConfigError("--pk needs --table")
+    spark = get_spark(cfg.engine)
+    plan = plan_flashback(spark, cfg, sel, cascade=args.cascade)
     for w in plan.warnings:
         print(f"flashback: warning: {w}", file=sys.stderr)
     if plan.changes == 0:
+        from pipelines.history.query import check_names
+
+        check_names(spark, cfg, sel)
         print("flashback: no row changes match: nothing to undo", file=sys.stderr)
         return 0
     if args.dry_run:
@@ -199,8 +208,9 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     if args.apply:
         from pipelines.gold.client import connect
 
-        conn = connect(Dsn.parse(args.target_dsn, setting="--target-dsn"), database=False,
-                       autocommit=True)
+        target = resolve_dsn(args.target_dsn, cfg.source, section="source",
+                             setting="--target-dsn")  # TLS/password: [source] when not given
+        conn = connect(target, database=False, autocommit=True, section="source")
         try:
             report = apply_plan(plan, conn)
         finally:
@@ -220,6 +230,7 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.lake import BASELINE_ROWS, Lake
     from pipelines.session import get_spark
     from pipelines.silver.data_snapshot import take_data_snapshot
 
@@ -229,13 +240,14 @@ def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     if not url:
         raise ConfigError("snapshot --data needs --source-dsn mysql://user:password@host:"
                           "port/ or source.dsn in the configuration")
-    dsn = Dsn.parse(url, setting="--source-dsn" if args.source_dsn else "source.dsn")
+    dsn = resolve_dsn(url, cfg.source, section="source",
+                      setting="--source-dsn" if args.source_dsn else "source.dsn")
     res = take_data_snapshot(get_spark(cfg.engine), cfg, dsn, schemas=args.schemas,
                              batch_rows=cfg.bronze.batch_rows)
     s = res.snapshot
     print(f"snapshot --data: {s.snapshot_id} at {s.binlog_file}:{s.binlog_pos} "
           f"(gtid {s.gtid_executed}): {sum(res.rows.values())} row(s) of {len(res.rows)} "
-          f"table(s) -> {cfg.table_path('silver', 'baseline_rows')}")
+          f"table(s) -> {Lake.of(cfg).where(BASELINE_ROWS)}")
     return 0
 
 

@@ -195,6 +195,12 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
             key = (d["schema_name"], d["table_name"], k)
             touched[key] = min(touched.get(key, d["seq"]), d["seq"])
         parsed.append((d, spec, before, after))
+    for s, t in sorted({(d["schema_name"], d["table_name"]) for d, _ in changes}):
+        held = lake.quarantined(spark, cfg, s, t)
+        if held:
+            plan.warnings.append(f"{s}.{t}: {len(held)} change(s) are in quarantine, not in "
+                                 "silver: changes among them are neither undone nor seen as "
+                                 "conflicts")
     restored = cascade_mod.children_to_restore(spark, cfg, parsed, plan.warnings, cascade)
     for child in restored:
         key = (child.schema, child.table, child.key)

@@ -15,7 +15,8 @@ import hashlib
 import json
 from typing import Any, Iterable, Iterator, TextIO
 
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
@@ -75,18 +76,22 @@ def check_names(spark, cfg: Config, sel: Selection) -> None:
                               f"{', '.join(columns)})")
 
 
-def query_silver(spark, cfg: Config, sel: Selection, limit: int | None) -> list[dict[str, Any]]:
-    """The selected changes from silver, oldest first, at most ``limit``."""
+def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
+                 ) -> Iterator[dict[str, Any]]:
+    """The selected changes from silver, oldest first, at most ``limit``; streamed from the
+    engine one partition at a time (``toLocalIterator``)."""
     df = apply_selection(lake.silver(spark, cfg), sel).select(*OUTPUT_COLUMNS).orderBy("seq")
     if limit is not None:
         df = df.limit(limit)
-    return [r.asDict() for r in df.collect()]
+    for r in df.toLocalIterator():
+        yield r.asDict()
 
 
 _GOLD_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
 
 
-def query_gold(dsn_url: str, sel: Selection, limit: int | None) -> list[dict[str, Any]]:
+def query_gold(dsn_url: str, sel: Selection, limit: int | None,
+               settings: Any = None) -> list[dict[str, Any]]:
     """The selected changes from gold's ``binlog_events`` (parameters, never pasted values).
 
     Supported there: --table/--schema, --pk (by pk_hash), --since/--until, --event-type,
@@ -131,7 +136,8 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None) -> list[dict[str
 
     from pipelines.silver.naming import position_key
 
-    conn = connect(Dsn.parse(dsn_url, setting="--gold-dsn"))
+    # TLS and password from the [gold] settings when the URL lacks them (mysql_client)
+    conn = connect(resolve_dsn(dsn_url, settings, section="gold", setting="--gold-dsn"))
     try:
         with conn.cursor() as cur:
             cur.execute(sql, params)
@@ -208,6 +214,3 @@ def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> int:
     out.write("\n".join(lines) + "\n")
     return n
 
-
-def iter_rows(rows: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    yield from rows

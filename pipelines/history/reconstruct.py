@@ -24,8 +24,8 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string, table_exists
-from pipelines.errors import ConfigError
+from pipelines.delta_ops import sql_string
+from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.history import lake
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.naming import TableSpec, position_key
@@ -88,31 +88,27 @@ class Reconstruction:
     start: str  # where the history used starts
 
 
-def _where_key(k: int) -> str:
-    return f"{k >> 32}:{k & 0xFFFFFFFF}"
-
-
 def _history_start(spark, cfg: Config, schema: str, table: str, point: Point
                    ) -> tuple[int, dict[str, Any] | None, str]:
     """(start key, baseline or None, description); :class:`HistoryStartError` if none."""
     from pipelines.silver.data_snapshot import load_baselines
 
     ddl = lake.ddl_events(spark, cfg, schema, table)
-    created = [k for k, kind in ddl if kind == "CREATE" and k < point.cutoff]
-    dropped = [k for k, kind in ddl if kind == "DROP" and k < point.cutoff]
+    created = [(k, where) for k, kind, where in ddl if kind == "CREATE" and k < point.cutoff]
+    dropped = [(k, where) for k, kind, where in ddl if kind == "DROP" and k < point.cutoff]
     baselines = [b for b in load_baselines(spark, cfg, schema, table)
                  if b["seq"] is not None and b["seq"] <= point.cutoff
                  and (point.at is None or b["snapshot_time"] <= point.at)]
-    start_c = created[-1] if created else None
+    start_c = created[-1][0] if created else None
     base = baselines[-1] if baselines else None
-    if dropped and dropped[-1] > max(start_c or -1, (base or {}).get("seq") or -1):
+    if dropped and dropped[-1][0] > max(start_c or -1, (base or {}).get("seq") or -1):
         raise ConfigError(f"{schema}.{table} did not exist at {point.text}: dropped at "
-                          f"binlog file #{_where_key(dropped[-1])}")
+                          f"{dropped[-1][1]}")
     if base is not None and (start_c is None or base["seq"] > start_c):
         return base["seq"], base, (f"baseline {base['snapshot_id']} at "
                                    f"{base['binlog_file']}:{base['binlog_pos']}")
     if start_c is not None:
-        return start_c, None, f"CREATE TABLE at file #{_where_key(start_c)}"
+        return start_c, None, f"CREATE TABLE at {created[-1][1]}"
     raise HistoryStartError(_start_message(spark, cfg, schema, table, point, ddl))
 
 
@@ -124,14 +120,14 @@ def _start_message(spark, cfg: Config, schema: str, table: str, point: Point, dd
              .orderBy("seq").select("binlog_file", "start_pos", "event_timestamp").limit(1)
              .collect())
     later = [b for b in load_baselines(spark, cfg, schema, table) if b["seq"] is not None]
-    created = [k for k, kind in ddl if kind == "CREATE"]
+    created = [where for _, kind, where in ddl if kind == "CREATE"]
     where = []
     if later:
         b = later[0]
         where.append(f"its first baseline is {b['snapshot_id']} at {b['binlog_file']}:"
                      f"{b['binlog_pos']} ({b['snapshot_time']} UTC)")
     if created:
-        where.append(f"its CREATE TABLE is at file #{_where_key(created[0])}")
+        where.append(f"its CREATE TABLE is at {created[-1]}")
     if first:
         r = first[0]
         where.append(f"silver's first change of it is at {r['binlog_file']}:{r['start_pos']} "
@@ -214,6 +210,13 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 pk: str | None = None) -> Reconstruction:
     """The table's rows at ``point`` (optionally one key); see the module docstring."""
     start, base, start_text = _history_start(spark, cfg, schema, table, point)
+    held = lake.quarantined(spark, cfg, schema, table, start, point.cutoff)
+    if held:
+        q = held[0]
+        raise SchemaMismatchError(
+            f"{schema}.{table}: {len(held)} change(s) before {point.text} are in quarantine, "
+            f"not in silver (first: {q['binlog_file']}:{q['start_pos']}: {q['reason']}); a "
+            "snapshot naming them (binlake snapshot, then binlake silver) releases them")
     spec = _spec_at(spark, cfg, schema, table, start, point.cutoff, base)
     if spec is None:
         raise HistoryStartError(f"{schema}.{table}: no change and no baseline between its "
@@ -230,9 +233,11 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
         changes = changes.where(f"pk_hash = '{hashlib.sha256(pk.encode()).hexdigest()}'")
     changes = changes.select("seq", "row_before", "row_after")
     if base is not None:
-        path = cfg.table_path("silver", "baseline_rows")
-        if table_exists(spark, path):
-            rows = (spark.read.format("delta").load(path)
+        from pipelines.lake import BASELINE_ROWS, Lake
+
+        lk = Lake.of(cfg)
+        if lk.exists(spark, BASELINE_ROWS):
+            rows = (lk.read(spark, BASELINE_ROWS)
                     .where(f"snapshot_id = {sql_string(base['snapshot_id'])} AND schema_name = "
                            f"{sql_string(schema)} AND table_name = {sql_string(table)}"))
             if pk is not None:

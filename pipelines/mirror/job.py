@@ -17,26 +17,26 @@ Kill -9 anywhere: the state still names the old watermark and table versions, so
 re-run computes the same changes from the same inputs, and both MERGEs are idempotent (an
 existing version is matched by its start seq, a deleted one is no longer there). When the
 history's version is not the recorded one (an interrupted run wrote to it), that table's
-MERGE matches on the whole history once, so no version is inserted twice. A lock file
-keeps two runs on one lake from interleaving (Sail does not fail a racing commit).
+MERGE matches on the whole history once, so no version is inserted twice. The ``mirror``
+lease (``pipelines/lease.py``) keeps two runs on one lake from interleaving (Sail does not
+fail a racing commit).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import fcntl
 import logging
 import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from pipelines.config import Config
 from pipelines.delta_ops import current_version, files_added, sql_string, table_exists
-from pipelines.errors import ConfigError, EngineError
+from pipelines.errors import EngineError
 from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog
+from pipelines.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
@@ -90,22 +90,6 @@ class MirrorResult:
         return sum(t.changes for t in self.tables)
 
 
-@contextlib.contextmanager
-def _lock(cfg: Config) -> Iterator[None]:
-    os.makedirs(cfg.lake_root, exist_ok=True)
-    path = os.path.join(cfg.lake_root, ".mirror.lock")
-    with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"lake {cfg.lake_root}: another `binlake mirror` is running "
-                              f"(lock {path})") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _load_state(spark, cfg: Config, source: str) -> tuple[int, dict[tuple[str, str], Any]]:
     path = state_path(cfg)
     if not table_exists(spark, path):
@@ -134,54 +118,54 @@ def _silver_batch(spark, lake, path: str | None, since: int, target: int):
     return lake.read(spark, SILVER_EVENTS, target)
 
 
+@holds_lease("mirror")
 def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult:
     """Mirror the silver rows of ``source`` (default ``source.name``) not mirrored yet."""
     started = time.monotonic()
     source = source or cfg.source.name
     res = MirrorResult()
     lake = Lake.of(cfg)
-    with _lock(cfg):
-        if not lake.exists(spark, SILVER_EVENTS):
-            res.note = f"no silver table at {lake.where(SILVER_EVENTS)}"
-            return res
-        silver_path = lake.location(spark, SILVER_EVENTS)
-        target = lake.version(spark, SILVER_EVENTS)
-        since, state = _load_state(spark, cfg, source)
-        res.from_version, res.to_version = since, target
-        if target is None or since >= target:
-            res.note = "mirror is up to date"
-            res.seconds = time.monotonic() - started
-            return res
-        batch = _silver_batch(spark, lake, silver_path, since, target)
-        new_state = {k: (r["last_seq"], r["current_version"], r["history_version"])
-                     for k, r in state.items()}
-        if batch is not None:
-            from pyspark.sql import functions as F
+    if not lake.exists(spark, SILVER_EVENTS):
+        res.note = f"no silver table at {lake.where(SILVER_EVENTS)}"
+        return res
+    silver_path = lake.location(spark, SILVER_EVENTS)
+    target = lake.version(spark, SILVER_EVENTS)
+    since, state = _load_state(spark, cfg, source)
+    res.from_version, res.to_version = since, target
+    if target is None or since >= target:
+        res.note = "mirror is up to date"
+        res.seconds = time.monotonic() - started
+        return res
+    batch = _silver_batch(spark, lake, silver_path, since, target)
+    new_state = {k: (r["last_seq"], r["current_version"], r["history_version"])
+                 for k, r in state.items()}
+    if batch is not None:
+        from pyspark.sql import functions as F
 
-            batch = batch.where((F.col("source_id") == source)
-                                & F.col("event_type").isin(*_CHANGES))
-            per_table = (batch.groupBy("schema_name", "table_name")
-                         .agg(F.max("seq").alias("max_seq"), F.count("*").alias("n"))
-                         .collect())
-            from pipelines.silver.snapshot_store import load_snapshots
+        batch = batch.where((F.col("source_id") == source)
+                            & F.col("event_type").isin(*_CHANGES))
+        per_table = (batch.groupBy("schema_name", "table_name")
+                     .agg(F.max("seq").alias("max_seq"), F.count("*").alias("n"))
+                     .collect())
+        from pipelines.silver.snapshot_store import load_snapshots
 
-            snapshots = load_snapshots(spark, cfg, source)
-            for row in sorted(per_table, key=lambda r: (r[0], r[1])):
-                key = (row["schema_name"], row["table_name"])
-                last_seq, cur_version, hist_version = new_state.get(key, (-1, None, None))
-                if row["max_seq"] <= last_seq:
-                    continue
-                typing = TableTyping.from_snapshots(snapshots, *key)
-                rows = batch.where((F.col("schema_name") == key[0])
-                                   & (F.col("table_name") == key[1])
-                                   & (F.col("seq") > F.lit(last_seq)))
-                run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
-                                               hist_version)
-                run.changes = row["n"]
-                res.tables.append(run)
-                _catalog_tables(spark, cfg, lake, key)
-                new_state[key] = (row["max_seq"], *versions_)
-        _save_state(spark, cfg, source, new_state, target)
+        snapshots = load_snapshots(spark, cfg, source)
+        for row in sorted(per_table, key=lambda r: (r[0], r[1])):
+            key = (row["schema_name"], row["table_name"])
+            last_seq, cur_version, hist_version = new_state.get(key, (-1, None, None))
+            if row["max_seq"] <= last_seq:
+                continue
+            typing = TableTyping.from_snapshots(snapshots, *key)
+            rows = batch.where((F.col("schema_name") == key[0])
+                               & (F.col("table_name") == key[1])
+                               & (F.col("seq") > F.lit(last_seq)))
+            run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
+                                           hist_version)
+            run.changes = row["n"]
+            res.tables.append(run)
+            _catalog_tables(spark, cfg, lake, key)
+            new_state[key] = (row["max_seq"], *versions_)
+    _save_state(spark, cfg, source, new_state, target)
     res.seconds = time.monotonic() - started
     return res
 

@@ -11,6 +11,8 @@ Rows are selected in bronze's value forms (numbers as text, ``+0`` for BIT/ENUM/
 bytes for strings) and rendered by silver's own renderer (:mod:`pipelines.silver.images`), so a
 baseline image equals the image silver would have written for the same row. Tables:
 
+Both tables are declared in ``pipelines/lake.py`` (``BASELINE_ROWS``, ``BASELINES``):
+
 - ``<lake>/silver/baseline_rows``: snapshot_id, source_id, schema_name, table_name,
   pk_values, pk_hash, row_image (appended per batch of ``batch_rows``: memory stays bounded);
 - ``<lake>/silver/baselines``: one row per table once all its rows are stored (snapshot_id,
@@ -28,25 +30,24 @@ from typing import Any, Sequence
 from pipelines.bronze import coltypes as T
 from pipelines.bronze.values import float32_text
 from pipelines.config import Config, Dsn
-from pipelines.delta_ops import sql_string, table_exists
-from pipelines.errors import SourceError
+from pipelines.delta_ops import sql_string
+from pipelines.errors import SchemaMismatchError, SourceError
+from pipelines.lake import BASELINE_ROWS, BASELINES, Lake
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
 from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+from pipelines.mysql_client import connect, error_text
 from pipelines.silver.snapshot_source import (
-    _connect, _coordinates, _read_schema, _safe, _server, new_snapshot_id, refusals,
-    schema_checks, server_checks,
+    _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
+    server_checks,
 )
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
            "take_data_snapshot", "DataSnapshotResult", "load_baselines"]
 
-BASELINE_ROWS_DDL = ("snapshot_id string, source_id string, schema_name string, "
-                     "table_name string, pk_values string, pk_hash string, row_image string")
-BASELINES_DDL = ("snapshot_id string, snapshot_time timestamp, source_id string, "
-                 "binlog_file string, binlog_pos bigint, gtid_executed string, seq bigint, "
-                 "schema_name string, table_name string, row_count bigint")
+BASELINE_ROWS_DDL = BASELINE_ROWS.ddl()
+BASELINES_DDL = BASELINES.ddl()
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
@@ -162,7 +163,7 @@ def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] |
 
     from pipelines.silver.snapshot_store import save_snapshot
 
-    conn = _connect(dsn)
+    conn = connect(dsn, section="source", read_timeout=300)
     result = None
     try:
         with conn.cursor() as cur:
@@ -189,7 +190,7 @@ def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] |
         conn.commit()
     except pymysql.err.MySQLError as exc:
         raise SourceError(f"{dsn.host}:{dsn.port}: reading the data snapshot failed: "
-                          f"{_safe(exc, dsn)}") from None
+                          f"{error_text(exc, dsn)}") from None
     finally:
         conn.close()
     save_snapshot(spark, cfg, snapshot, checks)
@@ -204,7 +205,7 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
     spec = table_spec(ts, snapshot.snapshot_id)
     renderer = TableRenderer(spec)
     exprs = ", ".join(_expr(c) for c in ts.columns)
-    path = cfg.table_path("silver", "baseline_rows")
+    lk = Lake.of(cfg)
     n = 0
     with conn.cursor(pymysql.cursors.SSCursor) as cur:
         cur.execute(f"SELECT {exprs} FROM {_q(ts.schema)}.{_q(ts.table)}")
@@ -212,17 +213,28 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
             rows = cur.fetchmany(batch_rows)
             if not rows:
                 break
-            out = []
-            for r in rows:
-                values = [_bronze_value(c, v) for c, v in zip(ts.columns, r)]
-                img = renderer.render("INSERT", None, values, None, None)
-                out.append((snapshot.snapshot_id, snapshot.source_id, ts.schema, ts.table,
-                            img.pk_values, hashlib.sha256(img.pk_values.encode()).hexdigest(),
-                            img.row_after))
-            spark.createDataFrame(out, BASELINE_ROWS_DDL).write.format("delta").mode(
-                "append").save(path)
+            images = _render_inserts(renderer, [[_bronze_value(c, v) for c, v in
+                                                  zip(ts.columns, r)] for r in rows])
+            out = [(snapshot.snapshot_id, snapshot.source_id, ts.schema, ts.table, pk,
+                    hashlib.sha256(pk.encode()).hexdigest(), after)
+                   for pk, after in zip(images.pk_values.to_pylist(),
+                                        images.row_after.to_pylist())]
+            lk.append(spark.createDataFrame(out, BASELINE_ROWS_DDL), BASELINE_ROWS)
             n += len(out)
     return n
+
+
+def _render_inserts(renderer: TableRenderer, images: list[list[bytes | None]]):
+    """Render rows as INSERT after images (columnar); the first unrenderable row raises."""
+    import pyarrow as pa
+
+    m = len(images)
+    out = renderer.render(pa.array(["INSERT"] * m), pa.nulls(m, pa.list_(pa.binary())),
+                          pa.array(images, pa.list_(pa.binary())),
+                          pa.nulls(m, pa.list_(pa.bool_())), pa.nulls(m, pa.list_(pa.bool_())))
+    if out.errors:
+        raise SchemaMismatchError(min(out.errors)[1])
+    return out
 
 
 def _mark_complete(spark, cfg: Config, res: DataSnapshotResult) -> None:
@@ -230,16 +242,15 @@ def _mark_complete(spark, cfg: Config, res: DataSnapshotResult) -> None:
     rows = [(s.snapshot_id, s.snapshot_time, s.source_id, s.binlog_file, s.binlog_pos,
              s.gtid_executed, s.seq, schema, table, n) for (schema, table), n in res.rows.items()]
     if rows:
-        spark.createDataFrame(rows, BASELINES_DDL).write.format("delta").mode("append").save(
-            cfg.table_path("silver", "baselines"))
+        Lake.of(cfg).append(spark.createDataFrame(rows, BASELINES_DDL), BASELINES)
 
 
 def load_baselines(spark, cfg: Config, schema: str, table: str) -> list[dict[str, Any]]:
     """Complete baselines holding ``schema.table``, oldest coordinate first."""
-    path = cfg.table_path("silver", "baselines")
-    if not table_exists(spark, path):
+    lk = Lake.of(cfg)
+    if not lk.exists(spark, BASELINES):
         return []
-    rows = (spark.read.format("delta").load(path)
+    rows = (lk.read(spark, BASELINES)
             .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
             .collect())
     return sorted((r.asDict() for r in rows), key=lambda r: (r["seq"] or 0))
