@@ -164,15 +164,16 @@ def test_stream_follow_runs_the_mirror_after_silver(spark, tmp_path: Path) -> No
     date (the stream job on a lake whose bronze came from files; no source is contacted)."""
     from pipelines.bronze.job import run_bronze
     from pipelines.cli import build_parser
-    from pipelines.config import Dsn, load_config
-    from pipelines.stream.job import StreamJob
+    from pipelines.config import load_config
+    from pipelines.mysql_client import Dsn
+    from pipelines.stream.follower import Follower
 
     assert build_parser().parse_args(["stream", "--server-id", "9", "--mirror"]).mirror
     cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
     run_bronze(spark, cfg, binlog_dir=str(ROOT / "samples" / "binlogs"), all_files=True)
-    job = StreamJob(spark, cfg, dsn=Dsn.parse("mysql://repl@127.0.0.1:9/"), server_id=9)
-    job.mirror = True
-    job._follow()
+    follower = Follower(spark, cfg, dsn=Dsn.parse("mysql://repl@127.0.0.1:9/"))
+    follower.mirror = True
+    assert follower.follow()
     silver = spark.read.format("delta").load(cfg.table_path("silver", "binlog_events"))
     orders = silver.where("table_name = 'orders'").select("pk_values").distinct().count()
     current = spark.read.format("delta").load(str(tmp_path / "lake" / "mirror" / "shop" / "orders"))
