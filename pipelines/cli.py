@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="run every stage (bronze, silver, gold) over binlog files")
     _add_file_selection(p)
     p.add_argument("--gold-dsn", help="also export to gold: mysql://user:pw@host:port/db")
+    from pipelines.mirror.command import add_mirror_flag
+    add_mirror_flag(p)
 
     sub.add_parser("silver", help="name new bronze row changes into the silver table")
 
@@ -97,13 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.repair import add_repair_parser
 
     add_repair_parser(sub)
+    from pipelines.mirror.command import add_mirror_parser
+    add_mirror_parser(sub)
+    from pipelines.serve import add_serve_parser
+    add_serve_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
-    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=50)
+    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views "
+                                   "(no query: an interactive shell)")
+    p.add_argument("query", nargs="?")
+    p.add_argument("--limit", type=int, default=None, help="rows shown (50; shell: 1000)")
     return ap
 
 
@@ -181,6 +188,9 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
 
             args.gold_dsn = None  # taken from cfg.gold.dsn
             code = cmd_gold(args, cfg)
+        if args.mirror:
+            from pipelines.mirror.command import cmd_mirror
+            code = max(code, cmd_mirror(args, cfg))
     return code
 
 
@@ -209,8 +219,11 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
 
     spark = get_spark(cfg.engine)
     register_views(spark, cfg)
+    if args.query is None:
+        from pipelines.shell import run_shell
+        return run_shell(spark, limit=args.limit or 1000)
     df = spark.sql(args.query)
-    print(_show_string(df, args.limit))
+    print(_show_string(df, args.limit or 50))
     return 0
 
 

@@ -32,6 +32,7 @@ class Follower:
         self.silver_pending = False  # bronze holds commits silver has not seen
         self.ddl_pending = False  # the open micro-batch holds DDL
         self.last_silver = time.monotonic()
+        self.mirror = False  # `binlake stream --mirror`
 
     def saw_ddl(self) -> None:
         self.ddl_pending = True
@@ -76,6 +77,10 @@ class Follower:
                 from pipelines.gold.job import run_gold
 
                 run_gold(self.spark, self.cfg, gold_dsn=self.gold_dsn)
+            if self.mirror:
+                from pipelines.mirror.job import run_mirror
+
+                run_mirror(self.spark, self.cfg)
         except Exception as exc:  # noqa: BLE001 - following must not stop the stream
             log.warning("following silver/gold failed (bronze keeps streaming): %s", exc)
             ok = False

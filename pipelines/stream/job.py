@@ -60,7 +60,8 @@ _HEARTBEATS = frozenset({_E.HEARTBEAT, _E.HEARTBEAT_V2})
 def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
                start_file: str | None = None, start_pos: int | None = None,
                start_gtid: str | None = None, gold_dsn: str | None = None, reset: bool = False,
-               gap_fill: bool = True, stop_after: float | None = None) -> int:
+               gap_fill: bool = True, stop_after: float | None = None,
+               mirror: bool = False) -> int:
     """Stream ``source_dsn`` into the lake until stopped; return the exit code.
 
     ``stop_after`` (seconds) stops cleanly after that long (tests, benchmarks). Raises
@@ -77,6 +78,7 @@ def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
     job = StreamJob(spark, cfg, dsn=dsn, server_id=server_id,
                     gold_dsn=gold_dsn or cfg.gold.dsn or None, gap_fill=gap_fill,
                     stop_after=stop_after)
+    job.follower.mirror = mirror  # `--mirror`: the typed mirror tables follow silver
     return job.run(start=_flags(start_file, start_pos, start_gtid), reset=reset)
 
 
