@@ -339,7 +339,8 @@ BRONZE_FILES = register(
     "bronze", "files",
     "source_id string, binlog_file string, path string, size bigint, status string, "
     "events bigint, row_changes bigint, last_pos bigint, error string, updated_at timestamp",
-    description="Per-file progress of bronze and the stream (rewritten whole each run).")
+    description="Per-file progress of bronze and the stream: a row per state change, the "
+    "latest per file counts.")
 
 # silver: docs/silver.md (pipelines/silver/transform.py renders these columns)
 SILVER_EVENTS = register("silver", "binlog_events", [
