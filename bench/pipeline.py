@@ -11,6 +11,8 @@
    ``silver (in-engine)`` with ``silver.render_in_subprocess = false`` on a fresh silver.
 5. ``quality``: ``run_quality`` over all silver rows.
 6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them.
+7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
+   input's last file) indexed after that history, against the same file on an empty lake.
 
 Each figure is the best of ``--repeat`` runs. Per stage: seconds, row changes/s, the ratio to
 its reference (``mariadb-binlog -v`` for bronze, bronze for silver and quality and index),
@@ -190,6 +192,15 @@ def _mariadb_binlog(paths: list[str], rows: int):
     return run
 
 
+def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
+    """The sample file, alone in ``where``, named as the ``n``-th file after the input's last."""
+    base, _, number = os.path.basename(paths[-1]).rpartition(".")
+    out = where / f"{base}.{int(number) + n:0{len(number)}d}"
+    where.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO / "samples" / "binlogs" / "mariadb-bin.000003", out)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=60.0, help="size of the generated binlog")
@@ -257,6 +268,21 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         run_quality(spark, cfg)
         return n
 
+    numbers = iter(range(1, 1000))
+
+    def one_new_file(target: Path | None):
+        """Index one new small file into ``target`` (None: a new empty lake each run)."""
+        def run() -> int:
+            n = next(numbers)
+            small = _next_small_file(work / f"next{n}", paths, n)
+            where = target if target is not None else work / f"small{n}"
+            cfg = cfg_for(where)
+            res = run_bronze(spark, cfg, binlog_dir=str(small.parent), files=[small.name])
+            run_silver(spark, cfg)
+            run_quality(spark, cfg)
+            return res.files[0].row_changes or 0
+        return run
+
     say("2. warming the engine up on the first file ...")
     run_bronze(spark, cfg_for(work / "warm"), binlog_dir=str(binlog_dir),
                files=[os.path.basename(paths[0])])
@@ -269,6 +295,9 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
                         silver(**{"silver.render_in_subprocess": False}), "bronze"))
     figures.append(best("quality", args.repeat, quality, "bronze"))
     figures.append(best("index (bronze+silver+quality)", args.repeat, index, "bronze"))
+    figures.append(best("small file, empty lake", args.repeat, one_new_file(None)))
+    figures.append(best("small file after the history", args.repeat, one_new_file(lake),
+                        "small file, empty lake"))
     say("")
     say(table(figures))
     return 0

@@ -223,4 +223,5 @@ def test_a_worker_failure_names_its_cause() -> None:
                enum_values=None, row_after=[b"1", b"\xff"])
     batch = pa.RecordBatch.from_pylist([bad], schema=BRONZE_SCHEMA)
     with pytest.raises(EngineError, match="silver rendering failed in process"):
-        list(render_batches([batch], NamingPlan.build([], []), quarantine=False, workers=1))
+        list(render_batches([batch, batch], NamingPlan.build([], []), quarantine=False,
+                            workers=1, batch_rows=1))

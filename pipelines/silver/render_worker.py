@@ -6,11 +6,13 @@ naming plan once, then deals the task's batches round-robin, ``workers`` in flig
 the results in input order: on the embedded engine a single task keeps every core busy while
 the engine's own process only moves serialised Arrow batches. With ``workers`` = 0 (a Spark
 executor's Python worker is a process of its own already, or an unguarded main script forbids
-forking) the batches are rendered in this process. Memory is bounded by ``workers`` batches.
+forking), or for a task of a single batch (forking would cost more than it saves), the
+batches are rendered in this process. Memory is bounded by ``workers`` batches.
 """
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections import deque
 from typing import Iterable, Iterator
@@ -135,6 +137,11 @@ def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quara
     """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order,
     rendered ``batch_rows`` at a time (the memory bound: ``workers`` × ``batch_rows`` rows)."""
     batches = _coalesced(batches, batch_rows)
+    first = next(batches, None)
+    second = next(batches, None) if first is not None else None
+    if second is None:  # a task of one batch: forking costs more than it saves
+        workers = 0
+    batches = itertools.chain([b for b in (first, second) if b is not None], batches)
     if workers <= 0 or not forkserver_is_safe():
         renderer = BatchRenderer(plan)
         for batch in batches:
