@@ -176,3 +176,9 @@ def vacuum_table(path: str, *, dry_run: bool = False) -> dict[str, Any]:
         dt.create_checkpoint()
         dt.cleanup_metadata()
     return {"files": list(removed), "version": dt.version()}
+
+
+def target_file_size(mb: int) -> dict[str, str]:
+    """Write options rolling a data file over at about ``mb`` MB (Sail: ``targetFileSize``;
+    JVM Spark ignores it and writes one file per task, as before)."""
+    return {"targetFileSize": str(mb << 20)} if mb > 0 else {}

@@ -33,13 +33,15 @@ from typing import Iterable
 from pipelines.config import Config
 from pipelines.delta_ops import current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
+from pipelines.lake import Lake, lake_tables
+from pipelines.lease import holds_lease
 
-__all__ = ["CLUSTER_BY", "BLOOM_COLUMNS", "OPTIMIZED_TABLES", "TableOptimized", "optimize_lake", "optimize_table",
+__all__ = ["CLUSTER_BY", "BLOOM_COLUMNS", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
 
 log = logging.getLogger(__name__)
 
-# (layer, table) of every lake table optimize looks at, and the columns it clusters by.
+# The lake tables (pipelines/lake.py: every registered one) clustered, and by which columns.
 CLUSTER_BY: dict[tuple[str, str], tuple[str, ...]] = {
     ("silver", "binlog_events"): ("schema_name", "table_name", "pk_hash"),
 }
@@ -48,12 +50,6 @@ CLUSTER_BY: dict[tuple[str, str], tuple[str, ...]] = {
 BLOOM_COLUMNS: dict[tuple[str, str], tuple[str, ...]] = {
     ("silver", "binlog_events"): ("pk_hash",),
 }
-OPTIMIZED_TABLES: list[tuple[str, str]] = [
-    ("bronze", "binlog_events"), ("bronze", "files"), ("silver", "binlog_events"),
-    ("silver", "quarantine"), ("silver", "progress"), ("silver", "schema_snapshots"),
-    ("silver", "fk_constraints"), ("silver", "source_checks"), ("quality", "results"),
-    ("quality", "failures"),
-]
 TARGET_MB = 128
 # Rows per Parquet row group, the unit that statistics and bloom filters skip. Smaller groups
 # skip finer; 20k rows of silver are about 3 MB (docs/layout.md has the measurements).
@@ -178,9 +174,8 @@ def _via_delta_rs(path: str, cluster: tuple[str, ...], parts, target_mb: int,
         opt.compact(**kw)
 
 
-def _via_sql(spark, path: str, cluster: tuple[str, ...], parts, target_mb: int) -> None:
+def _via_sql(spark, ident: str, cluster: tuple[str, ...], parts, target_mb: int) -> None:
     spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target_mb << 20))
-    ident = "delta.`" + path.replace("`", "``") + "`"
     zorder = f" ZORDER BY ({', '.join(f'`{c}`' for c in cluster)})" if cluster else ""
     spark.sql(f"OPTIMIZE {ident}{_sql_where(parts)}{zorder}").collect()
 
@@ -191,11 +186,13 @@ def _file_count(path: str) -> int:
     return len(DeltaTable(path).file_uris())
 
 
-def optimize_table(spark, path: str, *, table: str = "", cluster: Iterable[str] = (),
+def optimize_table(spark, path: str, *, table: str = "", ident: str = "",
+                   cluster: Iterable[str] = (),
                    bloom: Iterable[str] = (), sql: bool = False, target_mb: int = TARGET_MB,
                    row_group_rows: int = ROW_GROUP_ROWS) -> TableOptimized:
     """Compact (or Z-order by ``cluster``) the partitions of the Delta table at ``path`` that
-    changed since its last OPTIMIZE; ``sql`` = through the engine's OPTIMIZE statement (which
+    changed since its last OPTIMIZE; ``sql`` = through the engine's OPTIMIZE statement on
+    ``ident`` (default ``delta.`path```; a catalog table's name in catalog mode), which
     sizes row groups and bloom filters by its own settings), else delta-rs with row groups of
     ``row_group_rows`` and bloom filters on the ``bloom`` columns."""
     started = time.monotonic()
@@ -210,7 +207,8 @@ def optimize_table(spark, path: str, *, table: str = "", cluster: Iterable[str] 
         return res
     try:
         if sql:
-            _via_sql(spark, path, cluster, parts, target_mb)
+            _via_sql(spark, ident or "delta.`" + path.replace("`", "``") + "`", cluster, parts,
+                     target_mb)
         else:
             _via_delta_rs(path, cluster, parts, target_mb, row_group_rows, tuple(bloom))
     except Exception as exc:  # noqa: BLE001 - delta-rs and the engines raise many kinds
@@ -235,15 +233,19 @@ def _partition_count(path: str) -> int:
     return len({tuple(f.get(f"partition.{c}") for c in columns) for f in _add_actions(dt)})
 
 
+@holds_lease("bronze")
+@holds_lease("silver")
 def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
                   target_mb: int = TARGET_MB,
                   row_group_rows: int = ROW_GROUP_ROWS) -> list[TableOptimized]:
-    """Optimize every existing lake table (or only ``tables``, given as ``layer/name``)."""
+    """Optimize every existing lake table (or only ``tables``, given as ``layer/name``),
+    holding the bronze and silver leases (their writers wait; docs/concurrency.md)."""
     if target_mb < 1:
         raise ConfigError("--target-mb: must be at least 1")
     if row_group_rows < 1000:
         raise ConfigError("--row-group-rows: must be at least 1000")
-    known = {f"{layer}/{name}": (layer, name) for layer, name in OPTIMIZED_TABLES}
+    lake = Lake.of(cfg)
+    known = {t.key: t for t in lake_tables()}
     wanted = list(known) if not tables else list(tables)
     for name in wanted:
         if name not in known:
@@ -251,15 +253,16 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
     sql = None
     out = []
     for name in wanted:
-        layer, table = known[name]
-        path = cfg.table_path(layer, table)
-        if current_version(path) is None:
+        table = known[name]
+        path = lake.location(spark, table)
+        if path is None or current_version(path) is None:
             continue
         if sql is None:
             sql = engine_optimizes(spark)
-        res = optimize_table(spark, path, table=name, cluster=CLUSTER_BY.get((layer, table), ()),
-                             bloom=BLOOM_COLUMNS.get((layer, table), ()), sql=sql,
-                             target_mb=target_mb, row_group_rows=row_group_rows)
+        where = (table.layer, table.name)
+        res = optimize_table(spark, path, table=name, ident=lake.ident(table),
+                             cluster=CLUSTER_BY.get(where, ()), bloom=BLOOM_COLUMNS.get(where, ()),
+                             sql=sql, target_mb=target_mb, row_group_rows=row_group_rows)
         log.info("optimize %s: %s via %s, %d -> %d files", name, res.how, res.via,
                  res.files_before, res.files_after)
         out.append(res)
