@@ -16,10 +16,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
 
 from pipelines.errors import ConfigError
 from pipelines.lake import parse_catalog, table_dir
+from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
@@ -27,37 +27,6 @@ __all__ = [
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
-
-
-@dataclass(frozen=True)
-class Dsn:
-    """A MySQL/MariaDB DSN ``mysql://user:password@host:port/[db]``; the password never prints."""
-
-    host: str
-    port: int = 3306
-    user: str = "root"
-    password: str = field(default="", repr=False)
-    database: str | None = None
-
-    @classmethod
-    def parse(cls, url: str, *, setting: str = "dsn") -> "Dsn":
-        parts = urlsplit(url)
-        if parts.scheme not in ("mysql", "mariadb"):
-            raise ConfigError(f"{setting}: expected mysql://user:password@host:port/[db], "
-                              f"got scheme {parts.scheme!r}")
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise ConfigError(f"{setting}: invalid port") from exc
-        if not parts.hostname:
-            raise ConfigError(f"{setting}: no host in DSN")
-        db = parts.path.lstrip("/") or None
-        return cls(parts.hostname, port, unquote(parts.username or "root"),
-                   unquote(parts.password or ""), unquote(db) if db else None)
-
-    def __str__(self) -> str:
-        pw = ":***" if self.password else ""
-        return f"mysql://{self.user}{pw}@{self.host}:{self.port}/{self.database or ''}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +53,14 @@ class SourceConfig:
     name: str = "default"  # source_id written to every row
     dsn: str = ""
     server_uuid: str = ""
+    # TLS and credentials (docs/connections.md); the DSN's ?ssl_* parameters win.
+    ssl_mode: str = ""  # DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD
+    password_file: str = ""
+    defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
 
 
 @dataclass(frozen=True)
@@ -108,6 +85,13 @@ class GoldConfig:
     """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
 
     dsn: str = ""  # mysql://user:password@host:port/db; db defaults to `binlake`, created if missing
+    ssl_mode: str = ""  # TLS and credentials as in [source] (docs/connections.md)
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_GOLD_PASSWORD
+    password_file: str = ""
+    defaults_file: str = ""
     partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
     partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
     batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
@@ -274,9 +258,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("lease.wait_seconds: must be 0 or more")
     if cfg.lease.expiry_seconds < 3:
         raise ConfigError("lease.expiry_seconds: must be at least 3")
-    for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
-        if dsn:
-            Dsn.parse(dsn, setting=name)
+    for name, section in (("source", cfg.source), ("gold", cfg.gold)):
+        if section.dsn:
+            Dsn.parse(section.dsn, setting=f"{name}.dsn")
+        Tls.of({k: getattr(section, k) for k in ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")},
+               setting=f"{name}.")
 
 
 _RETAIN = re.compile(r"^\s*(\d+)\s*([dh])\s*$")

@@ -151,6 +151,7 @@ class Lake:
         self.catalog = catalog.strip()
         self._parts = parse_catalog(self.catalog) if self.catalog else ()
         self.managed = managed and bool(self._parts)
+        self._known: set[str] = set()  # catalog tables seen to exist (they are not dropped)
 
     @classmethod
     def of(cls, cfg: Any) -> "Lake":
@@ -187,22 +188,27 @@ class Lake:
         """
         if not self._parts:
             return table_exists(spark, self.path(table))
+        if table.key in self._known:
+            return True
         try:
             spark.read.table(self.ident(table)).schema  # noqa: B018 - forces analysis
-            return True
         except Exception:  # noqa: BLE001 - engines raise different AnalysisException types
-            pass
-        if self.managed or not table_exists(spark, self.path(table)):
-            return False
-        self.create(spark, table, registered_from_path=True)
+            if self.managed or not table_exists(spark, self.path(table)):
+                return False
+            self.create(spark, table, registered_from_path=True)
+        self._known.add(table.key)
         return True
 
     def read(self, spark, table: LakeTable, version: int | None = None):
-        """The table as a DataFrame, at ``version`` when given (Delta time travel)."""
+        """The table as a DataFrame, at ``version`` when given (Delta time travel).
+
+        Catalog mode: a table the catalog forgot is registered from its path first.
+        """
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", int(version))
         if self._parts:
+            self.exists(spark, table)
             return reader.table(self.ident(table))
         return reader.load(self.path(table))
 
@@ -276,6 +282,7 @@ class Lake:
         if self._parts:
             if not self.exists(df.sparkSession, table):  # registers one found at the path
                 self.create(df.sparkSession, table)
+                self._known.add(table.key)
             writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
             if mode == "append":
                 writer.append()
@@ -332,7 +339,8 @@ BRONZE_FILES = register(
     "bronze", "files",
     "source_id string, binlog_file string, path string, size bigint, status string, "
     "events bigint, row_changes bigint, last_pos bigint, error string, updated_at timestamp",
-    description="Per-file progress of bronze and the stream (rewritten whole each run).")
+    description="Per-file progress of bronze and the stream: a row per state change, the "
+    "latest per file counts.")
 
 # silver: docs/silver.md (pipelines/silver/transform.py renders these columns)
 SILVER_EVENTS = register("silver", "binlog_events", [

@@ -16,12 +16,14 @@ import datetime as dt
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pipelines.config import Config, Dsn, parse_retain
+from pipelines import mysql_client
+from pipelines.config import Config, parse_retain
 from pipelines.delta_ops import (current_version, files_added, set_retention, table_id,
                                  vacuum_table)
+from pipelines.mysql_client import Dsn, error_text
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
 from pipelines.gold.client import connect, database_of, quote_ident
@@ -42,23 +44,18 @@ _EPOCH = dt.datetime(1970, 1, 1)
 
 
 def resolve_dsn(cfg: Config, gold_dsn: str | None = None) -> Dsn:
-    """The gold DSN from the argument, else ``gold.dsn``; ConfigError when neither is set."""
+    """The gold DSN from the argument, else ``gold.dsn``, completed with the ``[gold]`` TLS
+    and password settings (``mysql_client.resolve_dsn``); ConfigError when neither is set."""
     url = gold_dsn or cfg.gold.dsn
     if not url:
         raise ConfigError("gold.dsn: no gold database (give --gold-dsn mysql://user:pw@host:port/db, "
                           "BINLAKE_GOLD_DSN or [gold] dsn)")
-    return Dsn.parse(url, setting="--gold-dsn" if gold_dsn else "gold.dsn")
-
-
-def _url(dsn: Dsn) -> str:
-    from urllib.parse import quote
-
-    auth = quote(dsn.user, safe="") + (":" + quote(dsn.password, safe="") if dsn.password else "")
-    return f"mysql://{auth}@{dsn.host}:{dsn.port}/{quote(database_of(dsn), safe='')}"
+    return mysql_client.resolve_dsn(url, cfg.gold, section="gold",
+                                    setting="--gold-dsn" if gold_dsn else "gold.dsn")
 
 
 def _sql_error(dsn: Dsn, what: str, exc: BaseException) -> SourceError:
-    return SourceError(f"gold {dsn}: {what}: {getattr(exc, 'args', exc)}")
+    return SourceError(f"gold {dsn}: {what}: {error_text(exc, dsn)}")
 
 
 # -- init ------------------------------------------------------------------------------
@@ -216,7 +213,8 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
                                target=target)
             res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
-            opts = ExportOptions(_url(dsn), res.database, res.method, cfg.gold.batch_rows)
+            opts = ExportOptions(replace(dsn, database=res.database).url(), res.database,
+                                 res.method, cfg.gold.batch_rows)
             try:
                 # Each task a time range, in time order: chunks then stay inside one hourly
                 # partition (exporter.hour_chunks), see exporter's docstring on AUTO-INC.
@@ -413,7 +411,10 @@ def gold_status(cfg: Config, *, gold_dsn: str | None = None, spark=None) -> dict
     url = gold_dsn or cfg.gold.dsn
     if not url:
         return {"configured": False}
-    dsn = Dsn.parse(url, setting="gold.dsn")
+    try:
+        dsn = resolve_dsn(cfg, gold_dsn)
+    except ConfigError as exc:
+        return {"configured": True, "error": str(exc)}
     db = database_of(dsn)
     out: dict[str, Any] = {"configured": True, "dsn": str(dsn), "database": db}
     silver_version = Lake.of(cfg).version(spark, SILVER_EVENTS)
@@ -445,7 +446,7 @@ def gold_status(cfg: Config, *, gold_dsn: str | None = None, spark=None) -> dict
             "pk_values_marked_last_run": st.last_pk_marked,
         })
     except pymysql.err.MySQLError as exc:
-        out["error"] = f"gold {dsn}: {exc.args}"
+        out["error"] = f"gold {dsn}: {error_text(exc, dsn)}"
     finally:
         conn.close()
     return out

@@ -37,9 +37,10 @@ from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
 from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+from pipelines.mysql_client import connect, error_text
 from pipelines.silver.snapshot_source import (
-    _connect, _coordinates, _read_schema, _safe, _server, new_snapshot_id, refusals,
-    schema_checks, server_checks,
+    _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
+    server_checks,
 )
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
@@ -162,7 +163,7 @@ def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] |
 
     from pipelines.silver.snapshot_store import save_snapshot
 
-    conn = _connect(dsn)
+    conn = connect(dsn, section="source", read_timeout=300)
     result = None
     try:
         with conn.cursor() as cur:
@@ -189,7 +190,7 @@ def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] |
         conn.commit()
     except pymysql.err.MySQLError as exc:
         raise SourceError(f"{dsn.host}:{dsn.port}: reading the data snapshot failed: "
-                          f"{_safe(exc, dsn)}") from None
+                          f"{error_text(exc, dsn)}") from None
     finally:
         conn.close()
     save_snapshot(spark, cfg, snapshot, checks)
