@@ -331,8 +331,9 @@ def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
         for round_ in range(ROUNDS):
             for i in range(20):
                 server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
-            # `index` = these two and quality; quality's own time travel on a silver of 10+
-            # commits fails on Sail ("Missing commit file"), a separate issue: not run here.
+            # `index` = these two and then quality; quality (which reads silver at version
+            # N-1) once failed here with the engine's "Missing commit file: expected version
+            # 0, found 8" while the stream committed: not investigated yet, left out.
             bronze = start(lake, "bronze", "--binlog-dir", str(SAMPLES), "--all",
                            "--source", f"samples{round_}")
             for i in range(20, 40):
