@@ -4,14 +4,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test mariadb sample bench clean
+.PHONY: setup demo test mariadb chromium sample bench clean
 
 setup: $(STAMP)
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[local,test]'
 	touch $(STAMP)
 
 # A MariaDB server from Debian packages, for the end-to-end tests (installed when missing).
@@ -19,10 +19,15 @@ mariadb:
 	@command -v mariadbd >/dev/null 2>&1 || command -v /usr/sbin/mariadbd >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client; }
 
+# Headless Chromium renders the quality report in its tests (installed when missing).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
 demo: setup
 	$(PY) -m pipelines.demo
 
-test: setup mariadb
+test: setup mariadb chromium
 	$(PY) -m pytest -q
 
 # Regenerate the shipped sample binlogs with a real MariaDB server (committed under samples/).
@@ -31,6 +36,7 @@ sample: setup mariadb
 
 bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
+	$(PY) bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) lake build *.egg-info

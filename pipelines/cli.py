@@ -5,7 +5,8 @@
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
 table), ``snapshot`` (schema snapshot of the source), ``silver`` (name row changes), ``index``
 (every stage, in order), ``init``/``gold``/``rotate``/``vacuum`` (the MySQL gold table),
-``stream`` (follow a live server), ``status``, ``sql``. Each stage is also
+``stream`` (follow a live server), ``status``, ``sql``, ``query``/``reconstruct``/``flashback``
+(the history, docs/history.md). Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
                     help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("--defaults-file", help="MySQL option file whose [client] user/password "
+                    "the source and gold connections use (docs/connections.md)")
     ap.add_argument("--wait", type=int, metavar="SECONDS",
                     help="wait this long for another writer of the stage (default 60), then exit 75")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -60,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="run every stage (bronze, silver, gold) over binlog files")
     _add_file_selection(p)
     p.add_argument("--gold-dsn", help="also export to gold: mysql://user:pw@host:port/db")
+    from pipelines.mirror.command import add_mirror_flag
+    add_mirror_flag(p)
 
     sub.add_parser("silver", help="name new bronze row changes into the silver table")
 
@@ -94,13 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.repair import add_repair_parser
 
     add_repair_parser(sub)
+    from pipelines.mirror.command import add_mirror_parser
+    add_mirror_parser(sub)
+    from pipelines.serve import add_serve_parser
+    add_serve_parser(sub)
+    from pipelines.optimize_command import add_optimize_parser
+    add_optimize_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
-    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=50)
+    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views "
+                                   "(no query: an interactive shell)")
+    p.add_argument("query", nargs="?")
+    p.add_argument("--limit", type=int, default=None, help="rows shown (50; shell: 1000)")
     return ap
 
 
@@ -112,6 +124,7 @@ def _config(args: argparse.Namespace) -> Config:
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
+        "source.defaults_file": args.defaults_file, "gold.defaults_file": args.defaults_file,
         "lease.wait_seconds": args.wait,
     })
 
@@ -177,6 +190,9 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
 
             args.gold_dsn = None  # taken from cfg.gold.dsn
             code = cmd_gold(args, cfg)
+        if args.mirror:
+            from pipelines.mirror.command import cmd_mirror
+            code = max(code, cmd_mirror(args, cfg))
     return code
 
 
@@ -205,8 +221,11 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
 
     spark = get_spark(cfg.engine)
     register_views(spark, cfg)
+    if args.query is None:
+        from pipelines.shell import run_shell
+        return run_shell(spark, limit=args.limit or 1000)
     df = spark.sql(args.query)
-    print(_show_string(df, args.limit))
+    print(_show_string(df, args.limit or 50))
     return 0
 
 
@@ -261,7 +280,8 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait",
+                      "--defaults-file")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
@@ -304,10 +324,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:  # the core wheel leaves the engine to the platform
+        if (exc.name or "").split(".")[0] not in ("pyspark", "pysail", "delta"):
+            raise
+        print(f"binlake: error: {args.command} needs {exc.name}: run it where Spark is provided "
+              f"(a cluster, spark-submit) or pip install 'binlake[local]'", file=sys.stderr)
+        return 1
     except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
         from pipelines.history.command import engine_message
         message = engine_message(exc)
-        if message is None:
+        if message is None or args.verbose:  # -v: the whole traceback
             raise
         print(f"binlake: error: {message}", file=sys.stderr)
         return 1

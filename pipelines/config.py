@@ -16,10 +16,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
 
 from pipelines.errors import ConfigError
 from pipelines.lake import parse_catalog, table_dir
+from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
@@ -27,37 +27,6 @@ __all__ = [
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
-
-
-@dataclass(frozen=True)
-class Dsn:
-    """A MySQL/MariaDB DSN ``mysql://user:password@host:port/[db]``; the password never prints."""
-
-    host: str
-    port: int = 3306
-    user: str = "root"
-    password: str = field(default="", repr=False)
-    database: str | None = None
-
-    @classmethod
-    def parse(cls, url: str, *, setting: str = "dsn") -> "Dsn":
-        parts = urlsplit(url)
-        if parts.scheme not in ("mysql", "mariadb"):
-            raise ConfigError(f"{setting}: expected mysql://user:password@host:port/[db], "
-                              f"got scheme {parts.scheme!r}")
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise ConfigError(f"{setting}: invalid port") from exc
-        if not parts.hostname:
-            raise ConfigError(f"{setting}: no host in DSN")
-        db = parts.path.lstrip("/") or None
-        return cls(parts.hostname, port, unquote(parts.username or "root"),
-                   unquote(parts.password or ""), unquote(db) if db else None)
-
-    def __str__(self) -> str:
-        pw = ":***" if self.password else ""
-        return f"mysql://{self.user}{pw}@{self.host}:{self.port}/{self.database or ''}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +53,14 @@ class SourceConfig:
     name: str = "default"  # source_id written to every row
     dsn: str = ""
     server_uuid: str = ""
+    # TLS and credentials (docs/connections.md); the DSN's ?ssl_* parameters win.
+    ssl_mode: str = ""  # DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD
+    password_file: str = ""
+    defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
 
 
 @dataclass(frozen=True)
@@ -93,6 +70,14 @@ class BronzeConfig:
     checksum: str = "raise"  # raise | warn | ignore
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
+    target_file_mb: int = 128  # bronze data files roll over at about this size
+
+
+@dataclass(frozen=True)
+class SilverConfig:
+    render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
+    render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
+    target_file_mb: int = 128  # silver data files roll over at about this size
 
 
 @dataclass(frozen=True)
@@ -100,6 +85,13 @@ class GoldConfig:
     """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
 
     dsn: str = ""  # mysql://user:password@host:port/db; db defaults to `binlake`, created if missing
+    ssl_mode: str = ""  # TLS and credentials as in [source] (docs/connections.md)
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_GOLD_PASSWORD
+    password_file: str = ""
+    defaults_file: str = ""
     partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
     partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
     batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
@@ -137,6 +129,7 @@ class Config:
     engine: EngineConfig = EngineConfig()
     source: SourceConfig = SourceConfig()
     bronze: BronzeConfig = BronzeConfig()
+    silver: SilverConfig = SilverConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
     lease: LeaseConfig = LeaseConfig()
@@ -154,7 +147,7 @@ class Config:
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
                                    "gold": GoldConfig, "stream": StreamConfig,
-                                   "lease": LeaseConfig}
+                                   "lease": LeaseConfig, "silver": SilverConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -254,15 +247,22 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
+    for section in ("bronze", "silver"):
+        if getattr(cfg, section).target_file_mb < 0:
+            raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
+    if cfg.silver.render_workers < 0:
+        raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)
     _validate_stream(cfg.stream)
     if cfg.lease.wait_seconds < 0:
         raise ConfigError("lease.wait_seconds: must be 0 or more")
     if cfg.lease.expiry_seconds < 3:
         raise ConfigError("lease.expiry_seconds: must be at least 3")
-    for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
-        if dsn:
-            Dsn.parse(dsn, setting=name)
+    for name, section in (("source", cfg.source), ("gold", cfg.gold)):
+        if section.dsn:
+            Dsn.parse(section.dsn, setting=f"{name}.dsn")
+        Tls.of({k: getattr(section, k) for k in ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")},
+               setting=f"{name}.")
 
 
 _RETAIN = re.compile(r"^\s*(\d+)\s*([dh])\s*$")

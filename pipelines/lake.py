@@ -269,20 +269,21 @@ class Lake:
             raise EngineError(f"lake.catalog {self.catalog}: cannot create "
                               f"{self.ident(table)}{at}: {_first_line(exc)}") from exc
 
-    def append(self, df, table: LakeTable) -> None:
-        """Append ``df`` (columns by name) to the table in one commit."""
-        self._write(df, table, "append")
+    def append(self, df, table: LakeTable, options: dict[str, str] | None = None) -> None:
+        """Append ``df`` (columns by name) to the table in one commit (``options``: writer
+        options such as ``delta_ops.target_file_size``)."""
+        self._write(df, table, "append", options or {})
 
     def overwrite(self, df, table: LakeTable) -> None:
         """Replace the table's rows with ``df`` in one commit (small state tables)."""
-        self._write(df, table, "overwrite")
+        self._write(df, table, "overwrite", {})
 
-    def _write(self, df, table: LakeTable, mode: str) -> None:
+    def _write(self, df, table: LakeTable, mode: str, options: dict[str, str]) -> None:
         if self._parts:
             if not self.exists(df.sparkSession, table):  # registers one found at the path
                 self.create(df.sparkSession, table)
                 self._known.add(table.key)
-            writer = df.select(*table.column_names).writeTo(self.ident(table))
+            writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
             if mode == "append":
                 writer.append()
             else:
@@ -290,7 +291,7 @@ class Lake:
 
                 writer.overwrite(F.lit(True))
             return
-        writer = df.write.format("delta").mode(mode)
+        writer = df.write.format("delta").mode(mode).options(**options)
         if table.partition_by:
             writer = writer.partitionBy(*table.partition_by)
         writer.save(self.path(table))

@@ -13,9 +13,10 @@ LAKE_TABLES: dict[str, tuple[str, str]] = {
     view: (t.layer, t.name) for t in lake_tables() for view in (t.table_name, *t.aliases)}
 
 
-def register_views(spark, cfg: Config) -> list[str]:
+def register_views(spark, cfg: Config, *, global_views: bool = False) -> list[str]:
     """Create or replace a temp view per existing lake table (named as in the catalog, plus
-    its older short names); return the names registered.
+    its older short names) and per mirror table; return the names registered.
+    ``global_views``: global temp views, seen by every session as ``global_temp.<name>``.
 
     Time travel stays available through the table's identifier: ``delta.`<path>` VERSION AS
     OF n``, or ``cat.schema.silver_binlog_events VERSION AS OF n`` with ``lake.catalog``.
@@ -30,6 +31,11 @@ def register_views(spark, cfg: Config) -> list[str]:
 
                 df = latest_states(df)
             for view in (table.table_name, *table.aliases):
-                df.createOrReplaceTempView(view)
+                if global_views:
+                    df.createOrReplaceGlobalTempView(view)
+                else:
+                    df.createOrReplaceTempView(view)
                 names.append(view)
+    from pipelines.mirror.views import register_mirror_views
+    names += register_mirror_views(spark, cfg, global_views=global_views)
     return names

@@ -180,7 +180,10 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
             assert _kill(proc, spark, tables).seq >= killed_at.seq
             proc = _start_stream(lake, server, log)
             _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the restarted stream", proc, log)
-            time.sleep(3.0)  # long enough for the stream to run silver itself (lag 2 s)
+            # The stream runs silver itself (lag 2 s; start-up, the lake check and the silver
+            # lease add a few seconds, so wait for it rather than sleep a fixed time).
+            _wait(lambda: _silver_rows(spark, cfg) > 0, 60, "the stream to run silver itself",
+                  proc, log)
             stop.set()
             ticker.join(30)
             followed = _silver_rows(spark, cfg)

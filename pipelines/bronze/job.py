@@ -22,7 +22,7 @@ from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import FileState, load_states, save_states, select_files
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.delta_ops import sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
 
@@ -137,7 +137,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n) for p, c, n in plan],
                                   TASKS_DDL)
     decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
-    lake.append(decoded, BRONZE_EVENTS)
+    lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
 
     outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)
     followed = _followed_by_later_file(binlog_dir, todo)

@@ -16,12 +16,13 @@ import datetime as dt
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pipelines.config import Config, Dsn, parse_retain
+from pipelines.config import Config, parse_retain
 from pipelines.delta_ops import (current_version, files_added, set_retention, table_id,
                                  vacuum_table)
+from pipelines.mysql_client import Dsn, error_text
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
@@ -41,15 +42,8 @@ LAKE_TABLES = [(t.layer, t.name) for t in lake_tables()]
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
-def _url(dsn: Dsn) -> str:
-    from urllib.parse import quote
-
-    auth = quote(dsn.user, safe="") + (":" + quote(dsn.password, safe="") if dsn.password else "")
-    return f"mysql://{auth}@{dsn.host}:{dsn.port}/{quote(database_of(dsn), safe='')}"
-
-
 def _sql_error(dsn: Dsn, what: str, exc: BaseException) -> SourceError:
-    return SourceError(f"gold {dsn}: {what}: {getattr(exc, 'args', exc)}")
+    return SourceError(f"gold {dsn}: {what}: {error_text(exc, dsn)}")
 
 
 # -- init ------------------------------------------------------------------------------
@@ -207,7 +201,8 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
                                target=target)
             res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
-            opts = ExportOptions(_url(dsn), res.database, res.method, cfg.gold.batch_rows)
+            opts = ExportOptions(replace(dsn, database=res.database).url(), res.database,
+                                 res.method, cfg.gold.batch_rows)
             try:
                 # Each task a time range, in time order: chunks then stay inside one hourly
                 # partition (exporter.hour_chunks), see exporter's docstring on AUTO-INC.
@@ -377,15 +372,17 @@ def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[s
     if lake.uses_catalog and spark is None:
         raise ConfigError("lake.catalog: vacuum needs a Spark session to find the tables")
     out = []
-    for table in lake_tables():
-        path = lake.location(spark, table)
+    from pipelines.mirror.job import mirror_table_paths
+
+    tables = [(t.key, lake.location(spark, t), t.retention) for t in lake_tables()]
+    for key, path, retention in tables + [(k, p, None) for k, p in mirror_table_paths(cfg)]:
         if path is None or current_version(path) is None:
             continue
         props = set_retention(path, log_retention=cfg.gold.log_retention,
-                              deleted_file_retention=table.retention
+                              deleted_file_retention=retention
                               or cfg.gold.deleted_file_retention)
         done = vacuum_table(path, dry_run=dry_run)
-        out.append({"table": table.key, "path": path, "version": done["version"],
+        out.append({"table": key, "path": path, "version": done["version"],
                     "files_removed": len(done["files"]), "dry_run": dry_run,
                     "properties": {k: v for k, v in props.items() if "Retention" in k}})
     return out
@@ -404,7 +401,10 @@ def gold_status(cfg: Config, *, gold_dsn: str | None = None, spark=None) -> dict
     url = gold_dsn or cfg.gold.dsn
     if not url:
         return {"configured": False}
-    dsn = Dsn.parse(url, setting="gold.dsn")
+    try:
+        dsn = resolve_dsn(cfg, gold_dsn)
+    except ConfigError as exc:
+        return {"configured": True, "error": str(exc)}
     db = database_of(dsn)
     out: dict[str, Any] = {"configured": True, "dsn": str(dsn), "database": db}
     silver_version = Lake.of(cfg).version(spark, SILVER_EVENTS)
@@ -436,7 +436,7 @@ def gold_status(cfg: Config, *, gold_dsn: str | None = None, spark=None) -> dict
             "pk_values_marked_last_run": st.last_pk_marked,
         })
     except pymysql.err.MySQLError as exc:
-        out["error"] = f"gold {dsn}: {exc.args}"
+        out["error"] = f"gold {dsn}: {error_text(exc, dsn)}"
     finally:
         conn.close()
     return out

@@ -10,7 +10,8 @@ import itertools
 import json
 import sys
 
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
 from pipelines.errors import ConfigError
 
 __all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "engine_message"]
@@ -124,7 +125,7 @@ def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
         raise ConfigError("--limit must be positive")
     gold = args.gold_dsn
     if gold:
-        rows = iter(query_gold(gold, sel, args.limit))
+        rows = iter(query_gold(gold, sel, args.limit, cfg.gold))
     else:
         from pipelines.session import get_spark
 
@@ -207,8 +208,9 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     if args.apply:
         from pipelines.gold.client import connect
 
-        conn = connect(Dsn.parse(args.target_dsn, setting="--target-dsn"), database=False,
-                       autocommit=True)
+        target = resolve_dsn(args.target_dsn, cfg.source, section="source",
+                             setting="--target-dsn")  # TLS/password: [source] when not given
+        conn = connect(target, database=False, autocommit=True, section="source")
         try:
             report = apply_plan(plan, conn)
         finally:
@@ -238,7 +240,8 @@ def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     if not url:
         raise ConfigError("snapshot --data needs --source-dsn mysql://user:password@host:"
                           "port/ or source.dsn in the configuration")
-    dsn = Dsn.parse(url, setting="--source-dsn" if args.source_dsn else "source.dsn")
+    dsn = resolve_dsn(url, cfg.source, section="source",
+                      setting="--source-dsn" if args.source_dsn else "source.dsn")
     res = take_data_snapshot(get_spark(cfg.engine), cfg, dsn, schemas=args.schemas,
                              batch_rows=cfg.bronze.batch_rows)
     s = res.snapshot

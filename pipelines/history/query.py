@@ -15,7 +15,8 @@ import hashlib
 import json
 from typing import Any, Iterable, Iterator, TextIO
 
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
@@ -89,7 +90,8 @@ def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
 _GOLD_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
 
 
-def query_gold(dsn_url: str, sel: Selection, limit: int | None) -> list[dict[str, Any]]:
+def query_gold(dsn_url: str, sel: Selection, limit: int | None,
+               settings: Any = None) -> list[dict[str, Any]]:
     """The selected changes from gold's ``binlog_events`` (parameters, never pasted values).
 
     Supported there: --table/--schema, --pk (by pk_hash), --since/--until, --event-type,
@@ -134,7 +136,8 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None) -> list[dict[str
 
     from pipelines.silver.naming import position_key
 
-    conn = connect(Dsn.parse(dsn_url, setting="--gold-dsn"))
+    # TLS and password from the [gold] settings when the URL lacks them (mysql_client)
+    conn = connect(resolve_dsn(dsn_url, settings, section="gold", setting="--gold-dsn"))
     try:
         with conn.cursor() as cur:
             cur.execute(sql, params)

@@ -219,7 +219,8 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
                              f.get("event_type"), json.dumps(detail, default=str)))
     if failures:
         lake.append(spark.createDataFrame(failures, FAILURES_DDL), QUALITY_FAILURES)
-    html = render_report(res)
+    from pipelines.quality.trends import load_trends, render_trends
+    html = render_report(res, render_trends(load_trends(spark, cfg)))
     os.makedirs(os.path.join(base, "reports"), exist_ok=True)
     per_run = os.path.join(base, "reports", f"{res.run_id}.html")
     latest = os.path.join(base, "report.html")

@@ -31,15 +31,16 @@ from pipelines.bronze import coltypes as T
 from pipelines.bronze.values import float32_text
 from pipelines.config import Config, Dsn
 from pipelines.delta_ops import sql_string
-from pipelines.errors import SourceError
+from pipelines.errors import SchemaMismatchError, SourceError
 from pipelines.lake import BASELINE_ROWS, BASELINES, Lake
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
 from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+from pipelines.mysql_client import connect, error_text
 from pipelines.silver.snapshot_source import (
-    _connect, _coordinates, _read_schema, _safe, _server, new_snapshot_id, refusals,
-    schema_checks, server_checks,
+    _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
+    server_checks,
 )
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
@@ -162,7 +163,7 @@ def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] |
 
     from pipelines.silver.snapshot_store import save_snapshot
 
-    conn = _connect(dsn)
+    conn = connect(dsn, section="source", read_timeout=300)
     result = None
     try:
         with conn.cursor() as cur:
@@ -189,7 +190,7 @@ def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] |
         conn.commit()
     except pymysql.err.MySQLError as exc:
         raise SourceError(f"{dsn.host}:{dsn.port}: reading the data snapshot failed: "
-                          f"{_safe(exc, dsn)}") from None
+                          f"{error_text(exc, dsn)}") from None
     finally:
         conn.close()
     save_snapshot(spark, cfg, snapshot, checks)
@@ -212,16 +213,28 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
             rows = cur.fetchmany(batch_rows)
             if not rows:
                 break
-            out = []
-            for r in rows:
-                values = [_bronze_value(c, v) for c, v in zip(ts.columns, r)]
-                img = renderer.render("INSERT", None, values, None, None)
-                out.append((snapshot.snapshot_id, snapshot.source_id, ts.schema, ts.table,
-                            img.pk_values, hashlib.sha256(img.pk_values.encode()).hexdigest(),
-                            img.row_after))
+            images = _render_inserts(renderer, [[_bronze_value(c, v) for c, v in
+                                                  zip(ts.columns, r)] for r in rows])
+            out = [(snapshot.snapshot_id, snapshot.source_id, ts.schema, ts.table, pk,
+                    hashlib.sha256(pk.encode()).hexdigest(), after)
+                   for pk, after in zip(images.pk_values.to_pylist(),
+                                        images.row_after.to_pylist())]
             lk.append(spark.createDataFrame(out, BASELINE_ROWS_DDL), BASELINE_ROWS)
             n += len(out)
     return n
+
+
+def _render_inserts(renderer: TableRenderer, images: list[list[bytes | None]]):
+    """Render rows as INSERT after images (columnar); the first unrenderable row raises."""
+    import pyarrow as pa
+
+    m = len(images)
+    out = renderer.render(pa.array(["INSERT"] * m), pa.nulls(m, pa.list_(pa.binary())),
+                          pa.array(images, pa.list_(pa.binary())),
+                          pa.nulls(m, pa.list_(pa.bool_())), pa.nulls(m, pa.list_(pa.bool_())))
+    if out.errors:
+        raise SchemaMismatchError(min(out.errors)[1])
+    return out
 
 
 def _mark_complete(spark, cfg: Config, res: DataSnapshotResult) -> None:

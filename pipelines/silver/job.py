@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import rows_written_since, sql_string
+from pipelines.delta_ops import rows_written_since, sql_string, target_file_size
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
 from pipelines.lease import holds_lease
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
+from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
@@ -87,15 +87,17 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         held = lake.read(spark, SILVER_EVENTS).where(where).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
+    workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     before = lake.version(spark, SILVER_EVENTS)
-    lake.append(to_silver(pending(), plan), SILVER_EVENTS)
+    lake.append(to_silver(pending(), plan, workers), SILVER_EVENTS,
+                options=target_file_size(cfg.silver.target_file_mb))
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
     res.appended = written if written is not None else _count(spark, lake, SILVER_EVENTS) - (
         0 if before is None else _count(spark, lake, SILVER_EVENTS, before))
 
     # What is still not in silver is exactly what no schema names: the quarantine.
-    quarantined = to_quarantine(pending(), plan)
+    quarantined = to_quarantine(pending(), plan, workers)
     if has_quarantine:
         lake.delete_where(spark, SILVER_QUARANTINE, where)
     lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)

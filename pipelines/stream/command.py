@@ -36,6 +36,8 @@ def add_stream_parser(sub) -> argparse.ArgumentParser:
     """Add the ``stream`` sub-command to ``binlake``'s sub-parsers."""
     p = sub.add_parser("stream", help="follow a live server as a replica into the lake")
     add_stream_arguments(p)
+    from pipelines.mirror.command import add_mirror_flag
+    add_mirror_flag(p)
     return p
 
 
@@ -54,4 +56,5 @@ def cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
                           server_id=args.server_id,
                           start_file=args.start_file, start_pos=args.start_pos,
                           start_gtid=args.start_gtid, gold_dsn=args.gold_dsn, reset=args.reset,
-                          gap_fill=args.gap_fill, stop_after=args.stop_after)
+                          gap_fill=args.gap_fill, stop_after=args.stop_after,
+                          mirror=getattr(args, "mirror", False))
