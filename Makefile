@@ -3,16 +3,23 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+JARS   := $(VENV)/delta-jars
 
 .PHONY: setup demo test mariadb sample bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(JARS)/.fetched
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# The Delta jars matching the installed delta-spark, fetched with Maven once (docs/engines.md):
+# `--engine spark` and the JVM Spark Connect server use them (engine.delta_jars overrides).
+$(JARS)/.fetched: $(STAMP)
+	$(PY) scripts/fetch_delta_jars.py $(JARS)
+	touch $@
 
 # A MariaDB server from Debian packages, for the end-to-end tests (installed when missing).
 mariadb:
