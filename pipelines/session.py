@@ -150,6 +150,10 @@ def _local_spark(cfg: EngineConfig):
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # JVM workers run this venv's Python
+    # A Spark Connect client in the parent process (or the user's shell) leaves these set;
+    # with them, pyspark's classic builder turns into a Connect client.
+    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+        os.environ.pop(var, None)
     builder = SparkSession.builder.master(cfg.master).appName("binlake")
     for key, value in delta_spark_conf(cfg).items():
         builder = builder.config(key, value)
