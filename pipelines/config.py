@@ -106,6 +106,13 @@ class GoldConfig:
 
 
 @dataclass(frozen=True)
+class SilverConfig:
+    """The silver stage (``docs/silver.md``)."""
+
+    change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
+
+
+@dataclass(frozen=True)
 class StreamConfig:
     """``binlake stream`` (``docs/stream.md``): micro-batches, following, liveness."""
 
@@ -124,6 +131,7 @@ class Config:
     engine: EngineConfig = EngineConfig()
     source: SourceConfig = SourceConfig()
     bronze: BronzeConfig = BronzeConfig()
+    silver: SilverConfig = SilverConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
 
@@ -137,6 +145,7 @@ class Config:
 
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
+                                   "silver": SilverConfig,
                                    "gold": GoldConfig, "stream": StreamConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),

@@ -375,19 +375,21 @@ def run_rotate(spark, cfg: Config, *, gold_dsn: str | None = None, retain: str |
 
 # -- vacuum ----------------------------------------------------------------------------
 
-def run_vacuum(cfg: Config, *, dry_run: bool = False) -> list[dict[str, Any]]:
+def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[str, Any]]:
     """Set the retention properties from ``gold.log_retention`` /
-    ``gold.deleted_file_retention`` on every lake table, then VACUUM it by them (delta-rs)."""
+    ``gold.deleted_file_retention`` on every lake table, then VACUUM it by them (SQL where
+    ``spark``'s engine has it, else delta-rs: :mod:`pipelines.delta_ops`)."""
     out = []
     for layer, name in LAKE_TABLES:
         path = cfg.table_path(layer, name)
         if current_version(path) is None:
             continue
         props = set_retention(path, log_retention=cfg.gold.log_retention,
-                              deleted_file_retention=cfg.gold.deleted_file_retention)
-        done = vacuum_table(path, dry_run=dry_run)
+                              deleted_file_retention=cfg.gold.deleted_file_retention,
+                              spark=spark)
+        done = vacuum_table(path, dry_run=dry_run, spark=spark)
         out.append({"table": f"{layer}/{name}", "path": path, "version": done["version"],
-                    "files_removed": len(done["files"]), "dry_run": dry_run,
+                    "files_removed": len(done["files"]), "dry_run": dry_run, "via": done["via"],
                     "properties": {k: v for k, v in props.items() if "Retention" in k}})
     return out
 

@@ -11,17 +11,21 @@ released the same way once a snapshot (or import) makes them nameable.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import (current_version, delete_where, rows_written_since, sql_string,
+from pipelines.delta_ops import (capabilities, current_version, delete_where,
+                                 enable_change_data_feed, rows_written_since, sql_string,
                                  table_exists)
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
+
+log = logging.getLogger(__name__)
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 _PROGRESS_DDL = "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp"
@@ -87,6 +91,8 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         held = spark.read.format("delta").load(silver_path).where(where).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
+    if cfg.silver.change_data_feed:
+        _change_data_feed(spark, silver_path, to_silver(pending(), plan))
     before = current_version(silver_path)
     (to_silver(pending(), plan).write.format("delta").mode("append")
      .partitionBy("event_date").save(silver_path))
@@ -111,6 +117,19 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     res.silver_version = current_version(silver_path)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _change_data_feed(spark, path: str, rows) -> None:
+    """``silver.change_data_feed``: silver records its changes (created empty first, so the
+    feed covers every row). Engines without a change data feed (Sail) get a warning."""
+    if not capabilities(spark).change_data_feed:
+        log.warning("silver.change_data_feed = true, but this engine has no Delta change data "
+                    "feed (table_changes/readChangeFeed): silver is written without one; run "
+                    "on Spark with delta-spark to enable it")
+        return
+    if not table_exists(spark, path):
+        rows.limit(0).write.format("delta").partitionBy("event_date").save(path)
+    enable_change_data_feed(spark, path)
 
 
 def _now_col():
