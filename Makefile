@@ -38,6 +38,7 @@ sample: setup mariadb
 
 bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
+	$(PY) bench/engines.py
 
 clean:
 	rm -rf $(VENV) lake build *.egg-info

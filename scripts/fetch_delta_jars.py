@@ -6,7 +6,8 @@ version>`` and its dependencies (delta-storage, unitycatalog-client) and copies 
 (Scala library, SLF4J, Log4j, JSR-305) are left out so the JVM sees one copy of each.
 ``pipelines.session`` uses that directory when ``engine.delta_jars`` is empty.
 
-Usage: ``python scripts/fetch_delta_jars.py [DEST]`` (default: ``<venv>/delta-jars``).
+Usage: ``python scripts/fetch_delta_jars.py [DEST] [-- MAVEN ARGS…]`` (default DEST:
+``<venv>/delta-jars``; Maven arguments such as ``--settings FILE`` or ``--offline`` are passed on).
 Exits non-zero, naming ``engine.delta_jars``, when Maven is missing or cannot resolve.
 """
 
@@ -47,7 +48,7 @@ def _scala_version() -> str:
     return found[0].name.split("_")[1].split("-")[0] if found else "2.13"
 
 
-def fetch(dest: Path) -> list[Path]:
+def fetch(dest: Path, maven_args: list[str] | None = None) -> list[Path]:
     """Resolve and copy the jars into ``dest`` (replaced atomically); return them."""
     version = metadata.version("delta-spark")
     if shutil.which("mvn") is None:
@@ -59,7 +60,7 @@ def fetch(dest: Path) -> list[Path]:
         out = Path(tmp) / "jars"
         cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                f"-DoutputDirectory={out}", "-DincludeScope=runtime",
-               f"-DexcludeGroupIds={_PROVIDED_GROUPS}"]
+               f"-DexcludeGroupIds={_PROVIDED_GROUPS}", *(maven_args or [])]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         jars = sorted(out.glob("*.jar"))
         if proc.returncode != 0 or not jars:
@@ -76,9 +77,11 @@ def fetch(dest: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = sys.argv[1:] if argv is None else list(argv)
+    maven = args[args.index("--") + 1:] if "--" in args else []
+    args = args[:args.index("--")] if "--" in args else args
     dest = Path(args[0]) if args else default_dest()
-    for jar in fetch(dest.resolve()):
+    for jar in fetch(dest.resolve(), maven):
         print(jar)
     return 0
 
