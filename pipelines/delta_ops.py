@@ -31,7 +31,6 @@ class Capabilities:
     vacuum: bool = False  # VACUUM … RETAIN … [DRY RUN]
     optimize: bool = False  # OPTIMIZE … [ZORDER BY]
     change_data_feed: bool = False  # table_changes / readChangeFeed, delta.enableChangeDataFeed
-    table_properties: bool = False  # ALTER TABLE … SET TBLPROPERTIES on a Delta table
 
 
 # A Delta error class in the answer: the engine parsed and planned the statement.
@@ -63,8 +62,6 @@ def capabilities(spark) -> Capabilities:
             optimize=_answers(spark, f"OPTIMIZE {table}"),
             change_data_feed=_answers(
                 spark, f"SELECT * FROM table_changes_by_path({sql_string(nowhere)}, 0)"),
-            table_properties=_answers(
-                spark, f"ALTER TABLE {table} SET TBLPROPERTIES ('binlake.probe' = 'x')"),
         )
     return _CAPS[key]
 
@@ -111,19 +108,29 @@ def history(spark, path: str) -> list[dict[str, Any]]:
              "operation": h.get("operation")} for h in DeltaTable(path).history()]
 
 
-def enable_change_data_feed(spark, path: str) -> bool:
-    """Set ``delta.enableChangeDataFeed = true`` on the table at ``path`` (a no-op when set).
+def enable_change_data_feed(spark, path: str, rows, partition_by: list[str]) -> bool:
+    """Make the table at ``path`` record a change data feed (``delta.enableChangeDataFeed``).
 
-    Returns ``False``, changing nothing, when the engine has no change data feed (Sail): the
-    caller says so. Changes are recorded from the version after this one on.
+    A missing table is created empty from ``rows``' schema with the property (a writer option
+    at create), so the feed covers every row. Returns ``False``, changing nothing, when the
+    engine has no change data feed (Sail): the caller says so. Raises :class:`EngineError`
+    when the table exists without the property and the engine cannot add it.
     """
     if not capabilities(spark).change_data_feed:
         return False
-    props = {r["key"]: r["value"] for r in
-             spark.sql(f"SHOW TBLPROPERTIES {_ident_path(path)}").collect()}
+    table = _ident_path(path)
+    if not table_exists(spark, path):
+        (rows.limit(0).write.format("delta").option("delta.enableChangeDataFeed", "true")
+         .partitionBy(*partition_by).save(path))
+        return True
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
     if props.get("delta.enableChangeDataFeed", "").lower() != "true":
-        spark.sql(f"ALTER TABLE {_ident_path(path)} SET TBLPROPERTIES "
-                  "('delta.enableChangeDataFeed' = 'true')").collect()
+        try:
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
+                      "('delta.enableChangeDataFeed' = 'true')").collect()
+        except Exception as exc:  # noqa: BLE001 - e.g. delta-spark 4.1.0 on Spark 4.1.4
+            raise EngineError(f"silver.change_data_feed: cannot enable the change data feed on "
+                              f"the existing table {path}: {str(exc).splitlines()[0]}") from exc
     return True
 
 
@@ -184,30 +191,18 @@ def files_added(path: str, since_version: int, to_version: int) -> list[str] | N
     return [f for f in new if f not in old]
 
 
-def _sql_properties(spark, path: str) -> dict[str, str]:
-    return {r["key"]: r["value"] for r in
-            spark.sql(f"SHOW TBLPROPERTIES {_ident_path(path)}").collect()}
-
-
-def set_retention(path: str, *, log_retention: str, deleted_file_retention: str,
-                  spark=None) -> dict[str, str]:
+def set_retention(path: str, *, log_retention: str, deleted_file_retention: str) -> dict[str, str]:
     """Set ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration``; return the
-    table's properties after. ``ALTER TABLE … SET TBLPROPERTIES`` where ``spark``'s engine has
-    it, delta-rs elsewhere (Sail 0.7 has no such statement)."""
-    want = {"delta.logRetentionDuration": log_retention,
-            "delta.deletedFileRetentionDuration": deleted_file_retention}
-    if spark is not None and capabilities(spark).table_properties:
-        have = _sql_properties(spark, path)
-        if any(have.get(k) != v for k, v in want.items()):
-            pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in want.items())
-            spark.sql(f"ALTER TABLE {_ident_path(path)} SET TBLPROPERTIES ({pairs})").collect()
-            have = _sql_properties(spark, path)
-        return {k: v for k, v in have.items() if k.startswith("delta.")}
+    table's properties after. delta-rs on every engine: Sail 0.7 has no ``ALTER TABLE … SET
+    TBLPROPERTIES``, and delta-spark 4.1.0's fails on Spark 4.1.4 (``NoClassDefFoundError:
+    IgnoreCachedData``, docs/engines.md)."""
     try:
         from deltalake import DeltaTable
     except ImportError as exc:
-        raise EngineError("table properties on this engine need the deltalake package") from exc
+        raise EngineError("table properties need the deltalake package") from exc
     dt = DeltaTable(path)
+    want = {"delta.logRetentionDuration": log_retention,
+            "delta.deletedFileRetentionDuration": deleted_file_retention}
     have = dt.metadata().configuration or {}
     if any(have.get(k) != v for k, v in want.items()):
         dt.alter.set_table_properties(want)

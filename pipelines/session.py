@@ -36,6 +36,8 @@ _DELTA_EXTENSIONS = {
 _LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.databricks.delta.snapshotPartitions": "4",
+    # VACUUM lists files with this many tasks (default 10,000: minutes on a small table)
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",

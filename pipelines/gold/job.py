@@ -385,8 +385,7 @@ def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[s
         if current_version(path) is None:
             continue
         props = set_retention(path, log_retention=cfg.gold.log_retention,
-                              deleted_file_retention=cfg.gold.deleted_file_retention,
-                              spark=spark)
+                              deleted_file_retention=cfg.gold.deleted_file_retention)
         done = vacuum_table(path, dry_run=dry_run, spark=spark)
         out.append({"table": f"{layer}/{name}", "path": path, "version": done["version"],
                     "files_removed": len(done["files"]), "dry_run": dry_run, "via": done["via"],

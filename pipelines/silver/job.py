@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import (capabilities, current_version, delete_where,
-                                 enable_change_data_feed, rows_written_since, sql_string,
+from pipelines.delta_ops import (current_version, delete_where, enable_change_data_feed, rows_written_since, sql_string,
                                  table_exists)
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
@@ -122,14 +121,10 @@ def run_silver(spark, cfg: Config) -> SilverResult:
 def _change_data_feed(spark, path: str, rows) -> None:
     """``silver.change_data_feed``: silver records its changes (created empty first, so the
     feed covers every row). Engines without a change data feed (Sail) get a warning."""
-    if not capabilities(spark).change_data_feed:
+    if not enable_change_data_feed(spark, path, rows, ["event_date"]):
         log.warning("silver.change_data_feed = true, but this engine has no Delta change data "
                     "feed (table_changes/readChangeFeed): silver is written without one; run "
                     "on Spark with delta-spark to enable it")
-        return
-    if not table_exists(spark, path):
-        rows.limit(0).write.format("delta").partitionBy("event_date").save(path)
-    enable_change_data_feed(spark, path)
 
 
 def _now_col():

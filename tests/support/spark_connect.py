@@ -63,6 +63,7 @@ class SparkConnectJVM:
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "8",
                 "spark.databricks.delta.snapshotPartitions": "4",
+                "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
                 "spark.sql.session.timeZone": "UTC",
                 "spark.driver.bindAddress": "127.0.0.1",
                 "spark.driver.host": "127.0.0.1"}
