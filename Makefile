@@ -5,14 +5,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/delta-jars
 
-.PHONY: setup demo test mariadb sample bench clean
+.PHONY: setup demo test mariadb chromium sample bench clean
 
 setup: $(STAMP) $(JARS)/.fetched
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[local,test]'
 	touch $(STAMP)
 
 # The Delta jars matching the installed delta-spark, fetched with Maven once (docs/engines.md):
@@ -26,10 +26,15 @@ mariadb:
 	@command -v mariadbd >/dev/null 2>&1 || command -v /usr/sbin/mariadbd >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client; }
 
+# Headless Chromium renders the quality report in its tests (installed when missing).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
 demo: setup
 	$(PY) -m pipelines.demo
 
-test: setup mariadb
+test: setup mariadb chromium
 	$(PY) -m pytest -q
 
 # Regenerate the shipped sample binlogs with a real MariaDB server (committed under samples/).
@@ -38,6 +43,7 @@ sample: setup mariadb
 
 bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
+	$(PY) bench/pipeline.py
 	$(PY) bench/engines.py
 
 clean:

@@ -5,7 +5,8 @@
 Commands: ``decode`` (print a binlog's events), ``bronze`` (decode files into the bronze Delta
 table), ``snapshot`` (schema snapshot of the source), ``silver`` (name row changes), ``index``
 (every stage, in order), ``init``/``gold``/``rotate``/``vacuum`` (the MySQL gold table),
-``stream`` (follow a live server), ``status``, ``sql``. Each stage is also
+``stream`` (follow a live server), ``status``, ``sql``, ``query``/``reconstruct``/``flashback``
+(the history, docs/history.md). Each stage is also
 a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 """
 
@@ -18,7 +19,7 @@ import sys
 from typing import Sequence
 
 from pipelines.config import Config, load_config
-from pipelines.errors import BinlakeError, ConfigError
+from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
 
 __all__ = ["main", "build_parser", "stage_main"]
 
@@ -40,10 +41,16 @@ def _add_file_selection(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="binlake", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lake", help="lake root directory (default from conf: ./lake)")
+    ap.add_argument("--catalog", help="catalog.schema: read and write metastore tables there "
+                    "(default from conf: none, tables by path)")
     ap.add_argument("--conf", help="TOML config file (default conf/binlake.toml)")
     ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
     ap.add_argument("--engine", choices=["sail", "spark", "connect"],
                     help="engine when no session is active (default sail, embedded)")
+    ap.add_argument("--defaults-file", help="MySQL option file whose [client] user/password "
+                    "the source and gold connections use (docs/connections.md)")
+    ap.add_argument("--wait", type=int, metavar="SECONDS",
+                    help="wait this long for another writer of the stage (default 60), then exit 75")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -56,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="run every stage (bronze, silver, gold) over binlog files")
     _add_file_selection(p)
     p.add_argument("--gold-dsn", help="also export to gold: mysql://user:pw@host:port/db")
+    from pipelines.mirror.command import add_mirror_flag
+    add_mirror_flag(p)
 
     sub.add_parser("silver", help="name new bronze row changes into the silver table")
 
@@ -66,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--export", help="also write the snapshot to this JSON file")
     g.add_argument("--import", dest="import_path", help="store a snapshot from a JSON file")
+    from pipelines.history.command import add_data_argument, add_history_parsers
+    add_data_argument(p)
 
     p = sub.add_parser("quality", help="run the data-quality rules (conf/quality.toml)")
     p.add_argument("--window", default=None,
@@ -84,24 +95,44 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.stream.command import add_stream_parser
 
     add_stream_parser(sub)
+    add_history_parsers(sub)
+    from pipelines.repair import add_repair_parser
+
+    add_repair_parser(sub)
+    from pipelines.mirror.command import add_mirror_parser
+    add_mirror_parser(sub)
+    from pipelines.serve import add_serve_parser
+    add_serve_parser(sub)
+    from pipelines.optimize_command import add_optimize_parser
+    add_optimize_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
-    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=50)
+    p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views "
+                                   "(no query: an interactive shell)")
+    p.add_argument("query", nargs="?")
+    p.add_argument("--limit", type=int, default=None, help="rows shown (50; shell: 1000)")
     return ap
 
 
 def _config(args: argparse.Namespace) -> Config:
     return load_config(args.conf, overrides={
         "lake.root": args.lake,
+        "lake.catalog": args.catalog,
         "engine.remote": args.spark_remote,
         "engine.kind": args.engine,
         "source.name": getattr(args, "source", None),
         "gold.dsn": getattr(args, "gold_dsn", None),
+        "source.defaults_file": args.defaults_file, "gold.defaults_file": args.defaults_file,
+        "lease.wait_seconds": args.wait,
     })
+
+
+def _where(cfg: Config, layer: str, name: str) -> str:
+    from pipelines.lake import Lake, lake_table
+
+    return Lake.of(cfg).where(lake_table(layer, name))
 
 
 def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
@@ -133,7 +164,7 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
         print(f"bronze: {name}: already completed, skipped")
     rate = res.row_changes / res.seconds if res.seconds else 0.0
     print(f"bronze: {len(res.files)} file(s), {res.row_changes} row changes in "
-          f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {cfg.table_path('bronze', 'binlog_events')}")
+          f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {_where(cfg, 'bronze', 'binlog_events')}")
     code = 1 if res.failed else 0
     if args.command == "index":
         code = max(code, _cmd_silver(args, cfg))
@@ -148,7 +179,7 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
     res = run_silver(spark, cfg)
     print(f"silver: {len(res.files)} bronze file(s) considered, {res.appended} row changes "
           f"appended, {res.quarantined} in quarantine, version {res.silver_version} in "
-          f"{res.seconds:.1f}s -> {cfg.table_path('silver', 'binlog_events')}")
+          f"{res.seconds:.1f}s -> {_where(cfg, 'silver', 'binlog_events')}")
     code = 0
     if args.command == "index":
         from pipelines.quality import run_quality, summary_line
@@ -159,6 +190,9 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
 
             args.gold_dsn = None  # taken from cfg.gold.dsn
             code = cmd_gold(args, cfg)
+        if args.mirror:
+            from pipelines.mirror.command import cmd_mirror
+            code = max(code, cmd_mirror(args, cfg))
     return code
 
 
@@ -187,8 +221,11 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
 
     spark = get_spark(cfg.engine)
     register_views(spark, cfg)
+    if args.query is None:
+        from pipelines.shell import run_shell
+        return run_shell(spark, limit=args.limit or 1000)
     df = spark.sql(args.query)
-    print(_show_string(df, args.limit))
+    print(_show_string(df, args.limit or 50))
     return 0
 
 
@@ -211,6 +248,9 @@ def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
     from pipelines.silver.snapshot_job import print_summary, run_snapshot
 
+    if getattr(args, "data", False):
+        from pipelines.history.command import cmd_data_snapshot
+        return cmd_data_snapshot(args, cfg)
     snap, checks = run_snapshot(get_spark(cfg.engine), cfg, source_dsn=args.source_dsn,
                                 schemas=args.schemas, export_path=args.export,
                                 import_path=args.import_path)
@@ -240,7 +280,8 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
              "status": _cmd_status, "sql": _cmd_sql}
 
 
-_GLOBAL_WITH_VALUE = ("--lake", "--conf", "--spark-remote", "--engine")
+_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait",
+                      "--defaults-file")
 
 
 def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
@@ -271,15 +312,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(args)
-        return _COMMANDS[args.command](args, cfg)
+        return _COMMANDS.get(args.command, getattr(args, "handler", None))(args, cfg)
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
         return 2
+    except LeaseHeldError as exc:
+        print(f"binlake: busy: {exc}", file=sys.stderr)
+        return 75  # EX_TEMPFAIL (docs/concurrency.md)
     except BinlakeError as exc:
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:  # the core wheel leaves the engine to the platform
+        if (exc.name or "").split(".")[0] not in ("pyspark", "pysail", "delta"):
+            raise
+        print(f"binlake: error: {args.command} needs {exc.name}: run it where Spark is provided "
+              f"(a cluster, spark-submit) or pip install 'binlake[local]'", file=sys.stderr)
+        return 1
+    except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
+        from pipelines.history.command import engine_message
+        message = engine_message(exc)
+        if message is None or args.verbose:  # -v: the whole traceback
+            raise
+        print(f"binlake: error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,52 +16,26 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
 
 from pipelines.errors import ConfigError
+from pipelines.lake import parse_catalog, table_dir
+from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "LeaseConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
 
 
 @dataclass(frozen=True)
-class Dsn:
-    """A MySQL/MariaDB DSN ``mysql://user:password@host:port/[db]``; the password never prints."""
-
-    host: str
-    port: int = 3306
-    user: str = "root"
-    password: str = field(default="", repr=False)
-    database: str | None = None
-
-    @classmethod
-    def parse(cls, url: str, *, setting: str = "dsn") -> "Dsn":
-        parts = urlsplit(url)
-        if parts.scheme not in ("mysql", "mariadb"):
-            raise ConfigError(f"{setting}: expected mysql://user:password@host:port/[db], "
-                              f"got scheme {parts.scheme!r}")
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise ConfigError(f"{setting}: invalid port") from exc
-        if not parts.hostname:
-            raise ConfigError(f"{setting}: no host in DSN")
-        db = parts.path.lstrip("/") or None
-        return cls(parts.hostname, port, unquote(parts.username or "root"),
-                   unquote(parts.password or ""), unquote(db) if db else None)
-
-    def __str__(self) -> str:
-        pw = ":***" if self.password else ""
-        return f"mysql://{self.user}{pw}@{self.host}:{self.port}/{self.database or ''}"
-
-
-@dataclass(frozen=True)
 class LakeConfig:
+    """Where the lake's tables are (``pipelines/lake.py``, docs/lake.md)."""
+
     root: str = "./lake"
+    catalog: str = ""  # catalog.schema: metastore tables there (external, at the root's paths)
+    managed: bool = False  # with catalog: managed tables (the catalog's storage), not external
 
 
 @dataclass(frozen=True)
@@ -79,6 +53,14 @@ class SourceConfig:
     name: str = "default"  # source_id written to every row
     dsn: str = ""
     server_uuid: str = ""
+    # TLS and credentials (docs/connections.md); the DSN's ?ssl_* parameters win.
+    ssl_mode: str = ""  # DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD
+    password_file: str = ""
+    defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
 
 
 @dataclass(frozen=True)
@@ -88,6 +70,15 @@ class BronzeConfig:
     checksum: str = "raise"  # raise | warn | ignore
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
+    target_file_mb: int = 128  # bronze data files roll over at about this size
+
+
+@dataclass(frozen=True)
+class SilverConfig:
+    render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
+    render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
+    target_file_mb: int = 128  # silver data files roll over at about this size
+    change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
 
 
 @dataclass(frozen=True)
@@ -95,6 +86,13 @@ class GoldConfig:
     """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
 
     dsn: str = ""  # mysql://user:password@host:port/db; db defaults to `binlake`, created if missing
+    ssl_mode: str = ""  # TLS and credentials as in [source] (docs/connections.md)
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_GOLD_PASSWORD
+    password_file: str = ""
+    defaults_file: str = ""
     partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
     partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
     batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
@@ -103,13 +101,6 @@ class GoldConfig:
     retain: str = "7d"  # `binlake rotate` default retention: Nd or Nh
     log_retention: str = "interval 30 days"  # delta.logRetentionDuration of the lake's tables
     deleted_file_retention: str = "interval 7 days"  # delta.deletedFileRetentionDuration
-
-
-@dataclass(frozen=True)
-class SilverConfig:
-    """The silver stage (``docs/silver.md``)."""
-
-    change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
 
 
 @dataclass(frozen=True)
@@ -126,6 +117,14 @@ class StreamConfig:
 
 
 @dataclass(frozen=True)
+class LeaseConfig:
+    """One writer per lake stage (``docs/concurrency.md``)."""
+
+    wait_seconds: int = 60  # a second writer waits this long for the holder, then exits 75
+    expiry_seconds: int = 30  # a holder that stops renewing (kill -9 elsewhere) frees it after this
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeConfig = LakeConfig()
     engine: EngineConfig = EngineConfig()
@@ -134,19 +133,22 @@ class Config:
     silver: SilverConfig = SilverConfig()
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
+    lease: LeaseConfig = LeaseConfig()
 
     @property
     def lake_root(self) -> str:
         return os.path.abspath(self.lake.root)
 
     def table_path(self, layer: str, name: str) -> str:
-        return os.path.join(self.lake_root, layer, name)
+        """``<lake root>/<layer>/<name>`` (the registry's path; see ``pipelines.lake.Lake``
+        for reading and writing a table whether it is a path or a catalog table)."""
+        return table_dir(self.lake_root, layer, name)
 
 
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
-                                   "silver": SilverConfig,
-                                   "gold": GoldConfig, "stream": StreamConfig}
+                                   "gold": GoldConfig, "stream": StreamConfig,
+                                   "lease": LeaseConfig, "silver": SilverConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
@@ -238,15 +240,30 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("engine.kind: connect needs engine.remote (--spark-remote sc://HOST:PORT)")
     if cfg.engine.remote and not cfg.engine.remote.startswith("sc://"):
         raise ConfigError(f"engine.remote: expected sc://host:port, got {cfg.engine.remote!r}")
+    if cfg.lake.catalog:
+        parse_catalog(cfg.lake.catalog)
+    elif cfg.lake.managed:
+        raise ConfigError("lake.managed: managed tables need lake.catalog (catalog.schema)")
     if cfg.bronze.checksum not in ("raise", "warn", "ignore"):
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
+    for section in ("bronze", "silver"):
+        if getattr(cfg, section).target_file_mb < 0:
+            raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
+    if cfg.silver.render_workers < 0:
+        raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)
     _validate_stream(cfg.stream)
-    for name, dsn in (("source.dsn", cfg.source.dsn), ("gold.dsn", cfg.gold.dsn)):
-        if dsn:
-            Dsn.parse(dsn, setting=name)
+    if cfg.lease.wait_seconds < 0:
+        raise ConfigError("lease.wait_seconds: must be 0 or more")
+    if cfg.lease.expiry_seconds < 3:
+        raise ConfigError("lease.expiry_seconds: must be at least 3")
+    for name, section in (("source", cfg.source), ("gold", cfg.gold)):
+        if section.dsn:
+            Dsn.parse(section.dsn, setting=f"{name}.dsn")
+        Tls.of({k: getattr(section, k) for k in ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")},
+               setting=f"{name}.")
 
 
 _RETAIN = re.compile(r"^\s*(\d+)\s*([dh])\s*$")

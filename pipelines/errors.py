@@ -14,6 +14,10 @@
     ├── SchemaMismatchError (ValueError)  a row change cannot be named/rendered with the schema
     │                                     at hand (silver quarantines it, never guesses)
     ├── EngineError (RuntimeError)        the Spark engine could not be started or reached
+    ├── LeaseHeldError (RuntimeError)     another writer holds the lake stage (exit code 75)
+    ├── LeaseLostError (RuntimeError)     a stalled run's lease was taken over meanwhile
+    ├── LakeFaultError (RuntimeError)     a lake table's files or log are missing/damaged;
+    │                                     names the table, the file and the repair
     └── SourceError (ConnectionError)     a MySQL/MariaDB server could not be reached/used
 
 Every :class:`DecodeError` carries the file, the event's start position, its type code and a
@@ -34,6 +38,9 @@ __all__ = [
     "EngineError",
     "SourceError",
     "SchemaMismatchError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "LakeFaultError",
 ]
 
 
@@ -54,6 +61,26 @@ class SchemaMismatchError(BinlakeError, ValueError):
 
 class EngineError(BinlakeError, RuntimeError):
     """The Spark engine (Sail, Spark Connect or local Spark) could not be started or used."""
+
+
+class LeaseHeldError(BinlakeError, RuntimeError):
+    """Another process holds the lake stage (or the gold database) beyond ``--wait``.
+
+    ``holder`` is the :class:`pipelines.lease.Holder` when the lake lease says who it is.
+    """
+
+    def __init__(self, message: str, *, holder: object | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class LeaseLostError(BinlakeError, RuntimeError):
+    """This run stalled past its lease's expiry and another writer took the stage over."""
+
+
+class LakeFaultError(BinlakeError, RuntimeError):
+    """A lake table cannot be read as it should: a data file missing or truncated, a
+    ``_delta_log`` commit torn. The message names the table, the file and the repair."""
 
 
 class SourceError(BinlakeError, ConnectionError):

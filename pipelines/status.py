@@ -6,28 +6,46 @@ from typing import Any
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import current_version, table_exists
+from pipelines.lake import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE,
+                            Lake)
 
 __all__ = ["collect_status", "render_status"]
 
 
 def collect_status(spark, cfg: Config) -> dict[str, Any]:
-    """A JSON-able summary of the lake."""
-    bronze = cfg.table_path("bronze", "binlog_events")
-    files = sorted(load_states(spark, cfg.table_path("bronze", "files")).values(),
+    """A JSON-able summary of the lake; a damaged table shows as a fault, not a crash."""
+    from pipelines.lake_check import lake_faults
+    from pipelines.lease import current_holders
+
+    lake = Lake.of(cfg)
+    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [],
+                           "leases": current_holders(cfg), "faults": lake_faults(cfg)}
+    if lake.uses_catalog:
+        out["catalog"] = lake.catalog
+    if out["faults"]:
+        return out  # reading a damaged table fails or miscounts: faults and repairs only
+    return _collect(spark, cfg, lake, out)
+
+
+def _collect(spark, cfg: Config, lake: Lake, out: dict[str, Any]) -> dict[str, Any]:
+    bronze = lake.ident(BRONZE_EVENTS)
+    files = sorted(load_states(spark, lake).values(),
                    key=lambda s: (s.source_id, s.binlog_file))
-    out: dict[str, Any] = {"lake": cfg.lake_root, "files": [vars(f) for f in files]}
-    if table_exists(spark, bronze):
+    out["files"] = [vars(f) for f in files]
+    busy = any(x["stage"] == "bronze" and x["state"] == "held" for x in out["leases"])
+    out["interrupted"] = [] if busy else [f"{f.source_id}/{f.binlog_file}" for f in files
+                                          if f.status == "in_progress"]
+    if lake.exists(spark, BRONZE_EVENTS):
         counts = spark.sql(
             "SELECT source_id, count(*) AS row_changes, min(event_timestamp) AS earliest, "
             "max(event_timestamp) AS latest, count(DISTINCT binlog_file) AS files "
-            f"FROM delta.`{bronze}` WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
+            f"FROM {bronze} WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
             "GROUP BY source_id ORDER BY source_id").collect()
         incidents = spark.sql(
             "SELECT source_id, binlog_file, start_pos, query FROM "
-            f"delta.`{bronze}` WHERE event_type = 'INCIDENT' ORDER BY binlog_file, start_pos"
+            f"{bronze} WHERE event_type = 'INCIDENT' ORDER BY binlog_file, start_pos"
         ).collect()
-        out["bronze"] = {"version": current_version(bronze),
+        out["bronze"] = {"version": lake.version(spark, BRONZE_EVENTS),
                          "sources": [r.asDict() for r in counts],
                          "incidents": [r.asDict() for r in incidents]}
     out["silver"] = _silver_status(spark, cfg)
@@ -41,24 +59,22 @@ def collect_status(spark, cfg: Config) -> dict[str, Any]:
     out["quality"] = last_quality(spark, cfg)
     from pipelines.gold.job import gold_status
 
-    out["gold"] = gold_status(cfg)
+    out["gold"] = gold_status(cfg, spark=spark)
     return out
 
 
 def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
-    silver = cfg.table_path("silver", "binlog_events")
-    quarantine = cfg.table_path("silver", "quarantine")
-    snapshots = cfg.table_path("silver", "schema_snapshots")
-    out: dict[str, Any] = {"version": current_version(silver)}
-    if table_exists(spark, silver):
+    lake = Lake.of(cfg)
+    out: dict[str, Any] = {"version": lake.version(spark, SILVER_EVENTS)}
+    if lake.exists(spark, SILVER_EVENTS):
         r = spark.sql(f"SELECT count(*) AS n, min(event_timestamp) AS earliest, "
-                      f"max(event_timestamp) AS latest FROM delta.`{silver}`").collect()[0]
+                      f"max(event_timestamp) AS latest FROM {lake.ident(SILVER_EVENTS)}"
+                      ).collect()[0]
         out.update(rows=r["n"], earliest=r["earliest"], latest=r["latest"])
-    out["quarantined"] = (spark.read.format("delta").load(quarantine).count()
-                          if table_exists(spark, quarantine) else 0)
-    out["snapshots"] = (spark.read.format("delta").load(snapshots)
-                        .select("snapshot_id").distinct().count()
-                        if table_exists(spark, snapshots) else 0)
+    out["quarantined"] = (lake.read(spark, SILVER_QUARANTINE).count()
+                          if lake.exists(spark, SILVER_QUARANTINE) else 0)
+    out["snapshots"] = (lake.read(spark, SCHEMA_SNAPSHOTS).select("snapshot_id").distinct().count()
+                        if lake.exists(spark, SCHEMA_SNAPSHOTS) else 0)
     from pipelines.silver.snapshot_store import load_checks
 
     out["warnings"] = sorted({f"{c.name}: {c.detail}" for _, c in load_checks(spark, cfg)
@@ -67,7 +83,17 @@ def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
 
 
 def render_status(st: dict[str, Any]) -> str:
-    lines = [f"lake: {st['lake']}"]
+    lines = [f"lake: {st['lake']}" + (f" (catalog {st['catalog']})" if st.get("catalog") else "")]
+    lines += [f"lease {x['stage']}: {x['state']} by host {x['host']} pid {x['pid']} "
+              f"({x['command']!r}) since {x['since']}" for x in st.get("leases", [])
+              if x["state"] != "released"]
+    lines += [f"FAULT {f['table']}: {f['problem']}\n      repair: {f['repair']}"
+              for f in st.get("faults", [])]
+    if st.get("faults"):
+        return "\n".join(lines)
+    if st.get("interrupted"):
+        lines.append(f"INTERRUPTED bronze run: {', '.join(st['interrupted'])} in_progress and no "
+                     "bronze run holds the lake; run `binlake bronze` for them again")
     b = st.get("bronze")
     if b:
         lines.append(f"bronze: version {b['version']}")

@@ -3,33 +3,39 @@
 from __future__ import annotations
 
 from pipelines.config import Config
-from pipelines.delta_ops import table_exists
+from pipelines.lake import Lake, lake_tables
 
 __all__ = ["LAKE_TABLES", "register_views"]
 
-# view name → (layer, table directory)
+# view name → (layer, table directory): every registered table, by its catalog name and the
+# older short names (``quarantine``, ``schema_snapshots``, …).
 LAKE_TABLES: dict[str, tuple[str, str]] = {
-    "bronze_binlog_events": ("bronze", "binlog_events"),
-    "bronze_files": ("bronze", "files"),
-    "silver_binlog_events": ("silver", "binlog_events"),
-    "quarantine": ("silver", "quarantine"),
-    "schema_snapshots": ("silver", "schema_snapshots"),
-    "fk_constraints": ("silver", "fk_constraints"),
-    "source_checks": ("silver", "source_checks"),
-    "quality_results": ("quality", "results"),
-    "quality_failures": ("quality", "failures"),
-}
+    view: (t.layer, t.name) for t in lake_tables() for view in (t.table_name, *t.aliases)}
 
 
-def register_views(spark, cfg: Config) -> list[str]:
-    """Create or replace a temp view per existing lake table; return the names registered.
+def register_views(spark, cfg: Config, *, global_views: bool = False) -> list[str]:
+    """Create or replace a temp view per existing lake table (named as in the catalog, plus
+    its older short names) and per mirror table; return the names registered.
+    ``global_views``: global temp views, seen by every session as ``global_temp.<name>``.
 
-    Time travel stays available through the path form: ``delta.`<path>` VERSION AS OF n``.
+    Time travel stays available through the table's identifier: ``delta.`<path>` VERSION AS
+    OF n``, or ``cat.schema.silver_binlog_events VERSION AS OF n`` with ``lake.catalog``.
     """
+    lake = Lake.of(cfg)
     names = []
-    for view, (layer, table) in LAKE_TABLES.items():
-        path = cfg.table_path(layer, table)
-        if table_exists(spark, path):
-            spark.read.format("delta").load(path).createOrReplaceTempView(view)
-            names.append(view)
+    for table in lake_tables():
+        if lake.exists(spark, table):
+            df = lake.read(spark, table)
+            if table.key == "bronze/files":  # append-only: each file's latest row
+                from pipelines.bronze.files import latest_states
+
+                df = latest_states(df)
+            for view in (table.table_name, *table.aliases):
+                if global_views:
+                    df.createOrReplaceGlobalTempView(view)
+                else:
+                    df.createOrReplaceTempView(view)
+                names.append(view)
+    from pipelines.mirror.views import register_mirror_views
+    names += register_mirror_views(spark, cfg, global_views=global_views)
     return names

@@ -154,12 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsn", help="read this server instead of starting a throwaway MariaDB")
     args = ap.parse_args(argv)
     if args.dsn:
-        import pymysql
+        from pipelines.mysql_client import Dsn, connect
 
-        from pipelines.config import Dsn
-
-        d = Dsn.parse(args.dsn, setting="--dsn")
-        conn = pymysql.connect(host=d.host, port=d.port, user=d.user, password=d.password)
+        conn = connect(Dsn.parse(args.dsn, setting="--dsn"))
         try:
             version, server = _read_server(conn)
         finally:

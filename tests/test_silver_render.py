@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 
 from pipelines.bronze import coltypes as T
@@ -80,22 +81,33 @@ def _spec(**kw) -> TableSpec:
     return TableSpec(cols, kw.get("pk", (0, 1)), kw.get("kind", "primary_key"), "snap-1")
 
 
+def _one(tr: TableRenderer, event_type, before, after, before_present, after_present):
+    """Render one row change with the columnar renderer; its fields as a namespace."""
+    images = tr.render(pa.array([event_type]), pa.array([before], pa.list_(pa.binary())),
+                       pa.array([after], pa.list_(pa.binary())),
+                       pa.array([before_present], pa.list_(pa.bool_())),
+                       pa.array([after_present], pa.list_(pa.bool_())))
+    assert not images.errors
+    return SimpleNamespace(**{f: getattr(images, f)[0].as_py() for f in (
+        "row_before", "row_after", "changed_columns", "pk_values", "absent_columns")})
+
+
 def test_images_changed_columns_and_pk() -> None:
     tr = TableRenderer(_spec())
-    img = tr.render("UPDATE", [b"x|y", b"1", b"old"], [b"x|y", b"2", b"old"], None, None)
+    img = _one(tr, "UPDATE", [b"x|y", b"1", b"old"], [b"x|y", b"2", b"old"], None, None)
     assert img.row_before == '{"b": "x|y", "a": 1, "v": "old"}'
     assert img.row_after == '{"b": "x|y", "a": 2, "v": "old"}'
     assert img.changed_columns == '["a"]'
     assert img.pk_values == "x\\|y|1"  # from the before image, table ordinal order
-    ins = tr.render("INSERT", None, [b"k", b"7", None], None, None)
+    ins = _one(tr, "INSERT", None, [b"k", b"7", None], None, None)
     assert (ins.row_before, ins.changed_columns, ins.pk_values) == (None, None, "k|7")
     assert ins.row_after == '{"b": "k", "a": 7, "v": null}'
 
 
 def test_absent_columns_are_left_out_not_null() -> None:
     tr = TableRenderer(_spec())
-    img = tr.render("UPDATE", [b"k", b"1", None], [b"k", None, b"new"],
-                    [True, True, False], [True, False, True])
+    img = _one(tr, "UPDATE", [b"k", b"1", None], [b"k", None, b"new"],
+               [True, True, False], [True, False, True])
     assert img.row_before == '{"b": "k", "a": 1}' and img.row_after == '{"b": "k", "v": "new"}'
     assert json.loads(img.absent_columns) == ["a", "v"]
     assert img.changed_columns == "[]"

@@ -29,6 +29,7 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
+from pipelines.lake import Lake
 from pipelines.silver.job import KEY, run_silver
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.progress import live_path, read_live
@@ -114,11 +115,11 @@ def _live(lake: Path) -> dict:
     return read_live(live_path(str(lake), "default")) or {}
 
 
-def _kill(proc: subprocess.Popen, spark, bronze_path: str):
+def _kill(proc: subprocess.Popen, spark, tables: Lake):
     """SIGKILL the stream; return the checkpoint it left."""
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(10) == -signal.SIGKILL
-    return load_latest(spark, bronze_path, "default")
+    return load_latest(spark, tables, "default")
 
 
 def _silver_rows(spark, cfg) -> int:
@@ -138,6 +139,7 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
     log = tmp_path / "stream.log"
     cfg = load_config(env={}, overrides={"lake.root": str(lake)})
     bronze_path = cfg.table_path("bronze", "binlog_events")
+    tables = Lake.of(cfg)
     with MariaDBServer(binlog_row_metadata="FULL") as server:
         server.execute("CREATE DATABASE feed CHARACTER SET utf8mb4")
         server.execute(TICKS_DDL)
@@ -166,7 +168,7 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
             mixed.start()
             assert tables_made.wait(30)
             time.sleep(0.2)
-            killed_at = _kill(proc, spark, bronze_path)
+            killed_at = _kill(proc, spark, tables)
             assert killed_at is not None, "nothing committed before the SIGKILL"
 
             proc = _start_stream(lake, server, log)
@@ -175,10 +177,13 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
             # A second SIGKILL at an arbitrary moment of the ticker's load.
             _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the restarted stream", proc, log)
             time.sleep(random.Random(os.getpid()).uniform(0.5, 2.5))
-            assert _kill(proc, spark, bronze_path).seq >= killed_at.seq
+            assert _kill(proc, spark, tables).seq >= killed_at.seq
             proc = _start_stream(lake, server, log)
             _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the restarted stream", proc, log)
-            time.sleep(3.0)  # long enough for the stream to run silver itself (lag 2 s)
+            # The stream runs silver itself (lag 2 s; start-up, the lake check and the silver
+            # lease add a few seconds, so wait for it rather than sleep a fixed time).
+            _wait(lambda: _silver_rows(spark, cfg) > 0, 60, "the stream to run silver itself",
+                  proc, log)
             stop.set()
             ticker.join(30)
             followed = _silver_rows(spark, cfg)
@@ -192,7 +197,7 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
                 proc.kill()
                 proc.wait()
 
-        final = load_latest(spark, bronze_path, "default")
+        final = load_latest(spark, tables, "default")
         assert (final.file, final.pos) == (end[0], int(end[1]))
         assert final.seq > killed_at.seq
         assert _live(lake)["state"] == "stopped"

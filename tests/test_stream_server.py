@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import load_config
+from pipelines.lake import Lake
 from pipelines.errors import SourceError
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.job import run_stream
@@ -133,7 +134,7 @@ def test_gtid_mode_start_and_resume(spark, tmp_path: Path, server) -> None:
     assert run_stream(spark, cfg, source_dsn=server.dsn(), server_id=99, start_gtid=gtid,
                       stop_after=2) == 0
     assert _ids(spark, cfg) == [3, 4, 5]
-    ck = load_latest(spark, cfg.table_path("bronze", "binlog_events"), "default")
+    ck = load_latest(spark, Lake.of(cfg), "default")
     assert ck.mode == "gtid" and ck.gtid == str(server.execute(
         "SELECT @@GLOBAL.gtid_binlog_pos")[0][0])
     server.flush_logs()

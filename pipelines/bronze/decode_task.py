@@ -3,7 +3,7 @@
 On the embedded engine, Python UDFs run inside Sail's process under one GIL, so two files
 decoded there share one core. ``decode_file_batches(..., subprocess=True)`` runs the decoder
 in a worker process forked from a ``forkserver`` that has the decoder imported already
-(``decode_worker``), which sends serialised Arrow batches back over a pipe: each task then
+(``pipelines.workers``), which sends serialised Arrow batches back over a pipe: each task then
 has a core of its own and memory stays bounded by the batch size. On a Spark cluster each
 executor's Python worker is already a process; the worker process is a cheap extra hop there
 and can be turned off (``bronze.decode_in_subprocess = false``).
@@ -12,9 +12,7 @@ and can be turned off (``bronze.decode_in_subprocess = false``).
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
-import re
 import subprocess as sp
 import sys
 from typing import Iterator
@@ -25,6 +23,7 @@ from pipelines.bronze import decode_worker
 from pipelines.bronze.parser import ChecksumPolicy
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
+from pipelines.workers import forkserver, forkserver_is_safe
 
 __all__ = ["decode_file_batches", "main"]
 
@@ -60,14 +59,14 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
         yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks)
         return
     args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks)
-    run = _forked if _forkserver_is_safe() else _spawned
+    run = _forked if forkserver_is_safe() else _spawned
     yield from run(*args)
 
 
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
             checksum: str, chunk: int, chunks: int) -> Iterator[pa.RecordBatch]:
     """Decode in a worker forked from the preloaded forkserver; batches come back serialised."""
-    ctx = _forkserver()
+    ctx = forkserver()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=decode_worker.run, daemon=True,
                        args=(send, path, source_id, server_uuid, batch_rows, checksum, chunk,
@@ -123,39 +122,6 @@ def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int
         yield _error_batch(path, source_id,
                            f"decoder process exited with code {code}: {tail[0][:500]}",
                            chunk, chunks)
-
-
-_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
-
-
-def _forkserver_is_safe() -> bool:
-    """Whether forked workers may be used: multiprocessing re-runs a main *script* in every
-    worker, which is only harmless behind an ``if __name__ == "__main__":`` guard (modules run
-    with ``-m``, console scripts, notebooks and Spark workers are fine)."""
-    main = sys.modules.get("__main__")
-    if main is None or getattr(getattr(main, "__spec__", None), "name", None):
-        return True
-    path = getattr(main, "__file__", None)
-    if not path:
-        return True
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return bool(_GUARD.search(fh.read()))
-    except OSError:
-        return False
-
-
-_CONTEXT = None
-
-
-def _forkserver():
-    """The multiprocessing context whose server process has the decoder imported."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["pipelines.bronze._worker_boot"])
-        _CONTEXT = ctx
-    return _CONTEXT
 
 
 def _has_closing(batch: pa.RecordBatch) -> bool:

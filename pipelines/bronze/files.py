@@ -5,6 +5,12 @@ redoes it), ``completed`` (decoded to a closing ROTATE/STOP), ``partial`` (decod
 complete event of a file that may still be written: the next run redoes it to pick up the
 rest), ``failed`` (decoding stopped with ``error``; the rows before it are in bronze and the
 next run redoes the file).
+
+The table is append-only: every save appends one row per file it changes, and a file's state
+is its latest row (``updated_at``). Two writers that save at once (a `binlake bronze` and a
+`binlake stream`, or two runs racing without their lease) therefore never overwrite each
+other's files: each append lands as its own commit. ``dropped`` rows retract a file (the
+stream taking it over from scratch).
 """
 
 from __future__ import annotations
@@ -14,15 +20,16 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
-from pipelines.delta_ops import table_exists
 from pipelines.errors import ConfigError
+from pipelines.lake import BRONZE_FILES, Lake
 
-__all__ = ["FileState", "FILES_DDL", "select_files", "load_states", "save_states"]
+__all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "save_states",
+           "latest_states"]
+
+DROPPED = "dropped"
 
 _NUMBERED = re.compile(r"\.(\d{6})$")  # MySQL/MariaDB binlogs: base.NNNNNN
-FILES_DDL = ("source_id string, binlog_file string, path string, size bigint, status string, "
-             "events bigint, row_changes bigint, last_pos bigint, error string, "
-             "updated_at timestamp")
+FILES_DDL = BRONZE_FILES.ddl()
 
 
 @dataclass
@@ -59,20 +66,39 @@ def select_files(binlog_dir: str, *, all_files: bool = False,
     return out
 
 
-def load_states(spark, path: str) -> dict[tuple[str, str], FileState]:
-    """Every file's last recorded state, keyed by (source_id, binlog_file)."""
-    if not table_exists(spark, path):
+def load_states(spark, lake: Lake) -> dict[tuple[str, str], FileState]:
+    """Every file's latest recorded state, keyed by (source_id, binlog_file)."""
+    if not lake.exists(spark, BRONZE_FILES):
         return {}
-    rows = spark.read.format("delta").load(path).collect()
-    return {(r["source_id"], r["binlog_file"]): FileState(**r.asDict()) for r in rows}
+    out: dict[tuple[str, str], FileState] = {}
+    for r in lake.read(spark, BRONZE_FILES).collect():
+        st = FileState(**r.asDict())
+        key = (st.source_id, st.binlog_file)
+        old = out.get(key)
+        if old is None or (st.updated_at or dt.datetime.min) >= (old.updated_at or dt.datetime.min):
+            out[key] = st
+    return {k: v for k, v in out.items() if v.status != DROPPED}
 
 
-def save_states(spark, path: str, states: dict[tuple[str, str], FileState]) -> None:
-    """Write the whole (small) table in one atomic overwrite commit."""
+def latest_states(df):
+    """Pure transform: the table's rows → each file's latest row, ``dropped`` ones left out."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("source_id", "binlog_file").orderBy(F.col("updated_at").desc())
+    return (df.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
+            .where(F.col("status") != DROPPED))
+
+
+def save_states(spark, lake: Lake, states) -> None:
+    """Append the given files' states (an iterable of :class:`FileState`, or a dict of them)
+    in one commit; files not given keep their latest row."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    values = states.values() if isinstance(states, dict) else states
     rows = []
-    for st in sorted(states.values(), key=lambda s: (s.source_id, s.binlog_file)):
+    for st in sorted(values, key=lambda s: (s.source_id, s.binlog_file)):
         if st.updated_at is None:
             st.updated_at = now
         rows.append(tuple(asdict(st).values()))
-    spark.createDataFrame(rows, FILES_DDL).write.format("delta").mode("overwrite").save(path)
+    if rows:
+        lake.append(spark.createDataFrame(rows, FILES_DDL), BRONZE_FILES)

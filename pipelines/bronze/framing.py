@@ -13,12 +13,12 @@ largest event, never by the file.
 from __future__ import annotations
 
 import os
-import struct
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from pipelines.errors import ChecksumError, NotABinlogError, TruncatedError
+from pipelines.mysql_client import EVENT_HEADER, HEADER_SIZE  # the one header struct
 
 __all__ = [
     "MAGIC",
@@ -32,9 +32,7 @@ __all__ = [
 ]
 
 MAGIC = b"\xfebin"
-HEADER_SIZE = 19
 LOG_EVENT_BINLOG_IN_USE_F = 0x1
-_HEADER = struct.Struct("<IBIIIH")
 _MAX_EVENT = 1 << 31  # a length beyond this is corruption, not a real event
 
 
@@ -86,7 +84,7 @@ def iter_raw_events(
         stream.seek(start, os.SEEK_SET)
     pos = start
     read = stream.read
-    unpack = _HEADER.unpack
+    unpack = EVENT_HEADER.unpack
     while True:
         head = read(HEADER_SIZE)
         if not head:
@@ -124,7 +122,8 @@ def check_crc(raw: RawEvent, file: str) -> None:
         # The server sets BINLOG_IN_USE on the FORMAT_DESCRIPTION after computing its CRC
         # (and clears it on close), so the checksum covers the flag cleared.
         flags &= ~LOG_EVENT_BINLOG_IN_USE_F
-    head = _HEADER.pack(h.timestamp, h.type_code, h.server_id, h.event_length, h.next_pos, flags)
+    head = EVENT_HEADER.pack(h.timestamp, h.type_code, h.server_id, h.event_length, h.next_pos,
+                             flags)
     if not verify_crc32(head, raw.body):
         raise ChecksumError(
             f"CRC32 mismatch (stored {raw.body[-4:].hex()})",

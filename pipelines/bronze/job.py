@@ -22,7 +22,9 @@ from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import FileState, load_states, save_states, select_files
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_ops import delete_where, sql_string, table_exists
+from pipelines.delta_ops import sql_string, target_file_size
+from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lease import holds_lease
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL"]
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 # Partitioned by file: a file's rows are replaced as a unit (metadata-only delete) when it is
 # re-indexed, readers prune by file, and a binlog file (max_binlog_size, 1 GB by default) is a
 # sensible partition size.
-BRONZE_PARTITIONS = ["source_id", "binlog_file"]
+BRONZE_PARTITIONS = list(BRONZE_EVENTS.partition_by)
 TASKS_DDL = "path string, source_id string, chunk int, chunks int"
 
 
@@ -92,16 +94,16 @@ def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
     return df.where(" OR ".join(keep))
 
 
+@holds_lease("bronze")
 def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                files: list[str] | None = None, schemas: list[str] | None = None,
                tables: list[str] | None = None) -> BronzeResult:
     """Index the chosen files into ``<lake>/bronze/binlog_events``; see the module docstring."""
     started = time.monotonic()
     source_id = cfg.source.name
-    bronze_path = cfg.table_path("bronze", "binlog_events")
-    files_path = cfg.table_path("bronze", "files")
+    lake = Lake.of(cfg)
     paths = select_files(binlog_dir, all_files=all_files, names=files)
-    states = load_states(spark, files_path)
+    states = load_states(spark, lake)
     todo, result = [], BronzeResult()
     for path in paths:
         name = os.path.basename(path)
@@ -120,13 +122,14 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         name = os.path.basename(path)
         states[(source_id, name)] = FileState(source_id, name, os.path.abspath(path),
                                               os.path.getsize(path), "in_progress")
-    save_states(spark, files_path, states)
+    mine = [(source_id, os.path.basename(p)) for p in todo]
+    save_states(spark, lake, [states[k] for k in mine])
 
     names = [os.path.basename(p) for p in todo]
     in_list = ", ".join(sql_string(n) for n in names)
-    if table_exists(spark, bronze_path):
-        delete_where(spark, bronze_path,
-                     f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
+    if lake.exists(spark, BRONZE_EVENTS):
+        lake.delete_where(spark, BRONZE_EVENTS,
+                          f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20)
@@ -134,10 +137,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n) for p, c, n in plan],
                                   TASKS_DDL)
     decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
-    (decoded.write.format("delta").mode("append").partitionBy(*BRONZE_PARTITIONS)
-     .save(bronze_path))
+    lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
 
-    outcome = _outcomes(spark, bronze_path, source_id, in_list)
+    outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)
     followed = _followed_by_later_file(binlog_dir, todo)
     for path in todo:
         name = os.path.basename(path)
@@ -162,7 +164,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
             st.status, st.error = "completed", None
         else:
             st.status, st.error = "partial", info.get("note")
-    save_states(spark, files_path, states)
+    save_states(spark, lake, [states[k] for k in mine])
     result.files = [states[(source_id, os.path.basename(p))] for p in todo]
     result.seconds = time.monotonic() - started
     return result
@@ -186,7 +188,7 @@ def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int) -> list[tupl
     return out
 
 
-def _outcomes(spark, bronze_path: str, source_id: str, in_list: str) -> dict:
+def _outcomes(spark, bronze: str, source_id: str, in_list: str) -> dict:
     """Per file: (closing type, position, merged closing info, row changes) from bronze.
 
     A file decoded in chunks has one closing row per chunk: it failed if any chunk failed
@@ -195,10 +197,10 @@ def _outcomes(spark, bronze_path: str, source_id: str, in_list: str) -> dict:
     where = (f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
     closing = spark.sql(
         "SELECT binlog_file, event_type, start_pos, row_in_event, query "
-        f"FROM delta.`{bronze_path}` WHERE {where} AND event_type IN ('END', 'ERROR')"
+        f"FROM {bronze} WHERE {where} AND event_type IN ('END', 'ERROR')"
     ).collect()
     counts = {r["binlog_file"]: int(r["n"]) for r in spark.sql(
-        f"SELECT binlog_file, count(*) AS n FROM delta.`{bronze_path}` WHERE {where} "
+        f"SELECT binlog_file, count(*) AS n FROM {bronze} WHERE {where} "
         "AND event_type IN ('INSERT', 'UPDATE', 'DELETE') GROUP BY binlog_file").collect()}
     per_file: dict[str, list] = {}
     for r in closing:

@@ -18,18 +18,17 @@ the frame is decompressed as a stream.
 from __future__ import annotations
 
 import io
-import struct
 from typing import Iterator
 
 from pipelines.bronze.events import TransactionPayload
 from pipelines.bronze.framing import HEADER_SIZE, EventHeader, RawEvent
 from pipelines.errors import DecodeError, TruncatedError
+from pipelines.mysql_client import EVENT_HEADER
 
 __all__ = ["iter_payload_events", "ZSTD", "NONE"]
 
 ZSTD = 0
 NONE = 255
-_HEADER = struct.Struct("<IBIIIH")
 _MAX_INNER = 1 << 30
 
 
@@ -78,7 +77,7 @@ def iter_payload_events(event: TransactionPayload) -> Iterator[tuple[int, RawEve
             if len(head) < HEADER_SIZE:
                 raise TruncatedError(f"TRANSACTION_PAYLOAD ends inside an inner event header "
                                      f"at payload offset {offset}", preview=head)
-            ts, code, server_id, length, _next, flags = _HEADER.unpack(head)
+            ts, code, server_id, length, _next, flags = EVENT_HEADER.unpack(head)
             limit = event.uncompressed_size - offset if event.uncompressed_size else _MAX_INNER
             if length < HEADER_SIZE or length > limit:
                 raise DecodeError(f"TRANSACTION_PAYLOAD inner event at payload offset {offset} "

@@ -24,52 +24,14 @@ import pyarrow.compute as pc
 from pipelines.bronze import events as ev
 from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError
+from pipelines.lake import BRONZE_EVENTS
 
 __all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches"]
 
-_LIST_BIN = pa.list_(pa.binary())
-BRONZE_SCHEMA = pa.schema([
-    ("source_id", pa.string()),
-    ("server_id", pa.int64()),
-    ("server_uuid", pa.string()),
-    ("binlog_file", pa.string()),
-    ("start_pos", pa.int64()),
-    ("end_pos", pa.int64()),
-    ("row_in_event", pa.int32()),
-    ("event_timestamp", pa.timestamp("us", tz="UTC")),
-    ("event_type", pa.string()),
-    ("gtid", pa.string()),
-    ("trx_pos", pa.int64()),
-    ("connection_id", pa.int64()),
-    ("schema_name", pa.string()),
-    ("table_name", pa.string()),
-    ("table_id", pa.int64()),
-    ("column_count", pa.int32()),
-    ("column_types", pa.list_(pa.int32())),
-    ("column_meta", pa.list_(pa.int32())),
-    ("column_nullable", pa.list_(pa.bool_())),
-    ("column_names", pa.list_(pa.string())),
-    ("column_unsigned", pa.list_(pa.bool_())),
-    ("column_charsets", pa.list_(pa.int32())),
-    ("primary_key", pa.list_(pa.int32())),
-    ("enum_values", pa.list_(pa.list_(pa.string()))),
-    ("set_values", pa.list_(pa.list_(pa.string()))),
-    ("row_before", _LIST_BIN),
-    ("row_after", _LIST_BIN),
-    ("before_present", pa.list_(pa.bool_())),
-    ("after_present", pa.list_(pa.bool_())),
-    ("query", pa.string()),
-])
-# The same schema as Spark DDL (mapInArrow's return type, CREATE TABLE).
-BRONZE_DDL = ", ".join(
-    f"{f.name} {t}" for f, t in zip(BRONZE_SCHEMA, [
-        "string", "bigint", "string", "string", "bigint", "bigint", "int", "timestamp",
-        "string", "string", "bigint", "bigint", "string", "string", "bigint", "int",
-        "array<int>", "array<int>", "array<boolean>", "array<string>", "array<boolean>",
-        "array<int>", "array<int>", "array<array<string>>", "array<array<string>>",
-        "array<binary>", "array<binary>", "array<boolean>", "array<boolean>", "string",
-    ])
-)
+# Declared once in the lake registry; the Arrow schema the decoders write and the Spark DDL
+# (mapInArrow's return type) are derived from it.
+BRONZE_SCHEMA = BRONZE_EVENTS.arrow_schema()
+BRONZE_DDL = BRONZE_EVENTS.ddl()
 _TM_FIELDS = ["column_count", "column_types", "column_meta", "column_nullable", "column_names",
               "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values"]
 

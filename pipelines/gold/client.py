@@ -2,16 +2,15 @@
 
 Every connection runs in strict mode (an over-long or invalid value is an error, never a
 silent truncation), with backslash escapes on (the INSERT literals and LOAD DATA files rely on
-them) and UTC as the session time zone. Errors surface as :class:`SourceError` naming the
-server by its redacted DSN; the password never appears.
+them) and UTC as the session time zone. Connecting (TLS, credentials, timeouts, redaction)
+is :mod:`pipelines.mysql_client`'s; errors surface as :class:`SourceError` naming the server by
+host and port, never the password.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from pipelines.config import Dsn
-from pipelines.errors import SourceError
+from pipelines import mysql_client
+from pipelines.mysql_client import Dsn
 
 __all__ = ["DEFAULT_DATABASE", "connect", "quote_ident", "database_of"]
 
@@ -30,27 +29,16 @@ def database_of(dsn: Dsn) -> str:
 
 
 def connect(dsn: Dsn, *, database: bool = True, local_infile: bool = False,
-            autocommit: bool = True, **kwargs: Any):
-    """A pymysql connection to ``dsn`` (its database unless ``database=False``).
+            autocommit: bool = True, section: str = "gold"):
+    """A connection to ``dsn`` (its database unless ``database=False``) through
+    :func:`pipelines.mysql_client.connect`: the DSN's TLS and credentials, strict mode, UTC.
 
-    Raises :class:`SourceError` when the server cannot be reached or refuses the login.
+    With ``local_infile`` the server gets only the file named by
+    :func:`~pipelines.mysql_client.allow_local_file`. Raises :class:`SourceError` when the
+    server cannot be reached or refuses the login (a TLS failure names the ``gold.ssl_*``
+    setting; ``section`` names whose settings they are).
     """
-    import pymysql
-
-    try:
-        return pymysql.connect(
-            host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password,
-            database=database_of(dsn) if database else None, charset="utf8mb4",
-            autocommit=autocommit, local_infile=local_infile, connect_timeout=10,
-            init_command=(f"SET SESSION sql_mode = '{SESSION_SQL_MODE}', "
-                          "time_zone = '+00:00'"),
-            **kwargs)
-    except pymysql.err.MySQLError as exc:
-        raise SourceError(f"gold {dsn}: cannot connect: {_message(exc)}") from exc
-
-
-def _message(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
-    if len(args) >= 2:
-        return f"({args[0]}) {args[1]}"
-    return str(exc)
+    return mysql_client.connect(
+        dsn, section=section, database=database_of(dsn) if database else None,
+        autocommit=autocommit, local_infile=local_infile,
+        init_command=f"SET SESSION sql_mode = '{SESSION_SQL_MODE}', time_zone = '+00:00'")

@@ -94,6 +94,7 @@ def cmd_vacuum(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_vacuum
     from pipelines.session import get_spark
 
+    # The session finds catalog tables' files, and runs VACUUM where its engine has it.
     for t in run_vacuum(cfg, dry_run=args.dry_run, spark=get_spark(cfg.engine)):
         props = ", ".join(f"{k}={v}" for k, v in sorted(t["properties"].items()))
         verb = "would remove" if t["dry_run"] else "removed"

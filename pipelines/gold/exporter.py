@@ -8,7 +8,8 @@ Spark Connect, classic Spark and Databricks.
 
 Methods (``gold.method``; ``bench/gold_export.py`` measures them side by side):
 
-* ``load_data``: ``LOAD DATA LOCAL INFILE … IGNORE`` from a temporary TSV file per chunk. The
+* ``load_data``: ``LOAD DATA LOCAL INFILE … IGNORE`` from a temporary TSV file per chunk (the
+  connection hands the server that file only, ``mysql_client.allow_local_file``). The
   chunk's warnings are checked before COMMIT: every warning must be a duplicate-key skip
   (their number = rows read − rows inserted), anything else rolls back and raises.
 * ``insert``: multi-row ``INSERT … ON DUPLICATE KEY UPDATE event_id = event_id`` (a no-op on
@@ -35,6 +36,7 @@ import pyarrow as pa
 
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
 from pipelines.gold.rows import sql_rows, to_gold, tsv_rows
+from pipelines.mysql_client import allow_local_file, error_text
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
            "hour_chunks", "write_chunk", "sum_counts"]
@@ -117,7 +119,8 @@ def write_chunk(conn, chunk: pa.RecordBatch, method: str, tmpdir: str | None = N
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(tsv_rows(chunk))
-                inserted = cur.execute(_LOAD, (path,))
+                with allow_local_file(conn, path):  # the server may read this file only
+                    inserted = cur.execute(_LOAD, (path,))
             finally:
                 os.unlink(path)
             cur.execute("SELECT @@warning_count")
@@ -157,14 +160,14 @@ def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, tmpdir: st
                 counts.retries += 1
                 time.sleep(min(0.05 * 2 ** attempt, 2.0))
                 continue
-            raise RuntimeError(f"gold export to {dsn}: {exc.args}") from None
+            raise RuntimeError(f"gold export to {dsn}: {error_text(exc, dsn)}") from None
     raise AssertionError("unreachable")
 
 
 def _task(opts: ExportOptions):
     def run(batches):
-        from pipelines.config import Dsn
         from pipelines.gold.client import connect
+        from pipelines.mysql_client import Dsn
 
         started = time.monotonic()
         counts = ExportCounts()

@@ -16,51 +16,46 @@ import datetime as dt
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pipelines.config import Config, Dsn, parse_retain
-from pipelines.delta_ops import (current_version, files_added, set_retention, table_exists,
-                                 table_id, vacuum_table)
+from pipelines import mysql_client
+from pipelines.config import Config, parse_retain
+from pipelines.delta_ops import (current_version, files_added, set_retention, table_id,
+                                 vacuum_table)
+from pipelines.mysql_client import Dsn, error_text
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
 from pipelines.gold.client import connect, database_of, quote_ident
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
+from pipelines.lease import holds_gold_lock, holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
+from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables
 
 __all__ = ["InitResult", "GoldResult", "RotateResult", "run_init", "run_gold", "run_rotate",
            "run_vacuum", "gold_status", "resolve_dsn", "LAKE_TABLES"]
 
 log = logging.getLogger(__name__)
 
-SILVER = ("silver", "binlog_events")
-SILVER_SNAPSHOTS = ("silver", "schema_snapshots")
-# The lake's Delta tables that `binlake vacuum` keeps within the configured retention.
-LAKE_TABLES = [("bronze", "binlog_events"), ("bronze", "files"), ("silver", "binlog_events"),
-               ("silver", "quarantine"), ("silver", "schema_snapshots"),
-               ("silver", "fk_constraints")]
+# The lake's Delta tables that `binlake vacuum` keeps within the configured retention: all.
+LAKE_TABLES = [(t.layer, t.name) for t in lake_tables()]
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
 def resolve_dsn(cfg: Config, gold_dsn: str | None = None) -> Dsn:
-    """The gold DSN from the argument, else ``gold.dsn``; ConfigError when neither is set."""
+    """The gold DSN from the argument, else ``gold.dsn``, completed with the ``[gold]`` TLS
+    and password settings (``mysql_client.resolve_dsn``); ConfigError when neither is set."""
     url = gold_dsn or cfg.gold.dsn
     if not url:
         raise ConfigError("gold.dsn: no gold database (give --gold-dsn mysql://user:pw@host:port/db, "
                           "BINLAKE_GOLD_DSN or [gold] dsn)")
-    return Dsn.parse(url, setting="--gold-dsn" if gold_dsn else "gold.dsn")
-
-
-def _url(dsn: Dsn) -> str:
-    from urllib.parse import quote
-
-    auth = quote(dsn.user, safe="") + (":" + quote(dsn.password, safe="") if dsn.password else "")
-    return f"mysql://{auth}@{dsn.host}:{dsn.port}/{quote(database_of(dsn), safe='')}"
+    return mysql_client.resolve_dsn(url, cfg.gold, section="gold",
+                                    setting="--gold-dsn" if gold_dsn else "gold.dsn")
 
 
 def _sql_error(dsn: Dsn, what: str, exc: BaseException) -> SourceError:
-    return SourceError(f"gold {dsn}: {what}: {getattr(exc, 'args', exc)}")
+    return SourceError(f"gold {dsn}: {what}: {error_text(exc, dsn)}")
 
 
 # -- init ------------------------------------------------------------------------------
@@ -161,19 +156,19 @@ def _server_method(conn, wanted: str) -> str:
     return "load_data" if on else "insert"
 
 
-def _silver_rows(spark, path: str, watermark: int, target: int):
+def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: int):
     """(DataFrame of the silver rows to export, mode, file count)."""
-    if watermark >= 0:
+    if watermark >= 0 and path:
         files = files_added(path, watermark, target)
         if files is not None:
             if not files:
                 return None, "incremental", 0
             return spark.read.parquet(*files), "incremental", len(files)
         log.warning("silver log for version %s is gone: exporting the whole snapshot", watermark)
-    df = spark.read.format("delta").option("versionAsOf", target).load(path)
-    return df, "full", None
+    return lake.read(spark, SILVER_EVENTS, target), "full", None
 
 
+@holds_gold_lock
 def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
     """Export the silver rows not yet in gold (module docstring); returns the counts.
 
@@ -186,13 +181,14 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
     started = time.monotonic()
     dsn = resolve_dsn(cfg, gold_dsn)
     res = GoldResult(database=database_of(dsn))
-    silver_path = cfg.table_path(*SILVER)
+    lake = Lake.of(cfg)
     run_init(cfg, gold_dsn=gold_dsn, partitions=cfg.gold.partitions)
-    if not table_exists(spark, silver_path):
-        res.note = f"no silver table at {silver_path}"
+    if not lake.exists(spark, SILVER_EVENTS):
+        res.note = f"no silver table at {lake.where(SILVER_EVENTS)}"
         return res
-    target = current_version(silver_path)
-    tid = table_id(silver_path)
+    silver_path = lake.location(spark, SILVER_EVENTS)
+    target = lake.version(spark, SILVER_EVENTS)
+    tid = table_id(silver_path) if silver_path else None
     conn = connect(dsn, autocommit=False)
     try:
         st = state.load_state(conn)
@@ -206,7 +202,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             res.note = "gold is up to date"
             res.seconds = time.monotonic() - started
             return res
-        df, res.mode, res.files = _silver_rows(spark, silver_path, watermark, target)
+        df, res.mode, res.files = _silver_rows(spark, lake, silver_path, watermark, target)
         res.method = _server_method(conn, cfg.gold.method)
         if df is not None:
             df = df.where(F.col("event_type").isin("INSERT", "UPDATE", "DELETE"))
@@ -214,9 +210,11 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
                 cut = int((st.rotated_before - _EPOCH).total_seconds())
                 df = df.where(F.col("event_timestamp").cast("long") >= F.lit(cut))
             res.partitions_added = _partitions_for(conn, res.database, df, cfg, st.rotated_before)
-            state.mark_running(conn, table_id=tid, path=silver_path, target=target)
+            state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
+                               target=target)
             res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
-            opts = ExportOptions(_url(dsn), res.database, res.method, cfg.gold.batch_rows)
+            opts = ExportOptions(replace(dsn, database=res.database).url(), res.database,
+                                 res.method, cfg.gold.batch_rows)
             try:
                 # Each task a time range, in time order: chunks then stay inside one hourly
                 # partition (exporter.hour_chunks), see exporter's docstring on AUTO-INC.
@@ -295,10 +293,10 @@ def _export_snapshots(spark, cfg: Config, conn) -> int:
     """Copy silver's schema_snapshots (small) into gold's; existing rows are no-ops."""
     from pyspark.sql import functions as F
 
-    path = cfg.table_path(*SILVER_SNAPSHOTS)
-    if not table_exists(spark, path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, SCHEMA_SNAPSHOTS):
         return 0
-    df = spark.read.format("delta").load(path)
+    df = lake.read(spark, SCHEMA_SNAPSHOTS)
     secs = F.col("snapshot_time").cast("long").alias("snapshot_time")
     rows = df.select(*[secs if c == "snapshot_time" else F.col(c) for c in _SNAPSHOT_COLS]
                      ).collect()
@@ -348,15 +346,15 @@ def run_rotate(spark, cfg: Config, *, gold_dsn: str | None = None, retain: str |
     db = database_of(dsn)
     now = ddl.hour_floor(ddl.utc_now())
     res = RotateResult(cutoff=now - dt.timedelta(hours=hours))
-    silver_path = cfg.table_path(*SILVER)
+    lake = Lake.of(cfg)
     conn = connect(dsn)
     try:
         parts = ddl.read_partitions(conn, db)
         if not parts:
             raise SourceError(f"gold {dsn}: no partitioned {ddl.EVENTS_TABLE} (run binlake init)")
         gold = gold_hour_counts(conn, res.cutoff)
-        silver = (silver_hour_counts(spark, silver_path, res.cutoff)
-                  if table_exists(spark, silver_path) else {})
+        silver = (silver_hour_counts(lake.read(spark, SILVER_EVENTS), res.cutoff)
+                  if lake.exists(spark, SILVER_EVENTS) else {})
         plan = plan_rotation(parts, res.cutoff, gold, silver)
         res.kept = [{"partition": c.partition.name, "gold_rows": c.gold_rows,
                      "silver_rows": c.silver_rows} for c in plan.keep]
@@ -375,19 +373,29 @@ def run_rotate(spark, cfg: Config, *, gold_dsn: str | None = None, retain: str |
 
 # -- vacuum ----------------------------------------------------------------------------
 
+@holds_lease("bronze")
+@holds_lease("silver")
 def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[str, Any]]:
     """Set the retention properties from ``gold.log_retention`` /
-    ``gold.deleted_file_retention`` on every lake table, then VACUUM it by them (SQL where
-    ``spark``'s engine has it, else delta-rs: :mod:`pipelines.delta_ops`)."""
+    ``gold.deleted_file_retention`` (or the table's own retention in the registry) on every
+    lake table, then VACUUM it by them: SQL where ``spark``'s engine has it, else delta-rs on
+    the table's files (:mod:`pipelines.delta_ops`); in catalog mode ``spark`` finds them
+    through the catalog."""
+    lake = Lake.of(cfg)
+    if lake.uses_catalog and spark is None:
+        raise ConfigError("lake.catalog: vacuum needs a Spark session to find the tables")
     out = []
-    for layer, name in LAKE_TABLES:
-        path = cfg.table_path(layer, name)
-        if current_version(path) is None:
+    from pipelines.mirror.job import mirror_table_paths
+
+    tables = [(t.key, lake.location(spark, t), t.retention) for t in lake_tables()]
+    for key, path, retention in tables + [(k, p, None) for k, p in mirror_table_paths(cfg)]:
+        if path is None or current_version(path) is None:
             continue
         props = set_retention(path, log_retention=cfg.gold.log_retention,
-                              deleted_file_retention=cfg.gold.deleted_file_retention)
+                              deleted_file_retention=retention
+                              or cfg.gold.deleted_file_retention)
         done = vacuum_table(path, dry_run=dry_run, spark=spark)
-        out.append({"table": f"{layer}/{name}", "path": path, "version": done["version"],
+        out.append({"table": key, "path": path, "version": done["version"],
                     "files_removed": len(done["files"]), "dry_run": dry_run, "via": done["via"],
                     "properties": {k: v for k, v in props.items() if "Retention" in k}})
     return out
@@ -395,7 +403,7 @@ def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[s
 
 # -- status ----------------------------------------------------------------------------
 
-def gold_status(cfg: Config, *, gold_dsn: str | None = None) -> dict[str, Any]:
+def gold_status(cfg: Config, *, gold_dsn: str | None = None, spark=None) -> dict[str, Any]:
     """Export watermark and lag, partitions with InnoDB's estimated rows; JSON-able.
 
     ``{"configured": False}`` without a DSN; ``{"error": ...}`` when the server is away
@@ -406,10 +414,13 @@ def gold_status(cfg: Config, *, gold_dsn: str | None = None) -> dict[str, Any]:
     url = gold_dsn or cfg.gold.dsn
     if not url:
         return {"configured": False}
-    dsn = Dsn.parse(url, setting="gold.dsn")
+    try:
+        dsn = resolve_dsn(cfg, gold_dsn)
+    except ConfigError as exc:
+        return {"configured": True, "error": str(exc)}
     db = database_of(dsn)
     out: dict[str, Any] = {"configured": True, "dsn": str(dsn), "database": db}
-    silver_version = current_version(cfg.table_path(*SILVER))
+    silver_version = Lake.of(cfg).version(spark, SILVER_EVENTS)
     try:
         conn = connect(dsn)
     except SourceError as exc:
@@ -438,7 +449,7 @@ def gold_status(cfg: Config, *, gold_dsn: str | None = None) -> dict[str, Any]:
             "pk_values_marked_last_run": st.last_pk_marked,
         })
     except pymysql.err.MySQLError as exc:
-        out["error"] = f"gold {dsn}: {exc.args}"
+        out["error"] = f"gold {dsn}: {error_text(exc, dsn)}"
     finally:
         conn.close()
     return out

@@ -82,14 +82,14 @@ def gold_hour_counts(conn, before: dt.datetime) -> dict[int, int]:
                 for h, n in cur.fetchall()}
 
 
-def silver_hour_counts(spark, silver_path: str, before: dt.datetime) -> dict[int, int]:
-    """Silver rows per epoch hour before ``before``; time-zone independent (epoch seconds),
-    pruned by the ``event_date`` partitions."""
+def silver_hour_counts(silver, before: dt.datetime) -> dict[int, int]:
+    """Rows of the ``silver`` DataFrame per epoch hour before ``before``; time-zone
+    independent (epoch seconds), pruned by the ``event_date`` partitions."""
     from pyspark.sql import functions as F
 
     cut = int((before - _EPOCH).total_seconds())
     secs = F.col("event_timestamp").cast("long")
-    rows = (spark.read.format("delta").load(silver_path)
+    rows = (silver
             .where(F.col("event_date") <= F.lit(before.date()))
             .where(secs < F.lit(cut))
             .groupBy(F.floor(secs / F.lit(3600)).alias("h")).count().collect())

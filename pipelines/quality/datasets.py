@@ -34,8 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
 
 from pipelines.config import Config
-from pipelines.delta_ops import current_version, table_exists
 from pipelines.errors import ConfigError
+from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
@@ -86,20 +86,14 @@ class SilverSlice:
     window: Window
 
 
-def _read(spark, path: str) -> DataFrame:
-    return spark.read.format("delta").load(path)
-
-
 def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
     """Read the silver rows ``window`` selects (without helper columns)."""
-    path = cfg.table_path("silver", "binlog_events")
-    if not table_exists(spark, path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, SILVER_EVENTS):
         return SilverSlice(None, None, None, window)
-    version = current_version(path)
-    if version is None:  # not a local path delta-rs can open: read the latest version
-        table = _read(spark, path)
-    else:  # pin the version so rows, table and the recorded version agree
-        table = spark.read.format("delta").option("versionAsOf", version).load(path)
+    version = lake.version(spark, SILVER_EVENTS)
+    # Pinned to the version when known, so rows, table and the recorded version agree.
+    table = lake.read(spark, SILVER_EVENTS, version)
     if window.kind == "all":
         rows = table
     elif window.kind == "recent":
@@ -108,7 +102,7 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
     elif version is None or version == 0:
         rows = table
     else:
-        previous = spark.read.format("delta").option("versionAsOf", version - 1).load(path)
+        previous = lake.read(spark, SILVER_EVENTS, version - 1)
         rows = table.exceptAll(previous.select(*table.columns))
     return SilverSlice(rows, table, version, window)
 
@@ -155,8 +149,8 @@ def with_latest_snapshot_counts(df: DataFrame, snapshots: DataFrame | None) -> D
 
 
 def _snapshots(spark, cfg: Config) -> DataFrame | None:
-    path = cfg.table_path("silver", "schema_snapshots")
-    return _read(spark, path) if table_exists(spark, path) else None
+    lake = Lake.of(cfg)
+    return lake.read(spark, SCHEMA_SNAPSHOTS) if lake.exists(spark, SCHEMA_SNAPSHOTS) else None
 
 
 def silver_frame(spark, cfg: Config, sl: SilverSlice) -> DataFrame | None:
@@ -168,10 +162,11 @@ def silver_frame(spark, cfg: Config, sl: SilverSlice) -> DataFrame | None:
 
 def quarantine_frame(spark, cfg: Config) -> DataFrame | None:
     """The ``quarantine`` dataset (all of it) with ``schema_column_count``; None if no table."""
-    path = cfg.table_path("silver", "quarantine")
-    if not table_exists(spark, path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, SILVER_QUARANTINE):
         return None
-    return with_latest_snapshot_counts(_read(spark, path), _snapshots(spark, cfg))
+    return with_latest_snapshot_counts(lake.read(spark, SILVER_QUARANTINE),
+                                       _snapshots(spark, cfg))
 
 
 def context_frame(sl: SilverSlice, columns: list[str]) -> DataFrame:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pipelines.config import Config
-from pipelines.delta_ops import table_exists
+from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import Outcome, failing_rows, validate
 from pipelines.quality.datasets import (
     KEY, REPORT_COLUMNS, Window, context_frame, quarantine_frame, silver_frame, silver_slice,
@@ -36,16 +36,8 @@ __all__ = ["RuleResult", "TableCounts", "QualityResult", "run_quality", "summary
            "exit_code", "result_to_json", "render_result", "last_quality", "render_last",
            "RESULTS_DDL", "FAILURES_DDL"]
 
-RESULTS_DDL = (
-    "run_id string, run_time timestamp, name string, dataset string, passed_records bigint, "
-    "failed_records bigint, action string, status string, expectation string, "
-    "description string, window string, silver_version bigint, error string"
-)
-FAILURES_DDL = (
-    "run_id string, run_time timestamp, name string, dataset string, action string, "
-    "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
-    "schema_name string, table_name string, event_type string, detail string"
-)
+RESULTS_DDL = QUALITY_RESULTS.ddl()
+FAILURES_DDL = QUALITY_FAILURES.ddl()
 _STATUS = {Action.WARN: "warned", Action.QUARANTINE: "quarantined", Action.FAIL: "failed"}
 
 
@@ -214,8 +206,8 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
     rows = [(res.run_id, res.run_time, r.name, r.dataset, r.passed_records, r.failed_records,
              r.action, r.status, r.expectation, r.description, res.window, res.silver_version,
              r.error) for r in res.rules]
-    (spark.createDataFrame(rows, RESULTS_DDL).write.format("delta").mode("append")
-     .save(os.path.join(base, "results")))
+    lake = Lake.of(cfg)
+    lake.append(spark.createDataFrame(rows, RESULTS_DDL), QUALITY_RESULTS)
     failures = []
     for r in res.rules:
         for f in r.failing:
@@ -226,9 +218,9 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
                              f.get("row_in_event"), f.get("schema_name"), f.get("table_name"),
                              f.get("event_type"), json.dumps(detail, default=str)))
     if failures:
-        (spark.createDataFrame(failures, FAILURES_DDL).write.format("delta").mode("append")
-         .save(os.path.join(base, "failures")))
-    html = render_report(res)
+        lake.append(spark.createDataFrame(failures, FAILURES_DDL), QUALITY_FAILURES)
+    from pipelines.quality.trends import load_trends, render_trends
+    html = render_report(res, render_trends(load_trends(spark, cfg)))
     os.makedirs(os.path.join(base, "reports"), exist_ok=True)
     per_run = os.path.join(base, "reports", f"{res.run_id}.html")
     latest = os.path.join(base, "report.html")
@@ -318,10 +310,10 @@ def result_to_json(result: QualityResult) -> dict[str, Any]:
 def last_quality(spark, cfg: Config) -> dict[str, Any] | None:
     """The latest stored run (for ``binlake status``): run_id, run_time, window, status and
     the rules that did not pass; ``None`` when quality never ran."""
-    path = os.path.join(cfg.lake_root, "quality", "results")
-    if not table_exists(spark, path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, QUALITY_RESULTS):
         return None
-    df = spark.read.format("delta").load(path)
+    df = lake.read(spark, QUALITY_RESULTS)
     latest = df.orderBy(df.run_time.desc(), df.run_id.desc()).select("run_id").limit(1).collect()
     if not latest:
         return None

@@ -1,6 +1,7 @@
 """The HTML data-quality report: one self-contained page (inline CSS, no scripts).
 
-Sections: the run (id, time, window, silver version, verdict), rules (counts and status per
+Sections: the run (id, time, window, silver version, verdict), trends across runs (inline
+SVG charts from ``trends.py``, when given), rules (counts and status per
 rule and dataset), tables (rows checked and failing rows per rule for each MySQL table), and
 the failing rows' keys per rule.
 """
@@ -131,8 +132,9 @@ def _short(value: Any, limit: int = 160) -> Any:
     return value
 
 
-def render_report(res: "QualityResult") -> str:
-    """The report page for ``res`` as HTML text."""
+def render_report(res: "QualityResult", trends: str = "") -> str:
+    """The report page for ``res`` as HTML text; ``trends`` is the body of the Trends section
+    (``trends.render_trends``), left out when empty."""
     checked = ", ".join(f"{n:,} {d} row(s)" for d, n in res.rows_checked.items()) or "nothing"
     version = "none" if res.silver_version is None else res.silver_version
     return f"""<!DOCTYPE html>
@@ -143,6 +145,7 @@ def render_report(res: "QualityResult") -> str:
 <div class="meta">run <b>{escape(res.run_id)}</b> at <b>{res.run_time:%Y-%m-%d %H:%M:%S} UTC</b>
  · window <b>{escape(res.window)}</b> · silver version <b>{version}</b> · checked {checked}
  · {res.seconds:.1f}s</div>
+{"<h2>Trends</h2>" + trends if trends else ""}
 <h2>Rules</h2>
 {_rules_table(res.rules)}
 <h2>Tables</h2>

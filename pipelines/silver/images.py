@@ -1,93 +1,252 @@
-"""Pure: one bronze row change → silver's JSON images, changed_columns and pk_values."""
+"""Pure: row changes of one table (Arrow arrays) → silver's JSON images, changed_columns,
+pk_values and absent_columns, a whole batch at once.
+
+The JSON text of an image is assembled from per-column pieces (``, "name": value``), each
+column rendered in one pass by its kernel (``render_columns``); a column absent from a
+MINIMAL/NOBLOB image has no piece. A row that cannot be rendered (an image of the wrong
+length, a value its column cannot hold, a key image or key column missing) is left out of
+the result with its quarantine reason, found by walking that row value by value in the order
+the checks are documented in ``docs/silver.md``: the before image, the after image, the key.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.bronze import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.naming import TableSpec
-from pipelines.silver.render import make_renderer, pk_text
+from pipelines.silver.render import make_renderer
+from pipelines.silver.render_columns import column_kernel, value_error
 
 __all__ = ["SilverImages", "TableRenderer"]
 
+_join = pc.binary_join_element_wise
+_NULL = pa.scalar(None, pa.string())
+# Types whose JSON text is a bare number (or null): as pk_values text, it stays as it is.
+_BARE = T.INTEGER_TYPES | {T.FLOAT, T.DOUBLE, T.YEAR, T.BIT, T.NULL}
 
-@dataclass(frozen=True)
+
+@dataclass
 class SilverImages:
-    row_before: str | None
-    row_after: str | None
-    changed_columns: str | None
-    pk_values: str
-    absent_columns: str | None  # JSON array: columns a MINIMAL/NOBLOB image did not carry
+    """The rendered columns of the rows that render (``rows``: their positions in the input)."""
+
+    rows: np.ndarray
+    row_before: pa.Array
+    row_after: pa.Array
+    changed_columns: pa.Array
+    pk_values: pa.Array
+    absent_columns: pa.Array
+    errors: list[tuple[int, str]]  # (position in the input, quarantine reason)
+
+
+def _pieces_joined(pieces: list[pa.Array], m: int, opening: str, closing: str) -> pa.Array:
+    """``opening + ", ".join(non-null pieces) + closing`` per row; each piece starts ", "."""
+    if not pieces:
+        return pa.array([opening + closing] * m, pa.string())
+    body = _join(*[p.fill_null("") if p.null_count else p for p in pieces], "")
+    return _join(opening, pc.utf8_slice_codeunits(body, 2), closing, "")
+
+
+def _nulls(n: int) -> pa.Array:
+    return pa.nulls(n, pa.string())
 
 
 class TableRenderer:
-    """Renders row changes of one :class:`TableSpec` (renderers built once)."""
+    """Renders row changes of one :class:`TableSpec` (kernels built once)."""
 
     def __init__(self, spec: TableSpec) -> None:
         self.spec = spec
+        self.n = len(spec.columns)
         self.names = [json.dumps(c.name, ensure_ascii=False) for c in spec.columns]
         self.plain = [c.name for c in spec.columns]
-        self._renderers: list[Callable[[bytes], str]] | None = None
         self._error: SchemaMismatchError | None = None
         try:
-            self._renderers = [make_renderer(c) for c in spec.columns]
+            for c in spec.columns:
+                make_renderer(c)
         except SchemaMismatchError as exc:
-            self._error = exc  # raised only if a value of that column must be rendered
+            self._error = exc  # raised only for rows with an image to render
+        self._kernels = [column_kernel(c) for c in spec.columns]
+        self._keys = [", " + name + ": " for name in self.names]
+        self._items = [", " + name for name in self.names]
+        self._free_form_key = [spec.columns[i].is_json or spec.columns[i].col_type == T.JSON
+                               for i in spec.pk]
+        self._bare_key = [spec.columns[i].col_type in _BARE for i in spec.pk]
 
-    def _values(self, image: Sequence[bytes | None], present: Sequence[bool] | None
-                ) -> list[str | None]:
-        """Rendered JSON text per column; ``None`` for a column absent from the image."""
-        if len(image) != len(self.plain):
-            raise SchemaMismatchError(f"image has {len(image)} values, schema has "
-                                      f"{len(self.plain)} columns")
-        renderers = self._renderers
-        if renderers is None:
-            raise self._error  # type: ignore[misc]
-        out: list[str | None] = []
-        append = out.append
-        for i, value in enumerate(image):
-            if present is not None and not present[i]:
-                append(None)
-            elif value is None:
-                append("null")
-            else:
-                append(renderers[i](bytes(value)))
-        return out
+    # -- quarantine reasons (value by value; only for rows found unrenderable) -------------
 
-    def _object(self, values: list[str | None]) -> str:
-        names = self.names
-        return "{" + ", ".join(f"{names[i]}: {v}" for i, v in enumerate(values)
-                               if v is not None) + "}"
-
-    def render(self, event_type: str, before, after, before_present, after_present
-               ) -> SilverImages:
-        """Render one change; raises :class:`SchemaMismatchError` (→ quarantine)."""
-        b = self._values(before, before_present) if before is not None else None
-        a = self._values(after, after_present) if after is not None else None
-        changed = None
-        if event_type == "UPDATE" and b is not None and a is not None:
-            changed = json.dumps([self.plain[i] for i in range(len(a))
-                                  if b[i] is not None and a[i] is not None and b[i] != a[i]],
-                                 ensure_ascii=False)
-        key_image = a if event_type == "INSERT" else b
-        if key_image is None:
-            raise SchemaMismatchError(f"{event_type} without its key image")
-        parts = []
+    def reason(self, event_type: str, before, after, before_present, after_present) -> str | None:
+        """Why this row change cannot be rendered; None when it can."""
+        for image, present in ((before, before_present), (after, after_present)):
+            if image is None:
+                continue
+            if len(image) != self.n:
+                return f"image has {len(image)} values, schema has {self.n} columns"
+            if present is not None and len(present) != self.n:
+                return f"image has {len(present)} presence flags, schema has {self.n} columns"
+            if self._error is not None:
+                return str(self._error)
+            for i, value in enumerate(image):
+                if value is not None and (present is None or present[i]):
+                    err = value_error(self.spec.columns[i], value)
+                    if err is not None:
+                        return str(err)
+        key, present = (after, after_present) if event_type == "INSERT" else (before,
+                                                                                before_present)
+        if key is None:
+            return f"{event_type} without its key image"
         for i in self.spec.pk:
-            v = key_image[i]
-            if v is None:
-                raise SchemaMismatchError(f"primary key column {self.plain[i]} absent from the "
-                                          "image")
-            parts.append(pk_text(v))
-        absent = [self.plain[i] for side in (b, a) if side is not None
-                  for i, v in enumerate(side) if v is None]
-        return SilverImages(
-            self._object(b) if b is not None else None,
-            self._object(a) if a is not None else None,
-            changed,
-            "|".join(parts),
-            json.dumps(sorted(set(absent), key=self.plain.index), ensure_ascii=False)
-            if absent else None,
-        )
+            if present is not None and not present[i]:
+                return f"primary key column {self.plain[i]} absent from the image"
+        return None
+
+    # -- the vectorised path ---------------------------------------------------------------
+
+    def _side(self, image: pa.Array, present: pa.Array, bad: np.ndarray
+              ) -> tuple[list[pa.Array], bool]:
+        """Per column: JSON texts aligned to the rows (null: no image, or column absent); and
+        whether any column is absent from an image."""
+        m, n = len(image), self.n
+        valid = image.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(valid)
+        k = len(rows)
+        if k == 0:
+            return [_nulls(m)] * n, False
+        every = k == m
+        lists = image if every else image.take(pa.array(rows))
+        flat = lists.flatten()
+        shown = None
+        pres = present if every else present.take(pa.array(rows))
+        if pres.null_count < k:
+            shown = np.ones((k, n), dtype=bool)
+            has = pres.is_valid().to_numpy(zero_copy_only=False)
+            shown[has] = pres.flatten().to_numpy(zero_copy_only=False).reshape(-1, n)
+        spread = None if every else pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
+        out = []
+        partial = False
+        for i in range(n):
+            values = flat.take(pa.array(np.arange(i, k * n, n)))
+            shown_i = None if shown is None or shown[:, i].all() else pa.array(shown[:, i])
+            if shown_i is not None:
+                partial = True
+                values = pc.if_else(shown_i, values, pa.nulls(k, values.type))
+            texts, failed = self._kernels[i](values)
+            if failed is not None:
+                bad[rows[failed]] = True
+            if texts.null_count:
+                texts = texts.fill_null("null")
+            if shown_i is not None:
+                texts = pc.if_else(shown_i, texts, _nulls(k))
+            out.append(texts if every else texts.take(spread))
+        return out, partial
+
+    def _object(self, cols: list[pa.Array], valid: pa.Array) -> pa.Array:
+        pieces = [_join(key, col, "") for key, col in zip(self._keys, cols)]
+        obj = _pieces_joined(pieces, len(valid), "{", "}")
+        return obj if valid.false_count == 0 else pc.if_else(valid, obj, _nulls(len(valid)))
+
+    def _pk(self, key_cols: list[pa.Array]) -> pa.Array:
+        parts = []
+        for col, free_form, bare in zip(key_cols, self._free_form_key, self._bare_key):
+            if bare:  # a number (or null): no quotes, no escapes
+                parts.append(col)
+                continue
+            quoted = pc.starts_with(col, '"').fill_null(False)
+            text = pc.if_else(quoted, pc.utf8_slice_codeunits(col, 1, -1), col)
+            # A quoted text with an escape, or JSON text (not written by us), is read as JSON.
+            escaped = quoted if free_form else pc.and_(
+                quoted, pc.match_substring(col, "\\").fill_null(False))
+            if pc.any(escaped).as_py():
+                where = np.flatnonzero(escaped.to_numpy(zero_copy_only=False))
+                exact = [json.loads(v) for v in col.take(pa.array(where)).to_pylist()]
+                text = pc.replace_with_mask(text, escaped, pa.array(exact, pa.string()))
+            parts.append(pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"),
+                                              "|", "\\|"))
+        return _join(*parts, "|")
+
+    def render(self, event_type: pa.Array, before: pa.Array, after: pa.Array,
+               before_present: pa.Array, after_present: pa.Array) -> SilverImages:
+        """Render every row change; the unrenderable ones come back in ``errors``."""
+        m, n = len(event_type), self.n
+        bad = np.zeros(m, dtype=bool)
+        for image, present in ((before, before_present), (after, after_present)):
+            wrong = pc.or_kleene(pc.not_equal(pc.list_value_length(image), n),
+                                 pc.not_equal(pc.list_value_length(present), n))
+            bad |= wrong.fill_null(False).to_numpy(zero_copy_only=False)
+            if self._error is not None:
+                bad |= image.is_valid().to_numpy(zero_copy_only=False)
+        is_insert = pc.equal(event_type, "INSERT")
+        b_valid, a_valid = before.is_valid(), after.is_valid()
+        key_valid = pc.if_else(is_insert, a_valid, b_valid)
+        bad |= ~key_valid.to_numpy(zero_copy_only=False)
+        if bad.all():
+            return self._finish(np.flatnonzero(~bad), None, event_type, before, after,
+                                before_present, after_present, bad)
+        if bad.any():  # render the well-formed rows only
+            keep = pa.array(np.flatnonzero(~bad))
+            sub = [a.take(keep) for a in (event_type, before, after, before_present,
+                                          after_present)]
+            inner = self.render(*sub)
+            return self._finish(np.flatnonzero(~bad), inner, event_type, before, after,
+                                before_present, after_present, bad)
+        b, b_partial = self._side(before, before_present, bad)
+        a, a_partial = self._side(after, after_present, bad)
+        inserts = is_insert.true_count
+        key = [a[i] if inserts == m else b[i] if inserts == 0 else
+               pc.if_else(is_insert, a[i], b[i]) for i in self.spec.pk]
+        if b_partial or a_partial:
+            for col in key:
+                bad |= col.is_null().to_numpy(zero_copy_only=False)  # key column absent
+        both = pc.and_(pc.equal(event_type, "UPDATE"), pc.and_(b_valid, a_valid))
+        changed = _nulls(m)
+        if both.true_count:
+            changed = pc.if_else(both, _pieces_joined(
+                [pc.if_else(pc.not_equal(bi, ai).fill_null(False), item, _NULL)
+                 for bi, ai, item in zip(b, a, self._items)], m, "[", "]"), changed)
+        absent = _nulls(m)
+        if b_partial or a_partial:
+            absent = _pieces_joined(
+                [pc.if_else(pc.or_(pc.and_(b_valid, bi.is_null()),
+                                   pc.and_(a_valid, ai.is_null())), item, _NULL)
+                 for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
+            absent = pc.if_else(pc.equal(absent, "[]"), _nulls(m), absent)
+        images = SilverImages(
+            np.arange(m), self._object(b, b_valid), self._object(a, a_valid), changed,
+            self._pk(key) if key else pa.array([""] * m, pa.string()), absent, [])
+        if not bad.any():
+            return images
+        ok = np.flatnonzero(~bad)
+        return self._finish(ok, _subset(images, ok), event_type, before, after, before_present,
+                            after_present, bad)
+
+    def _finish(self, ok: np.ndarray, inner: SilverImages | None, event_type, before, after,
+                before_present, after_present, bad: np.ndarray) -> SilverImages:
+        """Map ``inner`` (rendered rows ``ok``) back to input positions; name the bad rows."""
+        errors = []
+        for i in np.flatnonzero(bad):
+            j = pa.array([i])
+            args = [x.take(j)[0].as_py() for x in (event_type, before, after, before_present,
+                                                   after_present)]
+            why = self.reason(*args)
+            if why is None:
+                raise SchemaMismatchError(f"row {i} was refused without a reason (bug)")
+            errors.append((int(i), why))
+        if inner is None:
+            empty = _nulls(0)
+            return SilverImages(np.empty(0, dtype=np.int64), empty, empty, empty, empty, empty,
+                                errors)
+        inner.rows = ok[inner.rows]
+        inner.errors = [(int(ok[i]), why) for i, why in inner.errors] + errors
+        return inner
+
+
+def _subset(images: SilverImages, ok: np.ndarray) -> SilverImages:
+    idx = pa.array(ok)
+    return SilverImages(np.arange(len(ok)), images.row_before.take(idx),
+                        images.row_after.take(idx), images.changed_columns.take(idx),
+                        images.pk_values.take(idx), images.absent_columns.take(idx), [])

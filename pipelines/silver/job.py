@@ -17,17 +17,20 @@ from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import (current_version, delete_where, enable_change_data_feed, rows_written_since, sql_string,
-                                 table_exists)
+from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sql_string,
+                                 target_file_size)
+from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
+                            Lake)
+from pipelines.lease import holds_lease
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.transform import QUARANTINE_DDL, to_quarantine, to_silver
+from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
 log = logging.getLogger(__name__)
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
-_PROGRESS_DDL = "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp"
+_PROGRESS_DDL = SILVER_PROGRESS.ddl()
 
 
 @dataclass
@@ -50,78 +53,81 @@ def _in_files(files: list[tuple[str, str]]) -> str:
                        for s, f in files)
 
 
+@holds_lease("silver")
 def run_silver(spark, cfg: Config) -> SilverResult:
     """Bring silver up to date with bronze; see the module docstring."""
     started = time.monotonic()
     res = SilverResult()
-    bronze_path = cfg.table_path("bronze", "binlog_events")
-    silver_path = cfg.table_path("silver", "binlog_events")
-    quarantine_path = cfg.table_path("silver", "quarantine")
-    progress_path = cfg.table_path("silver", "progress")
-    if not table_exists(spark, bronze_path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, BRONZE_EVENTS):
         return res
-    bronze_files = load_states(spark, cfg.table_path("bronze", "files"))
+    bronze_files = load_states(spark, lake)
     seen = {}
-    if table_exists(spark, progress_path):
+    if lake.exists(spark, SILVER_PROGRESS):
         seen = {(r["source_id"], r["binlog_file"]): r["bronze_updated_at"]
-                for r in spark.read.format("delta").load(progress_path).collect()}
+                for r in lake.read(spark, SILVER_PROGRESS).collect()}
     candidates = {key for key, st in bronze_files.items()
                   if st.status != "in_progress" and seen.get(key) != st.updated_at}
-    has_quarantine = table_exists(spark, quarantine_path)
+    has_quarantine = lake.exists(spark, SILVER_QUARANTINE)
     if has_quarantine:
-        candidates |= {(r[0], r[1]) for r in spark.read.format("delta").load(quarantine_path)
+        candidates |= {(r[0], r[1]) for r in lake.read(spark, SILVER_QUARANTINE)
                        .select("source_id", "binlog_file").distinct().collect()}
     res.files = sorted(candidates)
     if not candidates:
-        res.silver_version = current_version(silver_path)
+        res.silver_version = lake.version(spark, SILVER_EVENTS)
         res.seconds = time.monotonic() - started
         return res
 
-    ddl_rows = [(r[0], r[1], r[2], r[3], r[4]) for r in spark.read.format("delta")
-                .load(bronze_path).where("event_type = 'QUERY'")
+    ddl_rows = [(r[0], r[1], r[2], r[3], r[4]) for r in lake.read(spark, BRONZE_EVENTS)
+                .where("event_type = 'QUERY'")
                 .select("source_id", "binlog_file", "start_pos", "schema_name", "query").collect()]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
     where = _in_files(res.files)
-    bronze = spark.read.format("delta").load(bronze_path).where(where)
+    bronze = lake.read(spark, BRONZE_EVENTS).where(where)
 
     def pending():
-        if not table_exists(spark, silver_path):
+        if not lake.exists(spark, SILVER_EVENTS):
             return bronze
-        held = spark.read.format("delta").load(silver_path).where(where).select(*KEY)
+        held = lake.read(spark, SILVER_EVENTS).where(where).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
+    workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     if cfg.silver.change_data_feed:
-        _change_data_feed(spark, silver_path, to_silver(pending(), plan))
-    before = current_version(silver_path)
-    (to_silver(pending(), plan).write.format("delta").mode("append")
-     .partitionBy("event_date").save(silver_path))
+        _change_data_feed(spark, lake, to_silver(pending(), plan, workers))
+    before = lake.version(spark, SILVER_EVENTS)
+    lake.append(to_silver(pending(), plan, workers), SILVER_EVENTS,
+                options=target_file_size(cfg.silver.target_file_mb))
     # The append's own commit metrics; a full count only where the log has none.
-    written = rows_written_since(silver_path, before)
-    res.appended = written if written is not None else _count(spark, silver_path) - (
-        0 if before is None else _count_at(spark, silver_path, before))
+    written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
+    res.appended = written if written is not None else _count(spark, lake, SILVER_EVENTS) - (
+        0 if before is None else _count(spark, lake, SILVER_EVENTS, before))
 
     # What is still not in silver is exactly what no schema names: the quarantine.
-    quarantined = to_quarantine(pending(), plan)
+    quarantined = to_quarantine(pending(), plan, workers)
     if has_quarantine:
-        delete_where(spark, quarantine_path, where)
-    (quarantined.withColumn("quarantined_at", _now_col())
-     .write.format("delta").mode("append").save(quarantine_path))
-    res.quarantined = _count(spark, quarantine_path)
+        lake.delete_where(spark, SILVER_QUARANTINE, where)
+    lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
+    res.quarantined = _count(spark, lake, SILVER_QUARANTINE)
 
     rows = [(s, f, st.updated_at, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
             for (s, f), st in bronze_files.items()
             if (s, f) in candidates or (s, f) in seen]
-    spark.createDataFrame(rows, _PROGRESS_DDL).write.format("delta").mode("overwrite").save(
-        progress_path)
-    res.silver_version = current_version(silver_path)
+    lake.overwrite(spark.createDataFrame(rows, _PROGRESS_DDL), SILVER_PROGRESS)
+    res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
 
 
-def _change_data_feed(spark, path: str, rows) -> None:
+def _change_data_feed(spark, lake: Lake, rows) -> None:
     """``silver.change_data_feed``: silver records its changes (created empty first, so the
     feed covers every row). Engines without a change data feed (Sail) get a warning."""
-    if not enable_change_data_feed(spark, path, rows, ["event_date"]):
+    if lake.uses_catalog and lake.managed:
+        log.warning("silver.change_data_feed: set delta.enableChangeDataFeed on the managed "
+                    "table %s in the catalog (binlake sets it on path and external tables)",
+                    lake.ident(SILVER_EVENTS))
+        return
+    if not enable_change_data_feed(spark, lake.path(SILVER_EVENTS), rows,
+                                   list(SILVER_EVENTS.partition_by)):
         log.warning("silver.change_data_feed = true, but this engine has no Delta change data "
                     "feed (table_changes/readChangeFeed): silver is written without one; run "
                     "on Spark with delta-spark to enable it")
@@ -133,12 +139,8 @@ def _now_col():
     return F.current_timestamp()
 
 
-def _count_at(spark, path: str, version: int) -> int:
-    return spark.read.format("delta").option("versionAsOf", version).load(path).count()
-
-
-def _count(spark, path: str) -> int:
-    if not table_exists(spark, path):
+def _count(spark, lake: Lake, table, version: int | None = None) -> int:
+    if not lake.exists(spark, table):
         return 0
-    return spark.read.format("delta").load(path).count()
+    return lake.read(spark, table, version).count()
 

@@ -17,7 +17,8 @@ import dataclasses
 import sys
 from typing import Sequence, TextIO
 
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
 from pipelines.errors import ConfigError, SourceError
 from pipelines.silver.snapshot_model import Snapshot, SourceCheck
 from pipelines.silver.snapshot_source import refusals, schema_checks, take_snapshot
@@ -53,7 +54,8 @@ def run_snapshot(spark, cfg: Config, *, source_dsn: str | None = None,
         if not url:
             raise ConfigError("snapshot needs --source-dsn mysql://user:password@host:port/ "
                               "or source.dsn in the configuration")
-        dsn = Dsn.parse(url, setting="--source-dsn" if source_dsn else "source.dsn")
+        dsn = resolve_dsn(url, cfg.source, section="source",
+                          setting="--source-dsn" if source_dsn else "source.dsn")
         snapshot, checks = take_snapshot(dsn, source_id=cfg.source.name, schemas=schemas)
     refused = refusals(checks)
     if refused:

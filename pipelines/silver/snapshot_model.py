@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from pipelines.lake import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS
+
 __all__ = [
     "ColumnSchema", "TableSchema", "ForeignKey", "Snapshot", "SourceCheck", "CHECK_LEVELS",
     "SNAPSHOT_COLUMNS", "FK_COLUMNS", "CHECK_COLUMNS", "parse_enum_values", "binlog_file_number",
@@ -30,28 +32,10 @@ __all__ = [
 
 CHECK_LEVELS = ("ok", "warn", "refuse")
 
-# Flat layouts, in Delta column order (snapshot_store builds its DDL from these).
-SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("snapshot_id", "string"), ("snapshot_time", "timestamp"), ("source_id", "string"),
-    ("server_id", "bigint"), ("server_uuid", "string"), ("server_version", "string"),
-    ("binlog_file", "string"), ("binlog_pos", "bigint"), ("gtid_executed", "string"),
-    ("schema_name", "string"), ("table_name", "string"), ("column_name", "string"),
-    ("ordinal_position", "int"), ("column_key", "string"), ("data_type", "string"),
-    ("column_type", "string"), ("character_set_name", "string"), ("collation_name", "string"),
-    ("is_nullable", "boolean"), ("column_default", "string"), ("is_generated", "boolean"),
-    ("is_json", "boolean"), ("pk_ordinal", "int"),
-)
-FK_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("snapshot_id", "string"), ("snapshot_time", "timestamp"), ("source_id", "string"),
-    ("constraint_schema", "string"), ("constraint_name", "string"), ("table_schema", "string"),
-    ("table_name", "string"), ("column_name", "string"), ("ordinal_position", "int"),
-    ("referenced_table_schema", "string"), ("referenced_table_name", "string"),
-    ("referenced_column_name", "string"), ("update_rule", "string"), ("delete_rule", "string"),
-)
-CHECK_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("snapshot_id", "string"), ("source_id", "string"), ("level", "string"),
-    ("name", "string"), ("detail", "string"),
-)
+# Flat layouts, in Delta column order: declared once in the lake registry.
+SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = SCHEMA_SNAPSHOTS.columns
+FK_COLUMNS: tuple[tuple[str, str], ...] = FK_CONSTRAINTS.columns
+CHECK_COLUMNS: tuple[tuple[str, str], ...] = SOURCE_CHECKS.columns
 
 _TEMPORAL_FSP = ("datetime", "timestamp", "time")
 _FSP = re.compile(r"^\w+\((\d+)\)")

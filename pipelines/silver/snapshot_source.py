@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from pipelines.config import Dsn
+from pipelines.mysql_client import Dsn, connect, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import (
     ColumnSchema, ForeignKey, Snapshot, SourceCheck, TableSchema,
@@ -90,26 +90,6 @@ def new_snapshot_id(at: dt.datetime) -> str:
 
 def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
-
-
-def _connect(dsn: Dsn):
-    import pymysql
-
-    try:
-        return pymysql.connect(host=dsn.host, port=dsn.port, user=dsn.user,
-                               password=dsn.password, charset="utf8mb4", autocommit=True,
-                               connect_timeout=10, read_timeout=300)
-    except pymysql.err.MySQLError as exc:
-        raise SourceError(f"cannot connect to {dsn.host}:{dsn.port} as {dsn.user}: "
-                          f"{_safe(exc, dsn)}") from None
-
-
-def _safe(exc: BaseException, dsn: Dsn) -> str:
-    """The error text, with the password masked should a driver ever echo it."""
-    text = str(exc.args[-1] if getattr(exc, "args", None) else exc)
-    if dsn.password and len(dsn.password) >= 4:
-        text = text.replace(dsn.password, "***")
-    return text
 
 
 # -- reads -----------------------------------------------------------------------------------
@@ -412,7 +392,7 @@ def take_snapshot(dsn: Dsn, *, source_id: str, schemas: Sequence[str] | None = N
     """
     import pymysql
 
-    conn = _connect(dsn)
+    conn = connect(dsn, section="source", read_timeout=300)
     try:
         with conn.cursor() as cur:
             server = _server(cur)
@@ -430,7 +410,7 @@ def take_snapshot(dsn: Dsn, *, source_id: str, schemas: Sequence[str] | None = N
                                   "when DDL is quiet")
     except pymysql.err.MySQLError as exc:
         raise SourceError(f"{dsn.host}:{dsn.port}: reading the schema failed: "
-                          f"{_safe(exc, dsn)}") from None
+                          f"{error_text(exc, dsn)}") from None
     finally:
         conn.close()
     server_id = server.variables.get("server_id")

@@ -18,10 +18,11 @@ import os
 from typing import Any, Sequence
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string, table_exists
+from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
+from pipelines.lake import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS, Lake, LakeTable
 from pipelines.silver.snapshot_model import (
-    CHECK_COLUMNS, FK_COLUMNS, JSON_FORMAT, JSON_VERSION, SNAPSHOT_COLUMNS, Snapshot,
+    JSON_FORMAT, JSON_VERSION, Snapshot,
     SourceCheck, check_from_json, check_to_json, checks_to_rows, fk_to_rows, snapshot_from_json,
     snapshot_to_json, snapshot_to_rows, snapshots_from_rows,
 )
@@ -31,46 +32,44 @@ __all__ = ["SNAPSHOTS_DDL", "FKS_DDL", "CHECKS_DDL", "snapshots_path", "fks_path
            "load_export"]
 
 
-def _ddl(columns: Sequence[tuple[str, str]]) -> str:
-    return ", ".join(f"{name} {kind}" for name, kind in columns)
-
-
-SNAPSHOTS_DDL = _ddl(SNAPSHOT_COLUMNS)
-FKS_DDL = _ddl(FK_COLUMNS)
-CHECKS_DDL = _ddl(CHECK_COLUMNS)
+SNAPSHOTS_DDL = SCHEMA_SNAPSHOTS.ddl()
+FKS_DDL = FK_CONSTRAINTS.ddl()
+CHECKS_DDL = SOURCE_CHECKS.ddl()
 
 
 def snapshots_path(cfg: Config) -> str:
-    return cfg.table_path("silver", "schema_snapshots")
+    """Where the snapshots are, for messages (a path, or the catalog table)."""
+    return Lake.of(cfg).where(SCHEMA_SNAPSHOTS)
 
 
 def fks_path(cfg: Config) -> str:
-    return cfg.table_path("silver", "fk_constraints")
+    return Lake.of(cfg).where(FK_CONSTRAINTS)
 
 
 def checks_path(cfg: Config) -> str:
-    return cfg.table_path("silver", "source_checks")
+    return Lake.of(cfg).where(SOURCE_CHECKS)
 
 
-def _stored(spark, path: str, snapshot_id: str) -> bool:
-    if not table_exists(spark, path):
+def _stored(spark, lake: Lake, snapshot_id: str) -> bool:
+    if not lake.exists(spark, SCHEMA_SNAPSHOTS):
         return False
-    df = spark.read.format("delta").load(path)
+    df = lake.read(spark, SCHEMA_SNAPSHOTS)
     return bool(df.filter(f"snapshot_id = {sql_string(snapshot_id)}").limit(1).collect())
 
 
-def _append(spark, path: str, rows: list[tuple[Any, ...]], ddl: str) -> None:
-    spark.createDataFrame(rows, ddl).write.format("delta").mode("append").save(path)
+def _append(spark, lake: Lake, table: LakeTable, rows: list[tuple[Any, ...]]) -> None:
+    lake.append(spark.createDataFrame(rows, table.ddl()), table)
 
 
 def save_snapshot(spark, cfg: Config, snapshot: Snapshot,
                   checks: Sequence[SourceCheck] = ()) -> bool:
     """Append the snapshot, its foreign keys and its checks; False when already stored."""
-    if _stored(spark, snapshots_path(cfg), snapshot.snapshot_id):
+    lake = Lake.of(cfg)
+    if _stored(spark, lake, snapshot.snapshot_id):
         return False
-    _append(spark, checks_path(cfg), checks_to_rows(snapshot, checks), CHECKS_DDL)
-    _append(spark, fks_path(cfg), fk_to_rows(snapshot), FKS_DDL)
-    _append(spark, snapshots_path(cfg), snapshot_to_rows(snapshot), SNAPSHOTS_DDL)
+    _append(spark, lake, SOURCE_CHECKS, checks_to_rows(snapshot, checks))
+    _append(spark, lake, FK_CONSTRAINTS, fk_to_rows(snapshot))
+    _append(spark, lake, SCHEMA_SNAPSHOTS, snapshot_to_rows(snapshot))
     return True
 
 
@@ -82,17 +81,17 @@ def _sort_key(s: Snapshot) -> tuple[Any, ...]:
 def load_snapshots(spark, cfg: Config, source_id: str | None = None) -> list[Snapshot]:
     """Every stored snapshot (of ``source_id`` when given), ordered per source by binlog
     coordinate, then time; snapshots without coordinates come last."""
-    path = snapshots_path(cfg)
-    if not table_exists(spark, path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, SCHEMA_SNAPSHOTS):
         return []
-    df = spark.read.format("delta").load(path)
+    df = lake.read(spark, SCHEMA_SNAPSHOTS)
     if source_id is not None:
         df = df.filter(f"source_id = {sql_string(source_id)}")
     rows = [r.asDict() for r in df.collect()]
     ids = {r["snapshot_id"] for r in rows}
     fk_rows: list[dict[str, Any]] = []
-    if ids and table_exists(spark, fks_path(cfg)):
-        fdf = spark.read.format("delta").load(fks_path(cfg))
+    if ids and lake.exists(spark, FK_CONSTRAINTS):
+        fdf = lake.read(spark, FK_CONSTRAINTS)
         if source_id is not None:
             fdf = fdf.filter(f"source_id = {sql_string(source_id)}")
         fk_rows = [r.asDict() for r in fdf.collect() if r["snapshot_id"] in ids]
@@ -101,10 +100,10 @@ def load_snapshots(spark, cfg: Config, source_id: str | None = None) -> list[Sna
 
 def load_checks(spark, cfg: Config, snapshot_id: str | None = None) -> list[tuple[str, SourceCheck]]:
     """Stored checks as (snapshot_id, check), for ``status``."""
-    path = checks_path(cfg)
-    if not table_exists(spark, path):
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, SOURCE_CHECKS):
         return []
-    df = spark.read.format("delta").load(path)
+    df = lake.read(spark, SOURCE_CHECKS)
     if snapshot_id is not None:
         df = df.filter(f"snapshot_id = {sql_string(snapshot_id)}")
     return [(r["snapshot_id"], SourceCheck(r["level"], r["name"], r["detail"]))

@@ -22,7 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.bronze.records import BRONZE_SCHEMA
-from pipelines.delta_ops import sql_string, table_exists
+from pipelines.delta_ops import sql_string
+from pipelines.lake import BRONZE_EVENTS, Lake
 
 __all__ = ["Checkpoint", "CHECKPOINT", "GAP_INCIDENT", "checkpoint_batch", "gap_batch",
            "load_latest", "load_gaps"]
@@ -94,11 +95,11 @@ def gap_batch(*, source_id: str, server_uuid: str | None, file: str, pos: int,
     })
 
 
-def load_latest(spark, bronze_path: str, source_id: str) -> Checkpoint | None:
+def load_latest(spark, lake: Lake, source_id: str) -> Checkpoint | None:
     """The latest checkpoint of ``source_id`` (highest ``seq``), ``None`` before the first."""
-    if not table_exists(spark, bronze_path):
+    if not lake.exists(spark, BRONZE_EVENTS):
         return None
-    rows = (spark.read.format("delta").load(bronze_path)
+    rows = (lake.read(spark, BRONZE_EVENTS)
             .where(f"event_type = '{CHECKPOINT}' AND source_id = {sql_string(source_id)}")
             .select("query").collect())
     best = None
@@ -109,11 +110,11 @@ def load_latest(spark, bronze_path: str, source_id: str) -> Checkpoint | None:
     return best
 
 
-def load_gaps(spark, bronze_path: str, source_id: str) -> list[dict[str, Any]]:
+def load_gaps(spark, lake: Lake, source_id: str) -> list[dict[str, Any]]:
     """The gaps the stream recorded, oldest first (file, position, JSON details)."""
-    if not table_exists(spark, bronze_path):
+    if not lake.exists(spark, BRONZE_EVENTS):
         return []
-    rows = (spark.read.format("delta").load(bronze_path)
+    rows = (lake.read(spark, BRONZE_EVENTS)
             .where(f"event_type = 'INCIDENT' AND source_id = {sql_string(source_id)} "
                    "AND row_in_event = -2")
             .select("binlog_file", "start_pos", "event_timestamp", "query").collect())

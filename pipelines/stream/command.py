@@ -36,6 +36,8 @@ def add_stream_parser(sub) -> argparse.ArgumentParser:
     """Add the ``stream`` sub-command to ``binlake``'s sub-parsers."""
     p = sub.add_parser("stream", help="follow a live server as a replica into the lake")
     add_stream_arguments(p)
+    from pipelines.mirror.command import add_mirror_flag
+    add_mirror_flag(p)
     return p
 
 
@@ -47,7 +49,12 @@ def cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
     if not url:
         raise ConfigError("stream needs --source-dsn mysql://user:password@host:port/ or "
                           "source.dsn in the configuration")
-    return run_stream(get_spark(cfg.engine), cfg, source_dsn=url, server_id=args.server_id,
-                      start_file=args.start_file, start_pos=args.start_pos,
-                      start_gtid=args.start_gtid, gold_dsn=args.gold_dsn, reset=args.reset,
-                      gap_fill=args.gap_fill, stop_after=args.stop_after)
+    from pipelines.lease import lake_lease
+
+    with lake_lease(cfg, f"stream-{cfg.source.name}"):  # one stream per source and lake
+        return run_stream(get_spark(cfg.engine), cfg, source_dsn=url,
+                          server_id=args.server_id,
+                          start_file=args.start_file, start_pos=args.start_pos,
+                          start_gtid=args.start_gtid, gold_dsn=args.gold_dsn, reset=args.reset,
+                          gap_fill=args.gap_fill, stop_after=args.stop_after,
+                          mirror=getattr(args, "mirror", False))

@@ -11,7 +11,8 @@ re-derives its entries.
 
 from __future__ import annotations
 
-from pipelines.bronze.files import FileState, load_states, save_states
+from pipelines.bronze.files import DROPPED, FileState, load_states, save_states
+from pipelines.lake import Lake
 
 __all__ = ["StreamFiles", "STREAMING"]
 
@@ -19,15 +20,15 @@ STREAMING = "streaming"
 
 
 class StreamFiles:
-    def __init__(self, spark, path: str, source_id: str, origin: str) -> None:
+    def __init__(self, spark, lake: Lake, source_id: str, origin: str) -> None:
         self.spark = spark
-        self.path = path
+        self.lake = lake
         self.source_id = source_id
         self.origin = origin  # e.g. stream://127.0.0.1:3306 (path column)
         self.mine: dict[str, FileState] = {}
 
     def states(self) -> dict[tuple[str, str], FileState]:
-        return load_states(self.spark, self.path)
+        return load_states(self.spark, self.lake)
 
     def _entry(self, name: str) -> FileState:
         st = self.mine.get(name)
@@ -48,17 +49,11 @@ class StreamFiles:
 
     def forget(self, names: set[str]) -> None:
         """Drop entries (files the stream takes over from scratch) at the next save."""
-        states = self.states()
-        keep = {k: v for k, v in states.items()
-                if not (k[0] == self.source_id and k[1] in names)}
-        if len(keep) != len(states):
-            save_states(self.spark, self.path, keep)
+        gone = [FileState(self.source_id, k[1], st.path, st.size, DROPPED)
+                for k, st in self.states().items() if k[0] == self.source_id and k[1] in names]
+        save_states(self.spark, self.lake, gone)
 
     def save(self) -> None:
-        """Merge this stream's entries into the table (one overwrite commit)."""
-        if not self.mine:
-            return
-        states = self.states()
-        for name, st in self.mine.items():
-            states[(self.source_id, name)] = st
-        save_states(self.spark, self.path, states)
+        """Append this stream's entries to the table (one commit; ``bronze/files.py``)."""
+        save_states(self.spark, self.lake,
+                    [st for st in self.mine.values() if st.updated_at is None])

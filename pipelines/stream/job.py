@@ -12,37 +12,42 @@ Failure model: SIGKILL at any moment loses only uncommitted work, which the rest
 again from the checkpoint; SIGTERM/SIGINT cut the micro-batch back to the last boundary,
 commit it and stop (exit 0). A dropped connection is retried with exponential backoff from
 the last boundary. A decoding error commits what is complete, then stops (exit 1).
+
+Pieces: :class:`~pipelines.stream.position.StreamPosition` (where the stream is: pure),
+:class:`~pipelines.stream.committer.Committer` (when and how a micro-batch becomes one Delta
+commit), :class:`~pipelines.stream.follower.Follower` (silver/gold and post-DDL snapshots),
+:class:`~pipelines.stream.startup.Startup` (start, takeover, gaps). This module is the loop
+that reads events and hands them to those pieces.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import os
 import signal
 import struct
 import threading
 import time
-from dataclasses import dataclass
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipelines.bronze import events as ev
-from pipelines.bronze.job import BRONZE_PARTITIONS
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
-from pipelines.config import Config, Dsn
-from pipelines.delta_ops import delete_where, sql_string, table_exists
-from pipelines.errors import ConfigError, DecodeError, EngineError, SourceError
+from pipelines.config import Config
+from pipelines.errors import ConfigError, DecodeError, SourceError
+from pipelines.lake import Lake
+from pipelines.mysql_client import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
 from pipelines.stream.batch import MicroBatch
-from pipelines.stream.checkpoint import Checkpoint, checkpoint_batch, gap_batch, load_latest
+from pipelines.stream.checkpoint import gap_batch
+from pipelines.stream.committer import Committer, Identity
 from pipelines.stream.files_state import StreamFiles
-from pipelines.stream.gtid import GtidState
+from pipelines.stream.follower import Follower
+from pipelines.stream.position import StreamPosition
 from pipelines.stream.progress import ProgressLine, RateMeter, live_path, write_live
 from pipelines.stream.protocol import (
     BinlogGone, ConnectionLost, ReplicationConnection, StartAt, StreamEvent,
 )
-from pipelines.stream.source import Gap, SourceServer, binlog_number
+from pipelines.stream.source import Gap, SourceServer
+from pipelines.stream.startup import Startup
 
 __all__ = ["run_stream", "StreamJob"]
 
@@ -52,22 +57,11 @@ _E = ev.EventType
 _HEARTBEATS = frozenset({_E.HEARTBEAT, _E.HEARTBEAT_V2})
 
 
-@dataclass
-class _Where:
-    """A place in the stream: file, position of the next event, GTID state up to there."""
-
-    file: str
-    pos: int
-    gtid: GtidState
-
-    def copy(self) -> "_Where":
-        return _Where(self.file, self.pos, self.gtid.copy())
-
-
 def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
                start_file: str | None = None, start_pos: int | None = None,
                start_gtid: str | None = None, gold_dsn: str | None = None, reset: bool = False,
-               gap_fill: bool = True, stop_after: float | None = None) -> int:
+               gap_fill: bool = True, stop_after: float | None = None,
+               mirror: bool = False) -> int:
     """Stream ``source_dsn`` into the lake until stopped; return the exit code.
 
     ``stop_after`` (seconds) stops cleanly after that long (tests, benchmarks). Raises
@@ -80,10 +74,11 @@ def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
         raise ConfigError("--start-pos needs --start-file")
     if server_id < 1 or server_id > 0xFFFFFFFF:
         raise ConfigError(f"--server-id: expected 1..4294967295, got {server_id}")
-    dsn = Dsn.parse(source_dsn, setting="--source-dsn")
+    dsn = resolve_dsn(source_dsn, cfg.source, section="source", setting="--source-dsn")
     job = StreamJob(spark, cfg, dsn=dsn, server_id=server_id,
                     gold_dsn=gold_dsn or cfg.gold.dsn or None, gap_fill=gap_fill,
                     stop_after=stop_after)
+    job.follower.mirror = mirror  # `--mirror`: the typed mirror tables follow silver
     return job.run(start=_flags(start_file, start_pos, start_gtid), reset=reset)
 
 
@@ -110,50 +105,34 @@ class StreamJob:
         self.stop_after = stop_after
         self.source_id = cfg.source.name
         self.server_uuid = cfg.source.server_uuid or None
-        self.bronze_path = cfg.table_path("bronze", "binlog_events")
         self.src = SourceServer(dsn)
-        self.files = StreamFiles(spark, cfg.table_path("bronze", "files"), self.source_id,
+        self.lake = Lake.of(cfg)
+        self.files = StreamFiles(spark, self.lake, self.source_id,
                                  f"stream://{dsn.host}:{dsn.port}")
+        self.startup = Startup(spark, self.lake, self.source_id, self.src, self.files)
+        self.pos = StreamPosition()
+        self.committer = Committer(spark, self.lake, self.files,
+                                   Identity(self.source_id, self.server_uuid, server_id),
+                                   batch_rows=cfg.stream.batch_rows,
+                                   batch_interval_ms=cfg.stream.batch_interval_ms)
+        self.follower = Follower(spark, cfg, dsn=dsn, gold_dsn=gold_dsn)
         self.stop_requested = threading.Event()
         self.progress = ProgressLine()
         self.meter = RateMeter()
         self.live = live_path(cfg.lake_root, self.source_id)
-        # stream state
-        self.mode = "position"
-        self.seq = 0
-        self.here: _Where | None = None  # after the last event read
-        self.boundary: _Where | None = None  # after the last complete transaction
-        self.committed: tuple[str, int] | None = None
-        self.trx_gtid: str | None = None
-        self.last_gtid: str | None = None
-        self.last_event_ts = 0
-        self.events = 0
-        self.row_changes = 0
-        self.events_at_commit = 0
-        self.batch_started = time.monotonic()
-        self.last_commit = time.monotonic()
-        self.last_silver = time.monotonic()
-        self.silver_pending = False
-        self.ddl_pending = False
-        self.caught_up = False
-        self.takeover_pending = False
-        self.pending_gap: pa.RecordBatch | None = None
+        self.takeover_pending = False  # GTID start: take over the first ROTATE's file
+        self.failures = 0  # failed connects in a row
         self.parser: BinlogParser | None = None
         self.mb: MicroBatch | None = None
-        self.flavor = "mariadb"
-        self.source_server_id: int | None = None
-        self.started_at = dt.datetime.now(dt.timezone.utc)
-        self.commits = 0
-        self.failures = 0
-        self.row_counts: dict[str, int] = {}  # row changes per file (this run + resumed file)
-        self.closed_files: dict[str, int] = {}  # files whose END row awaits its commit
-        self._marked = (0, 0)  # (events, row_changes) at the last boundary
+        self._shown = 0.0
 
     # -- start-up -----------------------------------------------------------------------------
     def _validate(self) -> None:
         self.src.load()
-        self.flavor = "mariadb" if self.src.is_mariadb else "mysql"
-        self.source_server_id = self.src.server_id
+        self.committer.identity = Identity(
+            self.source_id, self.server_uuid, self.server_id,
+            flavor="mariadb" if self.src.is_mariadb else "mysql",
+            source_server_id=self.src.server_id)
         checks = self.src.checks(self.server_id)
         for c in checks:
             if c.level == "warn":
@@ -163,136 +142,33 @@ class StreamJob:
             raise SourceError("refusing to stream from this source: " + "; ".join(
                 f"{c.name}: {c.detail}" for c in refused))
 
-    def _bronze_files(self) -> list[str]:
-        if not table_exists(self.spark, self.bronze_path):
-            return []
-        rows = (self.spark.read.format("delta").load(self.bronze_path)
-                .where(f"source_id = {sql_string(self.source_id)}")
-                .select("binlog_file").distinct().collect())
-        return [r[0] for r in rows]
+    def _new_batch(self, file: str, row_changes: int | None = None) -> None:
+        if row_changes is None:
+            row_changes = self.startup.file_row_changes(file) if file else 0
+        self.committer.file_opened(file, row_changes)
+        self.mb = MicroBatch(source_id=self.source_id, server_uuid=self.server_uuid,
+                             batch_rows=self.cfg.bronze.batch_rows, binlog_file=file,
+                             row_changes=row_changes)
+        self._new_parser()
 
-    def _rows_beyond(self, ck: Checkpoint) -> int:
-        """Bronze rows of this source past the checkpoint (someone else wrote them)."""
-        if not table_exists(self.spark, self.bronze_path):
-            return 0
-        f = sql_string(ck.file)
-        return (self.spark.read.format("delta").load(self.bronze_path)
-                .where(f"source_id = {sql_string(self.source_id)} AND row_in_event >= 0 AND "
-                       f"((binlog_file = {f} AND start_pos >= {int(ck.pos)}) OR binlog_file > {f})")
-                .count())
-
-    def _takeover(self, first_file: str) -> None:
-        """Make the stream the only writer of ``first_file`` and later files of this source:
-        drop their bronze partitions (metadata only) and their file-mode progress rows."""
-        key = binlog_number(first_file)
-        names = {n for n in self._bronze_files() if binlog_number(n) >= key}
-        if names:
-            log.warning("stream takes over %s: their bronze rows are replaced by streamed ones",
-                        ", ".join(sorted(names)))
-            in_list = ", ".join(sql_string(n) for n in sorted(names))
-            delete_where(self.spark, self.bronze_path,
-                         f"source_id = {sql_string(self.source_id)} AND binlog_file IN ({in_list})")
-        self.files.forget(names | {first_file})
-
-    def _default_start(self) -> StartAt:
-        """No checkpoint and no flags: after the last file file mode completed, else the oldest
-        binlog the server has."""
-        logs = [name for name, _ in self.src.binary_logs()]
-        if not logs:
-            raise SourceError(f"{self.dsn.host}:{self.dsn.port}: the server lists no binlogs")
-        done = sorted((st.binlog_file for (s, _), st in self.files.states().items()
-                       if s == self.source_id and st.status == "completed"), key=binlog_number)
-        if done:
-            later = [n for n in logs if binlog_number(n) > binlog_number(done[-1])]
-            if later:
-                return StartAt(later[0], 4)
-        return StartAt(logs[0], 4)
-
-    def _file_row_changes(self, name: str) -> int:
-        if not table_exists(self.spark, self.bronze_path):
-            return 0
-        return (self.spark.read.format("delta").load(self.bronze_path)
-                .where(f"source_id = {sql_string(self.source_id)} AND binlog_file = "
-                       f"{sql_string(name)} AND event_type IN ('INSERT', 'UPDATE', 'DELETE')")
-                .count())
-
-    def _plan(self, flags: StartAt | None, reset: bool) -> StartAt:
-        ck = None if reset else load_latest(self.spark, self.bronze_path, self.source_id)
-        if ck is not None:
-            self.seq = ck.seq
-            self.events, self.row_changes = ck.events, ck.row_changes
-            self.last_gtid = ck.last_gtid
-            self.mode = ck.mode
-            if flags is not None:
-                log.warning("a checkpoint exists (%s:%d): start flags are ignored (use --reset)",
-                            ck.file, ck.pos)
-            start = StartAt(ck.file, ck.pos, gtid=(ck.gtid or None) if ck.mode == "gtid" else None)
-            self.here = _Where(ck.file, ck.pos,
-                               GtidState.parse(ck.gtid, mariadb=self.src.is_mariadb))
-            self.committed = (ck.file, ck.pos)
-            if self._rows_beyond(ck):
-                log.warning("bronze holds rows of %s past the checkpoint %s:%d (written by file "
-                            "mode?): streaming the file again from its start", self.source_id,
-                            ck.file, ck.pos)
-                self._takeover(ck.file)
-                start = StartAt(ck.file, 4)
-                self.mode = "position"
-                self.here = _Where(ck.file, 4, GtidState.parse(
-                    self.src.gtid_at(ck.file, 4) or "", mariadb=self.src.is_mariadb))
-                self.committed = None
-            return start
-        if reset:
-            old = load_latest(self.spark, self.bronze_path, self.source_id)
-            self.seq = old.seq if old is not None else 0
-        start = flags or self._default_start()
-        self.mode = start.mode
-        if start.gtid:
-            self.here = _Where("", 4, GtidState.parse(start.gtid, mariadb=self.src.is_mariadb))
-            self.takeover_pending = True
-        else:
-            if start.pos > 4:
-                log.warning("starting inside %s at %d: rows before it in that file are not "
-                            "streamed", start.file, start.pos)
-            self._takeover(start.file)
-            self.here = _Where(start.file, start.pos, GtidState.parse(
-                self.src.gtid_at(start.file, start.pos) or "", mariadb=self.src.is_mariadb))
-        return start
+    def _new_parser(self) -> None:
+        self.parser = BinlogParser(file=self.pos.here.file or "<stream>",
+                                   checksum=ChecksumPolicy(self.cfg.bronze.checksum))
 
     def _check_gap(self, want: StartAt) -> StartAt:
-        gap = self.src.find_gap(want, self.here.gtid if want.gtid else None)
-        if gap is None:
-            return want
-        return self._fill_gap(gap)
+        gap = self.src.find_gap(want, self.pos.here.gtid if want.gtid else None)
+        return want if gap is None else self._fill_gap(gap)
 
     def _fill_gap(self, gap: Gap) -> StartAt:
         if not self.gap_fill:
             raise SourceError(f"binlogs are missing on the server: {gap.reason}; refusing to "
                               "skip them (--no-gap-fill)")
-        log.warning("GAP: %s; skipping ahead to %s and recording the gap", gap.reason, gap.resume)
-        resume = StartAt(gap.resume.file, gap.resume.pos,
-                         gtid=gap.resume.gtid if self.mode == "gtid" else None)
-        detail = {"reason": gap.reason, "from": str(gap.wanted), "to": str(gap.resume),
-                  "last_gtid": self.last_gtid}
-        self.pending_gap = gap_batch(source_id=self.source_id, server_uuid=self.server_uuid,
-                                     file=gap.resume.file, pos=gap.resume.pos, detail=detail)
-        gtid = GtidState.parse(gap.resume.gtid or self.src.gtid_at(gap.resume.file, 4) or "",
-                               mariadb=self.src.is_mariadb)
-        self._takeover(gap.resume.file)
-        self.here = _Where(gap.resume.file, gap.resume.pos, gtid)
-        self.boundary = self.here.copy()
+        resume, detail = self.startup.gap_start(gap, self.pos)
+        self.committer.pending_gap = gap_batch(
+            source_id=self.source_id, server_uuid=self.server_uuid, file=gap.resume.file,
+            pos=gap.resume.pos, detail=detail)
         self._new_batch(gap.resume.file, 0)
         return resume
-
-    def _new_batch(self, file: str, row_changes: int | None = None) -> None:
-        if row_changes is None:
-            row_changes = self._file_row_changes(file) if file else 0
-        if file:
-            self.row_counts[file] = row_changes
-        self.mb = MicroBatch(source_id=self.source_id, server_uuid=self.server_uuid,
-                             batch_rows=self.cfg.bronze.batch_rows, binlog_file=file,
-                             row_changes=row_changes)
-        self.parser = BinlogParser(file=file or "<stream>",
-                                   checksum=ChecksumPolicy(self.cfg.bronze.checksum))
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, *, start: StartAt | None = None, reset: bool = False) -> int:
@@ -306,11 +182,11 @@ class StreamJob:
 
     def _run(self, flags: StartAt | None, reset: bool) -> int:
         self._validate()
-        want = self._plan(flags, reset)
-        self.boundary = self.here.copy()
-        self._new_batch(self.here.file)
+        want, self.committer.seq, self.takeover_pending = self.startup.plan(flags, reset,
+                                                                            self.pos)
+        self._new_batch(self.pos.here.file)
         want = self._check_gap(want)
-        log.info("streaming %s from %s (%s mode)", self.source_id, want, self.mode)
+        log.info("streaming %s from %s (%s mode)", self.source_id, want, self.pos.mode)
         deadline = time.monotonic() + self.stop_after if self.stop_after else None
         conn = ReplicationConnection(self.dsn, self.server_id, is_mariadb=self.src.is_mariadb,
                                      heartbeat=float(self.cfg.stream.heartbeat_seconds),
@@ -319,25 +195,18 @@ class StreamJob:
         try:
             while not self.stop_requested.is_set():
                 try:
-                    conn.open(self._resume_point())
+                    conn.open(self.pos.resume_point())
                     self._pump(conn, deadline)
                 except BinlogGone as exc:
                     self._rollback()
                     self._commit()  # complete transactions first: the gap starts after them
-                    gap = self.src.find_gap(self._resume_point(), self.boundary.gtid)
+                    gap = self.src.find_gap(self.pos.resume_point(), self.pos.boundary.gtid)
                     if gap is None:
                         raise SourceError(str(exc)) from None
                     self._fill_gap(gap)
                 except ConnectionLost as exc:
                     self._rollback()
-                    self.failures += 1
-                    limit = self.cfg.stream.reconnect_attempts
-                    if limit and self.failures > limit:
-                        raise SourceError(f"{exc} (gave up after {limit} reconnects)") from None
-                    wait = min(2 ** (self.failures - 1), self.cfg.stream.reconnect_max_seconds)
-                    log.warning("%s; reconnecting in %ss", exc, wait)
-                    self._live("reconnecting", error=str(exc))
-                    self.stop_requested.wait(wait)
+                    self._retry_later(exc)
         except DecodeError as exc:
             log.error("decoding stopped the stream: %s", exc)
             self._rollback()
@@ -349,20 +218,21 @@ class StreamJob:
         self._live("stopped")
         return code
 
-    def _resume_point(self) -> StartAt:
-        b = self.boundary
-        if self.mode == "gtid":
-            return StartAt(b.file or None, b.pos, gtid=str(b.gtid) or None)
-        return StartAt(b.file, b.pos)
+    def _retry_later(self, exc: ConnectionLost) -> None:
+        self.failures += 1
+        limit = self.cfg.stream.reconnect_attempts
+        if limit and self.failures > limit:
+            raise SourceError(f"{exc} (gave up after {limit} reconnects)") from None
+        wait = min(2 ** (self.failures - 1), self.cfg.stream.reconnect_max_seconds)
+        log.warning("%s; reconnecting in %ss", exc, wait)
+        self._live("reconnecting", error=str(exc))
+        self.stop_requested.wait(wait)
 
     def _rollback(self) -> None:
         """Forget everything after the last transaction boundary (the server re-sends it)."""
         self.mb.rollback()
-        self.here = self.boundary.copy()
-        self.events, self.row_changes = self._marked
-        self.trx_gtid = None
-        self.parser = BinlogParser(file=self.here.file or "<stream>",
-                                   checksum=ChecksumPolicy(self.cfg.bronze.checksum))
+        self.pos.rollback()
+        self._new_parser()
 
     def _pump(self, conn: ReplicationConnection, deadline: float | None) -> None:
         while True:
@@ -389,27 +259,23 @@ class StreamJob:
         return struct.unpack_from("<Q", body, 0)[0], body[8:].decode("utf-8", "replace")
 
     def _on_event(self, se: StreamEvent) -> None:
-        raw = se.raw
-        h = raw.header
-        code = h.type_code
-        if code in _HEARTBEATS:
-            self.caught_up = h.next_pos <= self.here.pos
+        h = se.raw.header
+        if h.type_code in _HEARTBEATS:
+            self.pos.heartbeat(h.next_pos)
             return
-        self.caught_up = False
-        if code == _E.ROTATE:
+        self.pos.caught_up = False
+        if h.type_code == _E.ROTATE:
             self._on_rotate(se)
             return
-        if code == _E.FORMAT_DESCRIPTION:
-            event = self.parser.parse(raw)
+        if h.type_code == _E.FORMAT_DESCRIPTION:
+            event = self.parser.parse(se.raw)
             if se.artificial:
                 return
         elif se.artificial:
             return  # MariaDB's fake GTID_LIST and the like: at no file offset
         else:
-            event = self.parser.parse(raw)
-        self.events += 1
-        self.here.pos = h.next_pos
-        self.last_event_ts = h.timestamp
+            event = self.parser.parse(se.raw)
+        self.pos.event(h.next_pos, h.timestamp)
         if event is not None:
             self._add(event)
             if isinstance(event, ev.TransactionPayload):
@@ -417,203 +283,90 @@ class StreamJob:
                     self._add(inner)
             elif isinstance(event, ev.Stop):
                 self.mb.close_file(pos=h.next_pos, timestamp=h.timestamp,
-                                   info=self._closing_info("STOP"))
-                self.closed_files[self.here.file] = h.next_pos
+                                   info=_closing_info("STOP"))
+                self.committer.file_closed(self.pos.here.file, h.next_pos)
         if not self.mb.in_transaction:
-            if self.trx_gtid:
-                self.here.gtid.add(self.trx_gtid)
-                self.last_gtid = self.trx_gtid
-            self.trx_gtid = None
-            self._mark()
-
-    def _mark(self) -> None:
-        self.boundary = self.here.copy()
-        self._marked = (self.events, self.row_changes)
-        self.mb.mark()
+            self.pos.transaction_end()
+            self.mb.mark()
 
     def _add(self, event: ev.Event) -> None:
         self.mb.add(event)
         if isinstance(event, ev.RowsEvent):
-            self.row_changes += len(event.rows)
+            self.pos.rows(len(event.rows))
         elif isinstance(event, ev.Gtid):
-            self.trx_gtid = event.gtid
+            self.pos.gtid(event.gtid)
         elif isinstance(event, ev.Query) and is_ddl_event("query", event.query.decode(
                 "utf-8", "replace")):
-            self.ddl_pending = True
-
-    def _closing_info(self, by: str) -> dict:
-        return {"events": None, "closed": True, "closed_by": by, "mode": "stream",
-                "chunk": 0, "chunks": 1}
+            self.follower.saw_ddl()
 
     def _on_rotate(self, se: StreamEvent) -> None:
         h = se.raw.header
         position, name = self._rotate_target(se)
         if not se.artificial:
             # The real ROTATE ends its file: the file's END row, as file mode writes it.
-            self.events += 1
-            self.last_event_ts = h.timestamp
             self.mb.close_file(pos=h.next_pos, timestamp=h.timestamp,
-                               info=self._closing_info("ROTATE"))
-            self.closed_files[self.here.file] = h.next_pos
+                               info=_closing_info("ROTATE"))
+            self.committer.file_closed(self.pos.here.file, h.next_pos)
         if self.takeover_pending and name:
             self.takeover_pending = False
-            self._takeover(name)
+            self.startup.takeover(name)
         if name != self.mb.binlog_file:
-            count = 0 if not se.artificial else self._file_row_changes(name)
-            self.row_counts[name] = count
+            count = 0 if not se.artificial else self.startup.file_row_changes(name)
+            self.committer.file_opened(name, count)
             self.mb.switch_file(name, count)
         self.parser.file = name
-        self.here.file, self.here.pos = name, position
+        self.pos.rotate(name, position, timestamp=None if se.artificial else h.timestamp)
         if not self.mb.in_transaction:
-            self._mark()
+            self.pos.mark()
+            self.mb.mark()
 
     # -- commits ------------------------------------------------------------------------------
-    def _lag(self) -> float:
-        if self.caught_up or not self.last_event_ts:
-            return 0.0
-        return max(0.0, time.time() - self.last_event_ts)
-
     def _maybe_commit(self) -> None:
-        s = self.cfg.stream
         now = time.monotonic()
-        moved = (self.boundary.file, self.boundary.pos) != self.committed
-        if len(self.mb) >= s.batch_rows or (
-                (len(self.mb) or moved or self.pending_gap is not None)
-                and (now - self.last_commit) * 1000 >= s.batch_interval_ms):
+        if self.committer.due(len(self.mb), self.pos.moved, now):
             self._commit()
             # Right after a commit nothing is pending: silver may follow.
-            if (self.silver_pending and s.silver_lag_seconds
-                    and now - self.last_silver >= s.silver_lag_seconds):
-                self._follow()
+            if self.follower.due(now):
+                self.files.save()
+                self.follower.follow()
 
     def _commit(self, *, final: bool = False) -> None:
         """One Delta append: the micro-batch's rows (complete transactions) + a CHECKPOINT."""
-        b = self.boundary
-        if b is None or self.mb is None:
+        if self.pos.boundary is None or self.mb is None:
             return
-        rows = self.mb.take()
-        if self.pending_gap is not None:
-            rows.insert(0, self.pending_gap)
-        if not rows and (b.file, b.pos) == self.committed:
-            return
-        if not b.file:
-            return  # nothing streamed yet in GTID mode: no file to place a checkpoint in
-        now = time.monotonic()
-        span = max(now - self.last_commit, 1e-6)
-        self.seq += 1
-        ck = Checkpoint(
-            seq=self.seq, mode=self.mode, file=b.file, pos=b.pos, gtid=str(b.gtid),
-            flavor=self.flavor, replica_server_id=self.server_id,
-            source_server_id=self.source_server_id, last_gtid=self.last_gtid,
-            last_event_ts=self.last_event_ts, events=self.events, row_changes=self.row_changes,
-            events_per_second=round((self.events - self.events_at_commit) / span, 1),
-            lag_seconds=round(self._lag(), 3),
-            committed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
-            run_started_at=self.started_at.isoformat(timespec="seconds"), stopped=final)
-        rows.append(checkpoint_batch(ck, source_id=self.source_id, server_uuid=self.server_uuid))
-        table = pa.Table.from_batches(rows)
-        try:
-            (self.spark.createDataFrame(table).write.format("delta").mode("append")
-             .partitionBy(*BRONZE_PARTITIONS).save(self.bronze_path))
-        except Exception as exc:  # noqa: BLE001 - engines raise many kinds
-            # Nothing of this batch is visible (one commit or none): a restart redoes it.
-            raise EngineError(f"appending {table.num_rows} rows to {self.bronze_path} failed: "
-                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
-                              ) from exc
-        self.pending_gap = None
-        self.committed = (b.file, b.pos)
-        self.commits += 1
-        self.events_at_commit = self.events
-        self.last_commit = now
-        self._record_files(table, b)
-        self.silver_pending = True
-        self._live("running")
-        if self.ddl_pending:
-            self.ddl_pending = False
-            self._snapshot()
-
-    def _record_files(self, table: pa.Table, b: _Where) -> None:
-        """The committed batch's files in ``<lake>/bronze/files`` (``files_state.py``)."""
-        counts = self.row_counts
-        kinds = table.column("event_type").to_pylist()
-        for name, kind in zip(table.column("binlog_file").to_pylist(), kinds):
-            if kind in ("INSERT", "UPDATE", "DELETE"):
-                counts[name] = counts.get(name, 0) + 1
-            else:
-                counts.setdefault(name, 0)
-        names = set(pc.unique(table.column("binlog_file")).to_pylist()) | {b.file}
-        for name in names:
-            if name in self.closed_files:
-                self.files.completed(name, self.closed_files[name], counts.get(name, 0))
-            else:
-                self.files.streaming(name, b.pos if name == b.file else
-                                     int(pc.max(table.filter(pc.equal(
-                                         table.column("binlog_file"), name))
-                                         .column("end_pos")).as_py() or 0),
-                                     counts.get(name, 0))
-        if self.closed_files:
-            self.closed_files = {}
-            self.files.save()  # a finished file: file mode must skip it from now on
-
-    def _snapshot(self) -> None:
-        """A schema snapshot after a batch with DDL (its coordinates lie past the DDL)."""
-        from pipelines.silver.snapshot_source import take_snapshot
-        from pipelines.silver.snapshot_store import save_snapshot
-
-        try:
-            snap, checks = take_snapshot(self.dsn, source_id=self.source_id)
-            save_snapshot(self.spark, self.cfg, snap, checks)
-            log.info("schema snapshot %s at %s:%s", snap.snapshot_id, snap.binlog_file,
-                     snap.binlog_pos)
-        except SourceError as exc:
-            log.warning("schema snapshot after DDL failed (silver may quarantine until the "
-                        "next one): %s", exc)
-
-    def _follow(self) -> None:
-        """Bring silver (and gold) up to date with what bronze holds."""
-        from pipelines.silver.job import run_silver
-
-        self.files.save()
-        try:
-            res = run_silver(self.spark, self.cfg)
-            log.info("silver: %d appended, %d in quarantine", res.appended, res.quarantined)
-            if self.gold_dsn:
-                from pipelines.gold.job import run_gold
-
-                run_gold(self.spark, self.cfg, gold_dsn=self.gold_dsn)
-        except Exception as exc:  # noqa: BLE001 - following must not stop the stream
-            log.warning("following silver/gold failed (bronze keeps streaming): %s", exc)
-        self.silver_pending = False
-        self.last_silver = time.monotonic()
+        if self.committer.commit(self.mb.take(), self.pos, final=final):
+            self._live("running")
+            self.follower.committed()
 
     # -- liveness -----------------------------------------------------------------------------
     def _status_line(self) -> str:
-        h = self.here
+        p = self.pos
+        h = p.here
         where = f"{h.file}:{h.pos}" if h else "?"
         gtid = f" gtid {h.gtid}" if h and h.gtid else ""
-        rate = self.meter.sample(self.events)
+        rate = self.meter.sample(p.events)
         return (f"stream {self.source_id} {where}{gtid} | {rate:,.0f} ev/s | lag "
-                f"{self._lag():.1f}s | {self.row_changes:,} row changes | {self.commits} commits")
+                f"{p.lag(time.time()):.1f}s | {p.row_changes:,} row changes | "
+                f"{self.committer.commits} commits")
 
     def _show(self) -> None:
         now = time.monotonic()
-        if now - getattr(self, "_shown", 0.0) < 1.0:
+        if now - self._shown < 1.0:
             return
         self._shown = now
         self.progress.show(self._status_line(), force=True)
         self._live("running")
 
     def _live(self, state: str, error: str | None = None) -> None:
-        import os
-
-        h = self.here
+        p = self.pos
+        h = p.here
         write_live(self.live, {
-            "state": state, "pid": os.getpid(), "source_id": self.source_id, "mode": self.mode,
+            "state": state, "pid": os.getpid(), "source_id": self.source_id, "mode": p.mode,
             "file": h.file if h else None, "pos": h.pos if h else None,
             "gtid": str(h.gtid) if h else None,
-            "events_per_second": round(self.meter.sample(self.events), 1),
-            "lag_seconds": round(self._lag(), 3), "events": self.events,
-            "row_changes": self.row_changes, "commits": self.commits, "error": error,
+            "events_per_second": round(self.meter.sample(p.events), 1),
+            "lag_seconds": round(p.lag(time.time()), 3), "events": p.events,
+            "row_changes": p.row_changes, "commits": self.committer.commits, "error": error,
             "server": f"{self.dsn.host}:{self.dsn.port}",
         })
 
@@ -627,3 +380,8 @@ class StreamJob:
 
         old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
         return lambda: [signal.signal(s, h) for s, h in old.items()]
+
+
+def _closing_info(by: str) -> dict:
+    return {"events": None, "closed": True, "closed_by": by, "mode": "stream",
+            "chunk": 0, "chunks": 1}

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 import socket
-import struct
 from dataclasses import dataclass
 
 from pipelines.bronze.framing import HEADER_SIZE, EventHeader, RawEvent
-from pipelines.config import Dsn
 from pipelines.errors import SourceError
+from pipelines.mysql_client import (EVENT_HEADER, Dsn, ServerUnreachable, error_text,
+                                     open_binlog_dump, read_dump_packet, redact)
 
 __all__ = ["StartAt", "StreamEvent", "ReplicationConnection", "ConnectionLost", "BinlogGone",
            "packet_event", "LOG_EVENT_ARTIFICIAL_F"]
@@ -35,7 +35,6 @@ __all__ = ["StartAt", "StreamEvent", "ReplicationConnection", "ConnectionLost", 
 log = logging.getLogger(__name__)
 
 LOG_EVENT_ARTIFICIAL_F = 0x20
-_HEADER = struct.Struct("<IBIIIH")
 # ER_MASTER_FATAL_ERROR_READING_BINLOG: the requested file/position/GTID is not (any longer)
 # on the server, among other fatal dump errors.
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
@@ -81,7 +80,7 @@ def packet_event(data: bytes) -> StreamEvent:
     if len(data) < 1 + HEADER_SIZE or data[0] != 0:
         raise SourceError(f"replication packet is not an event (first byte {data[:1].hex()}, "
                           f"{len(data)} bytes)")
-    ts, type_code, server_id, length, next_pos, flags = _HEADER.unpack_from(data, 1)
+    ts, type_code, server_id, length, next_pos, flags = EVENT_HEADER.unpack_from(data, 1)
     if length != len(data) - 1:
         raise SourceError(f"replication packet of {len(data) - 1} bytes holds an event of "
                           f"declared length {length} (type {type_code})")
@@ -105,7 +104,6 @@ class ReplicationConnection:
         self.is_mariadb = is_mariadb
         self.heartbeat = heartbeat
         self.read_timeout = read_timeout
-        self._reader = None
         self._conn = None
 
     def open(self, start: StartAt) -> None:
@@ -114,12 +112,8 @@ class ReplicationConnection:
         Raises :class:`ConnectionLost` when the server cannot be reached (retry later).
         """
         import pymysql
-        from pymysqlreplication import BinLogStreamReader
 
         self.close()
-        settings = {"host": self.dsn.host, "port": self.dsn.port, "user": self.dsn.user,
-                    "password": self.dsn.password, "connect_timeout": 10,
-                    "read_timeout": max(self.read_timeout, 2 * self.heartbeat)}
         kwargs = dict(server_id=self.server_id, blocking=True, resume_stream=True,
                       enable_logging=False, slave_heartbeat=self.heartbeat,
                       report_slave="binlake-stream")
@@ -130,20 +124,19 @@ class ReplicationConnection:
             # COM_BINLOG_DUMP with file and position works on both flavours (the library's
             # MariaDB branch would ignore the position).
             kwargs.update(log_file=start.file, log_pos=start.pos, is_mariadb=False)
-        reader = BinLogStreamReader(settings, **kwargs)
-        connect = getattr(reader, "_BinLogStreamReader__connect_to_stream", None)
-        if connect is None:  # pragma: no cover - a mysql-replication without it
-            raise SourceError("this mysql-replication version has no dump set-up to reuse "
-                              "(need >= 1.0.17)")
+        where = f"{self.dsn.host}:{self.dsn.port}"
         try:
-            connect()
+            self._conn = open_binlog_dump(self.dsn, kwargs,
+                                          read_timeout=max(self.read_timeout, 2 * self.heartbeat))
+        except ServerUnreachable as exc:  # down or restarting: retry
+            raise ConnectionLost(str(exc)) from None
+        except SourceError:  # TLS, login: retrying cannot help (an OSError, so caught first)
+            raise
         except pymysql.err.MySQLError as exc:
-            raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: cannot start the binlog "
-                                 f"dump: {_message(exc, self.dsn)}") from None
+            raise ConnectionLost(f"{where}: cannot start the binlog dump: "
+                                 f"{error_text(exc, self.dsn)}") from None
         except OSError as exc:
-            raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: {exc}") from None
-        self._reader = reader
-        self._conn = reader._stream_connection
+            raise ConnectionLost(f"{where}: {redact(str(exc), self.dsn.password)}") from None
 
     def read(self) -> StreamEvent | None:
         """The next event (blocking; a heartbeat at least every ``heartbeat`` seconds).
@@ -156,15 +149,15 @@ class ReplicationConnection:
         if self._conn is None:
             raise ConnectionLost("not connected")
         try:
-            pkt = self._conn._read_packet()
+            pkt = read_dump_packet(self._conn)
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
             self.close()
             if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
                 raise BinlogGone(f"{self.dsn.host}:{self.dsn.port}: the server cannot send "
-                                 f"the binlog from there: {_message(exc, self.dsn)}") from None
+                                 f"the binlog from there: {error_text(exc, self.dsn)}") from None
             raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: replication connection "
-                                 f"lost: {_message(exc, self.dsn)}") from None
+                                 f"lost: {error_text(exc, self.dsn)}") from None
         except (OSError, socket.timeout) as exc:
             self.close()
             raise ConnectionLost(f"{self.dsn.host}:{self.dsn.port}: replication connection "
@@ -176,16 +169,9 @@ class ReplicationConnection:
         return packet_event(data)
 
     def close(self) -> None:
-        if self._reader is not None:
+        if self._conn is not None:
             try:
-                self._reader.close()
+                self._conn.close()
             except Exception:  # noqa: BLE001 - closing a broken socket
                 pass
-        self._reader = self._conn = None
-
-
-def _message(exc: BaseException, dsn: Dsn) -> str:
-    text = str(exc.args[-1] if getattr(exc, "args", None) else exc)
-    if dsn.password and len(dsn.password) >= 4:
-        text = text.replace(dsn.password, "***")
-    return text
+        self._conn = None

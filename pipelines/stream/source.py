@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pipelines.config import Dsn
+from pipelines.mysql_client import Dsn, connect, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import SourceCheck
 from pipelines.silver.snapshot_source import server_checks
@@ -59,24 +59,9 @@ class SourceServer:
 
     # -- connection --------------------------------------------------------------------------
     def _cursor(self):
-        import pymysql
-
         if self._conn is None:
-            try:
-                self._conn = pymysql.connect(
-                    host=self.dsn.host, port=self.dsn.port, user=self.dsn.user,
-                    password=self.dsn.password, charset="utf8mb4", autocommit=True,
-                    connect_timeout=10, read_timeout=60)
-            except pymysql.err.MySQLError as exc:
-                raise SourceError(f"cannot connect to {self.dsn.host}:{self.dsn.port} as "
-                                  f"{self.dsn.user}: {self._safe(exc)}") from None
+            self._conn = connect(self.dsn, section="source", read_timeout=60)
         return self._conn.cursor()
-
-    def _safe(self, exc: BaseException) -> str:
-        text = str(exc.args[-1] if getattr(exc, "args", None) else exc)
-        if self.dsn.password and len(self.dsn.password) >= 4:
-            text = text.replace(self.dsn.password, "***")
-        return text
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         """Rows of one statement; text values decoded. Raises :class:`SourceError`."""
@@ -90,7 +75,7 @@ class SourceServer:
         except pymysql.err.MySQLError as exc:
             self.close()
             raise SourceError(f"{self.dsn.host}:{self.dsn.port}: {sql.split()[0]} ... failed: "
-                              f"{self._safe(exc)}") from None
+                              f"{error_text(exc, self.dsn)}") from None
 
     def close(self) -> None:
         if self._conn is not None:

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from pipelines.config import Config
+from pipelines.lake import Lake
 from pipelines.stream.checkpoint import load_gaps, load_latest
 from pipelines.stream.progress import live_path, read_live
 
@@ -41,9 +42,9 @@ def _age(iso: str | None) -> float | None:
 def stream_status(spark, cfg: Config) -> dict[str, Any]:
     """A JSON-able summary of the stream of ``cfg.source.name`` (``{"state": "never run"}``
     when it never committed)."""
-    bronze = cfg.table_path("bronze", "binlog_events")
+    lake = Lake.of(cfg)
     source = cfg.source.name
-    ck = load_latest(spark, bronze, source)
+    ck = load_latest(spark, lake, source)
     live = read_live(live_path(cfg.lake_root, source)) or {}
     if ck is None and not live:
         return {"source_id": source, "state": "never run"}
@@ -66,7 +67,7 @@ def stream_status(spark, cfg: Config) -> dict[str, Any]:
                              "pos": ck.pos, "last_gtid": ck.last_gtid} if ck else None),
         "live_updated_at": live.get("updated_at"),
         "error": live.get("error"),
-        "gaps": load_gaps(spark, bronze, source),
+        "gaps": load_gaps(spark, lake, source),
     }
     if state not in ("running", "reconnecting"):
         out["events_per_second"] = 0.0

@@ -135,6 +135,13 @@ class MariaDBServer:
         return self.datadir
 
     @property
+    def tmpdir(self) -> Path:
+        """The server's own temporary directory (created on first use)."""
+        path = self.workdir / "tmp"
+        path.mkdir(exist_ok=True)
+        return path
+
+    @property
     def socket_path(self) -> Path:
         return self.workdir / "mariadb.sock"
 
@@ -156,6 +163,8 @@ class MariaDBServer:
         opts: dict[str, str | int | None] = {
             "datadir": str(self.datadir),
             "socket": str(self.socket_path),
+            # Its own temporary directory: servers sharing /tmp collide on temp-table names.
+            "tmpdir": str(self.tmpdir),
             "pid-file": str(self.workdir / "mariadbd.pid"),
             "log-error": str(self.error_log),
             "port": self.port,
@@ -204,6 +213,7 @@ class MariaDBServer:
             "--user=root",
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
+            f"--tmpdir={self.tmpdir}",
             *(f"--{k.replace('_', '-')}={v}" for k, v in _INNODB_OPTIONS.items()),
         ]
         log = self.workdir / "install.log"

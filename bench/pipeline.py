@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""The whole index path, stage by stage, side by side with its references, in one run.
+
+``python bench/pipeline.py [--mb 60] [--binlog-dir DIR] [--repeat 1] [--keep]`` (``make bench``).
+
+1. Input: the binlog files of ``--binlog-dir`` or one file of ``--mb`` MB written by a
+   throwaway MariaDB (``bench/binlog_server.py`` + ``bench/workload.py``).
+2. Reference: ``mariadb-binlog --base64-output=decode-rows -v`` over every file (to /dev/null).
+3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand).
+4. ``silver``: ``run_silver`` (rendering in worker processes, ``silver.render_workers``), and
+   ``silver (in-engine)`` with ``silver.render_in_subprocess = false`` on a fresh silver.
+5. ``quality``: ``run_quality`` over all silver rows.
+6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them.
+7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
+   input's last file) indexed after that history, against the same file on an empty lake.
+
+Each figure is the best of ``--repeat`` runs. Per stage: seconds, row changes/s, the ratio to
+its reference (``mariadb-binlog -v`` for bronze, bronze for silver and quality and index),
+the peak memory of the whole process tree (the sum of PSS over this process with the
+embedded engine, the decoding and rendering workers) and the cores kept busy (CPU seconds of
+the tree / wall seconds), sampled from ``/proc`` every 50 ms. The machine may be shared: compare the ratios, measured
+in the same run, rather than the absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+for p in (str(REPO), str(BENCH)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from binlog_server import write_binlog  # noqa: E402
+from workload import fill_binlog  # noqa: E402
+
+from pipelines.bronze.files import select_files  # noqa: E402
+from pipelines.config import load_config  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# -- the process tree: peak RSS and CPU seconds -------------------------------------------
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of a live process, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes: pages shared by forked workers are counted once in a
+    tree's sum (RSS would count them in every process)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree() -> dict[int, tuple[float, int]]:
+    """pid → (CPU seconds, PSS bytes) for this process and all its descendants."""
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None:
+                stats[int(name)] = st
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = {}, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            out[pid] = (stats[pid][1], _pss(pid))
+            todo += children.get(pid, [])
+    return out
+
+
+class TreeMeter:
+    """Samples the process tree while a stage runs: peak memory (PSS) and CPU seconds used."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+
+    def __enter__(self) -> "TreeMeter":
+        self.base = {pid: cpu for pid, (cpu, _) in _tree().items()}
+        self.last: dict[int, float] = dict(self.base)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        tree = _tree()
+        self.peak = max(self.peak, sum(pss for _, pss in tree.values()))
+        for pid, (cpu, _) in tree.items():
+            self.last[pid] = max(cpu, self.last.get(pid, 0.0))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self.started
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        self.cpu = sum(cpu - self.base.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
+@dataclass
+class Figure:
+    stage: str
+    rows: int
+    seconds: float
+    peak_mem: int
+    cpu: float
+    reference: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+    @property
+    def cores(self) -> float:
+        return self.cpu / self.seconds if self.seconds else 0.0
+
+
+def best(stage: str, repeat: int, run, reference: str = "") -> Figure:
+    """The fastest of ``repeat`` runs of ``run() -> rows`` (each run prepares its own state)."""
+    figures = []
+    for _ in range(repeat):
+        with TreeMeter() as meter:
+            rows = run()
+        figures.append(Figure(stage, rows, meter.seconds, meter.peak, meter.cpu, reference))
+        say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
+            f", peak PSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores")
+    return min(figures, key=lambda f: f.seconds)
+
+
+def table(figures: list[Figure]) -> str:
+    by_name = {f.stage: f for f in figures}
+    lines = ["| stage | seconds | row changes/s | ratio to reference | peak memory (tree PSS) "
+             "| cores busy |", "|---|---:|---:|---|---:|---:|"]
+    for f in figures:
+        ref = by_name.get(f.reference)
+        ratio = f"{f.rate / ref.rate:.2f}x {f.reference}" if ref and ref.rate else "—"
+        lines.append(f"| {f.stage} | {f.seconds:.2f} | {f.rate:,.0f} | {ratio} | "
+                     f"{f.peak_mem / 2**20:,.0f} MiB | {f.cores:.2f} |")
+    return "\n".join(lines)
+
+
+# -- the stages ----------------------------------------------------------------------------
+
+def _mariadb_binlog(paths: list[str], rows: int):
+    exe = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
+    if exe is None:
+        raise SystemExit("mariadb-binlog not found: install MariaDB (`make mariadb`)")
+
+    def run() -> int:
+        with open(os.devnull, "wb") as null:
+            subprocess.run([exe, "--base64-output=decode-rows", "-v", *paths], stdout=null,
+                           stderr=subprocess.DEVNULL, check=True)
+        return rows
+
+    return run
+
+
+def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
+    """The sample file, alone in ``where``, named as the ``n``-th file after the input's last."""
+    base, _, number = os.path.basename(paths[-1]).rpartition(".")
+    out = where / f"{base}.{int(number) + n:0{len(number)}d}"
+    where.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO / "samples" / "binlogs" / "mariadb-bin.000003", out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=float, default=60.0, help="size of the generated binlog")
+    ap.add_argument("--binlog-dir", help="index the binlog files of DIR instead")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N runs per stage")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="binlake-bench-pipeline-"))
+    try:
+        if args.binlog_dir:
+            binlog_dir = Path(args.binlog_dir)
+        else:
+            binlog_dir = work / "binlogs"
+            say(f"1. writing a {args.mb:g} MB binlog with a throwaway MariaDB ...")
+            path, written = write_binlog(int(args.mb * 1e6), binlog_dir, fill_binlog)
+            say(f"  {path.name}: {path.stat().st_size / 1e6:,.1f} MB, {written:,} row changes")
+        paths = select_files(str(binlog_dir), all_files=True)
+        if not paths:
+            raise SystemExit(f"{binlog_dir}: no *.NNNNNN binlog files")
+        size = sum(os.path.getsize(p) for p in paths)
+        say(f"  input: {len(paths)} file(s), {size / 1e6:,.1f} MB")
+        return _run(args, work, binlog_dir, paths)
+    finally:
+        if args.keep:
+            say(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
+    from pipelines.bronze.job import run_bronze
+    from pipelines.quality import run_quality
+    from pipelines.session import get_spark
+    from pipelines.silver.job import run_silver
+
+    def cfg_for(lake: Path, **overrides):
+        return load_config(env={}, overrides={"lake.root": str(lake), **overrides})
+
+    spark = get_spark(cfg_for(work / "warm").engine)
+    lake = work / "lake"
+
+    def bronze() -> int:
+        shutil.rmtree(lake, ignore_errors=True)
+        res = run_bronze(spark, cfg_for(lake), binlog_dir=str(binlog_dir), all_files=True)
+        if res.failed:
+            raise SystemExit(f"bronze failed: {[(f.binlog_file, f.error) for f in res.failed]}")
+        return res.row_changes
+
+    def silver(**overrides):
+        def run() -> int:
+            shutil.rmtree(lake / "silver", ignore_errors=True)
+            return run_silver(spark, cfg_for(lake, **overrides)).appended
+        return run
+
+    def quality() -> int:
+        run_quality(spark, cfg_for(lake), window="all")
+        return rows  # every silver row (the workload has no quarantined rows)
+
+    def index() -> int:
+        shutil.rmtree(lake, ignore_errors=True)
+        cfg = cfg_for(lake)
+        n = run_bronze(spark, cfg, binlog_dir=str(binlog_dir), all_files=True).row_changes
+        run_silver(spark, cfg)
+        run_quality(spark, cfg)
+        return n
+
+    numbers = iter(range(1, 1000))
+
+    def one_new_file(target: Path | None):
+        """Index one new small file into ``target`` (None: a new empty lake each run)."""
+        def run() -> int:
+            n = next(numbers)
+            small = _next_small_file(work / f"next{n}", paths, n)
+            where = target if target is not None else work / f"small{n}"
+            cfg = cfg_for(where)
+            res = run_bronze(spark, cfg, binlog_dir=str(small.parent), files=[small.name])
+            run_silver(spark, cfg)
+            run_quality(spark, cfg)
+            return res.files[0].row_changes or 0
+        return run
+
+    say("2. warming the engine up on the first file ...")
+    run_bronze(spark, cfg_for(work / "warm"), binlog_dir=str(binlog_dir),
+               files=[os.path.basename(paths[0])])
+    say("3. stages")
+    figures = [best("bronze", args.repeat, bronze, "mariadb-binlog -v")]
+    rows = figures[0].rows
+    figures.insert(0, best("mariadb-binlog -v", args.repeat, _mariadb_binlog(paths, rows)))
+    figures.append(best("silver", args.repeat, silver(), "bronze"))
+    figures.append(best("silver (in-engine)", args.repeat,
+                        silver(**{"silver.render_in_subprocess": False}), "bronze"))
+    figures.append(best("quality", args.repeat, quality, "bronze"))
+    figures.append(best("index (bronze+silver+quality)", args.repeat, index, "bronze"))
+    figures.append(best("small file, empty lake", args.repeat, one_new_file(None)))
+    figures.append(best("small file after the history", args.repeat, one_new_file(lake),
+                        "small file, empty lake"))
+    say("")
+    say(table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Child rows an unlogged foreign-key cascade changed, to restore with their parent.
+
+InnoDB applies ``ON DELETE CASCADE`` / ``SET NULL`` to child rows below the binlog (MariaDB,
+MySQL before 9.6), so silver holds the parent's DELETE only. Undoing that DELETE must bring
+back the children as they were just before it: the child table's rows whose foreign-key
+columns equal the parent's referenced values, folded from silver up to the parent's DELETE.
+The rules come from the snapshots (``silver/fk_constraints``). Grandchildren follow.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.config import Config
+from pipelines.delta_ops import sql_string
+from pipelines.history import lake
+from pipelines.history.images import pk_values_of, raw_values
+from pipelines.history.selection import json_path
+from pipelines.silver.naming import TableSpec
+
+__all__ = ["Child", "ForeignKeyRule", "cascade_rules", "children_to_restore"]
+
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class ForeignKeyRule:
+    name: str
+    child: tuple[str, str]
+    child_columns: tuple[str, ...]
+    parent: tuple[str, str]
+    parent_columns: tuple[str, ...]
+    delete_rule: str
+
+
+@dataclass(frozen=True)
+class Child:
+    schema: str
+    table: str
+    key: str
+    values: dict[str, str]
+    spec: TableSpec
+    parent_seq: int  # the parent DELETE whose undo restores this child
+    after_seq: int  # the child's last change before that DELETE
+
+
+def cascade_rules(spark, cfg: Config) -> list[ForeignKeyRule]:
+    """The cascading ON DELETE rules of the latest snapshot that records foreign keys."""
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    latest = None
+    for snap in load_snapshots(spark, cfg):
+        if snap.fks or latest is None:
+            latest = snap
+    if latest is None:
+        return []
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for f in latest.fks:
+        groups.setdefault((f.constraint_schema, f.constraint_name), []).append(f)
+    out = []
+    for (_, name), cols in sorted(groups.items()):
+        cols.sort(key=lambda f: f.ordinal_position)
+        f0 = cols[0]
+        if f0.delete_rule not in ("CASCADE", "SET NULL"):
+            continue
+        out.append(ForeignKeyRule(
+            name, (f0.table_schema, f0.table_name), tuple(f.column_name for f in cols),
+            (f0.referenced_table_schema, f0.referenced_table_name),
+            tuple(f.referenced_column_name for f in cols), f0.delete_rule))
+    return out
+
+
+def _text(raw: str | None) -> str | None:
+    if raw is None or raw == "null":
+        return None
+    return json.loads(raw) if raw.startswith('"') else raw
+
+
+def _children_at(spark, cfg: Config, rule: ForeignKeyRule, parent_values: dict[str, str],
+                 before_seq: int) -> list[tuple[str, dict[str, str], TableSpec, int]]:
+    """(key, values, spec, seq) of the child rows referencing the parent just before
+    ``before_seq``."""
+    wanted = {c: _text(parent_values.get(p)) for c, p in zip(rule.child_columns,
+                                                                rule.parent_columns)}
+    if any(v is None for v in wanted.values()):
+        return []
+    df = lake.silver(spark, cfg).where(
+        f"schema_name = {sql_string(rule.child[0])} AND table_name = "
+        f"{sql_string(rule.child[1])} AND seq < {before_seq}")
+    for c, v in wanted.items():
+        path = sql_string(json_path(c))
+        df = df.where(f"(get_json_object(row_after, {path}) = {sql_string(v)} OR "
+                      f"get_json_object(row_before, {path}) = {sql_string(v)})")
+    state: dict[str, tuple[dict[str, str], TableSpec, int]] = {}
+    for d, spec in lake.with_specs(spark, cfg, df):
+        before, after = raw_values(d["row_before"]), raw_values(d["row_after"])
+        names = [spec.columns[i].name for i in spec.pk]
+        if d["event_type"] in ("UPDATE", "DELETE"):
+            state.pop(d["pk_values"], None)
+        if after is not None:
+            state[pk_values_of(after, names)] = (after, spec, d["seq"])
+    return [(k, v, spec, seq) for k, (v, spec, seq) in state.items()
+            if all(_text(v.get(c)) == want for c, want in wanted.items())]
+
+
+def children_to_restore(spark, cfg: Config, parsed: list, warnings: list[str],
+                        cascade: bool | None) -> list[Child]:
+    """Children to re-insert after the parents' DELETEs among ``parsed`` changes
+    ((row dict, spec, before, after) tuples); appends warnings."""
+    rules = cascade_rules(spark, cfg)
+    deletes = [(d, before) for d, _, before, _ in parsed if d["event_type"] == "DELETE"]
+    relevant = [r for r in rules if any((d["schema_name"], d["table_name"]) == r.parent
+                                        for d, _ in deletes)]
+    if cascade is False or not relevant:
+        if relevant:
+            warnings.append("--no-cascade: children removed by ON DELETE rules of "
+                            + ", ".join(r.name for r in relevant) + " are not restored")
+        return []
+    out: list[Child] = []
+    work = [((d["schema_name"], d["table_name"]), before, d["seq"], d["seq"], 0)
+            for d, before in deletes]
+    done: set[tuple[str, str, str]] = set()
+    partial_checked: set[tuple[str, str]] = set()
+    while work:
+        parent, values, at_seq, parent_seq, depth = work.pop(0)
+        for rule in rules:
+            if rule.parent != parent or depth >= _MAX_DEPTH:
+                continue
+            if rule.delete_rule != "CASCADE":
+                warnings.append(f"{rule.name}: ON DELETE {rule.delete_rule} children of "
+                                f"{parent[0]}.{parent[1]} are not restored by flashback")
+                continue
+            found = _children_at(spark, cfg, rule, values or {}, at_seq)
+            if rule.child not in partial_checked:
+                partial_checked.add(rule.child)
+                if not lake.starts_at_creation(spark, cfg, *rule.child):
+                    warnings.append(
+                        f"{rule.child[0]}.{rule.child[1]}: silver's history of this child "
+                        "table does not start at its creation: children of "
+                        f"{parent[0]}.{parent[1]} whose last image is older than the lake "
+                        "cannot be restored")
+            for key, child_values, spec, seq in found:
+                ident = (rule.child[0], rule.child[1], key)
+                if ident in done:
+                    continue
+                done.add(ident)
+                out.append(Child(rule.child[0], rule.child[1], key, child_values, spec,
+                                 parent_seq, seq))
+                work.append((rule.child, child_values, at_seq, parent_seq, depth + 1))
+    return out

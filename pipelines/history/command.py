@@ -1,0 +1,265 @@
+"""``binlake query``, ``reconstruct``, ``flashback`` and ``snapshot --data`` on the command
+line: their parsers and handlers. ``pipelines.cli`` wires them with :func:`add_history_parsers`
+(each sub-parser carries its handler as ``args.handler``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
+from pipelines.errors import ConfigError
+
+__all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "engine_message"]
+
+_QUERY_EXAMPLE = """example:
+  binlake --lake ./lake query --table shop.orders --pk 42 --format jsonl
+  binlake --lake ./lake query --table shop.orders --changed status \\
+      --since '2026-11-23 09:00:00' --until 2026-11-23T11:00:00+01:00
+"""
+_RECONSTRUCT_EXAMPLE = """example:
+  binlake --lake ./lake reconstruct --table shop.orders --at '2026-11-23 09:30:00' --format csv
+  binlake --lake ./lake reconstruct --table shop.orders --gtid 0-1-4711 --format sql > orders.sql
+  binlake --lake ./lake reconstruct --table shop.orders --pos mysql-bin.000042:1234 --out ./orders
+"""
+_FLASHBACK_EXAMPLE = """example:
+  binlake --lake ./lake flashback --table shop.orders --since '2026-11-23 09:12:00' \\
+      --until '2026-11-23 09:13:00' --dry-run
+  binlake --lake ./lake flashback --gtid 0-1-4711,0-1-4712 --format sql | mariadb -h db shop
+  binlake --lake ./lake flashback --gtid 0-1-4711 --apply --target-dsn mysql://u:pw@db:3306/
+"""
+
+
+def _selection_arguments(p: argparse.ArgumentParser, *, with_where: bool) -> None:
+    p.add_argument("--table", help="schema.table")
+    p.add_argument("--schema", help="every table of this schema (without --table)")
+    p.add_argument("--pk", help="primary-key values in key order, '|'-joined as in pk_values")
+    p.add_argument("--since", help="from this UTC time: 'YYYY-MM-DD HH:MM:SS[.ffffff]' or ISO "
+                                   "8601 with an offset")
+    p.add_argument("--until", help="up to this time (inclusive), same forms as --since")
+    p.add_argument("--gtid", help="one GTID or a set (0-1-5,0-1-9 or uuid:1-5)")
+    p.add_argument("--event-type", help="INSERT, UPDATE, DELETE (comma-separated)")
+    if with_where:
+        p.add_argument("--changed", metavar="COLUMN", help="UPDATEs that changed COLUMN")
+        p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+                       help="before or after image has COLUMN=VALUE (repeatable)")
+
+
+def add_history_parsers(sub) -> None:
+    """Add ``query``, ``reconstruct`` and ``flashback`` to ``binlake``'s sub-parsers."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("query", help="one key's (or a selection's) row changes, oldest first",
+                       epilog=_QUERY_EXAMPLE, formatter_class=fmt)
+    _selection_arguments(p, with_where=True)
+    p.add_argument("--limit", type=int, help="at most this many changes (oldest first)")
+    p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
+    p.add_argument("--gold-dsn", help="ask gold's binlog_events instead of silver")
+    p.set_defaults(handler=cmd_query)
+
+    p = sub.add_parser("reconstruct", help="a table's rows at a time, GTID or binlog position",
+                       epilog=_RECONSTRUCT_EXAMPLE, formatter_class=fmt)
+    p.add_argument("--table", required=True, help="schema.table")
+    point = p.add_mutually_exclusive_group(required=True)
+    point.add_argument("--at", help="UTC time, or ISO 8601 with an offset")
+    point.add_argument("--gtid", help="the state right after this transaction")
+    point.add_argument("--pos", help="FILE:POS: every event starting before POS")
+    p.add_argument("--pk", help="only this key (pk_values form)")
+    p.add_argument("--format", choices=["jsonl", "csv", "sql"], default="jsonl")
+    p.add_argument("--out", metavar="DIR", help="write a Delta table here instead")
+    p.set_defaults(handler=cmd_reconstruct)
+
+    p = sub.add_parser("flashback", help="SQL undoing a selection of changes, newest first",
+                       epilog=_FLASHBACK_EXAMPLE, formatter_class=fmt)
+    _selection_arguments(p, with_where=False)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true",
+                      help="list what would be undone and the conflicts, no SQL")
+    mode.add_argument("--apply", action="store_true", help="run it on --target-dsn")
+    p.add_argument("--format", choices=["sql"], default="sql",
+                   help="print the script for the mariadb/mysql client (default)")
+    p.add_argument("--target-dsn", help="mysql://user:password@host:port/ for --apply")
+    p.add_argument("--cascade", action=argparse.BooleanOptionalAction, default=None,
+                   help="restore children removed by ON DELETE CASCADE (default: on when "
+                        "the snapshot shows such foreign keys)")
+    p.set_defaults(handler=cmd_flashback)
+
+
+def add_data_argument(p: argparse.ArgumentParser) -> None:
+    """``snapshot --data``: also copy the rows (a baseline for ``reconstruct``)."""
+    p.add_argument("--data", action="store_true",
+                   help="also copy the tables' rows at one binlog position (a baseline for "
+                        "reconstruct), e.g. binlake snapshot --data --schemas shop")
+
+
+def _selection(args: argparse.Namespace):
+    from pipelines.history.selection import (EVENT_TYPES, Selection, parse_table,
+                                             parse_where)
+    from pipelines.history.times import parse_gtid_set, parse_time
+
+    types = tuple(t.strip().upper() for t in (args.event_type or "").split(",") if t.strip())
+    bad = [t for t in types if t not in EVENT_TYPES]
+    if bad:
+        raise ConfigError(f"--event-type {args.event_type!r}: expected INSERT, UPDATE, DELETE")
+    if args.table and args.schema:
+        raise ConfigError("--table and --schema exclude each other")
+    return Selection(
+        table=parse_table(args.table) if args.table else None, schema=args.schema, pk=args.pk,
+        since=parse_time(args.since, "--since") if args.since else None,
+        until=parse_time(args.until, "--until") if args.until else None,
+        gtids=parse_gtid_set(args.gtid) if args.gtid else None, event_types=types,
+        changed=getattr(args, "changed", None),
+        where=[parse_where(w) for w in getattr(args, "where", [])])
+
+
+def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.history.query import check_names, query_gold, query_silver, write_changes
+
+    sel = _selection(args)
+    if args.pk is not None and sel.table is None:
+        raise ConfigError("--pk needs --table")
+    if args.limit is not None and args.limit <= 0:
+        raise ConfigError("--limit must be positive")
+    gold = args.gold_dsn
+    if gold:
+        rows = iter(query_gold(gold, sel, args.limit, cfg.gold))
+    else:
+        from pipelines.session import get_spark
+
+        spark = get_spark(cfg.engine)
+        rows = query_silver(spark, cfg, sel, args.limit)
+    first = next(rows, None)
+    if first is None:
+        if not gold:
+            check_names(spark, cfg, sel)
+        print("query: no row changes match", file=sys.stderr)
+        return 0
+    write_changes(itertools.chain([first], rows), args.format, sys.stdout)
+    return 0
+
+
+def _csv_value(raw: str | None) -> str:
+    if raw is None or raw == "null":
+        return ""
+    return json.loads(raw) if raw.startswith('"') else raw
+
+
+def cmd_reconstruct(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.history.reconstruct import reconstruct, resolve_point
+    from pipelines.history.selection import parse_table
+    from pipelines.history.times import parse_time
+    from pipelines.session import get_spark
+
+    schema, table = parse_table(args.table)
+    spark = get_spark(cfg.engine)
+    point = resolve_point(spark, cfg, at=parse_time(args.at, "--at") if args.at else None,
+                          gtid=args.gtid, pos=args.pos)
+    rec = reconstruct(spark, cfg, schema, table, point, pk=args.pk)
+    if args.out:
+        from pipelines.history.output import write_delta
+
+        n = write_delta(rec, args.out)
+        print(f"reconstruct: {schema}.{table} at {point.text}: {n} row(s) -> {args.out} "
+              f"(history from {rec.start})")
+        return 0
+    from pipelines.history.flashback import generated_columns
+    from pipelines.history.output import write_rows
+
+    generated = (generated_columns(spark, cfg).get((schema, table), frozenset())
+                 if args.format == "sql" else frozenset())
+    n = write_rows(rec, args.format, sys.stdout, generated)
+    if n == 0:
+        print(f"reconstruct: {schema}.{table} had no rows at {point.text}", file=sys.stderr)
+    return 0
+
+
+def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.history.flashback import apply_plan, plan_flashback, render_script
+    from pipelines.session import get_spark
+
+    sel = _selection(args)
+    if not any((sel.table, sel.schema, sel.pk, sel.since, sel.until, sel.gtids)):
+        raise ConfigError("flashback needs a selection: --since/--until, --gtid, --table "
+                          "or --pk (undoing the whole history is never what you want)")
+    if args.apply and not args.target_dsn:
+        raise ConfigError("--apply needs --target-dsn mysql://user:password@host:port/")
+    if sel.pk is not None and sel.table is None:
+        raise ConfigError("--pk needs --table")
+    spark = get_spark(cfg.engine)
+    plan = plan_flashback(spark, cfg, sel, cascade=args.cascade)
+    for w in plan.warnings:
+        print(f"flashback: warning: {w}", file=sys.stderr)
+    if plan.changes == 0:
+        from pipelines.history.query import check_names
+
+        check_names(spark, cfg, sel)
+        print("flashback: no row changes match: nothing to undo", file=sys.stderr)
+        return 0
+    if args.dry_run:
+        print(f"flashback: {plan.changes} change(s) selected, {plan.statements} undo "
+              f"statement(s) in {len(plan.transactions)} transaction(s), "
+              f"{len(plan.conflicts)} conflict(s)")
+        for c in plan.conflicts:
+            print(c.describe())
+        return 0
+    if args.apply:
+        from pipelines.gold.client import connect
+
+        target = resolve_dsn(args.target_dsn, cfg.source, section="source",
+                             setting="--target-dsn")  # TLS/password: [source] when not given
+        conn = connect(target, database=False, autocommit=True, section="source")
+        try:
+            report = apply_plan(plan, conn)
+        finally:
+            conn.close()
+        for c in plan.conflicts:
+            print(c.describe())
+        for r in report.rolled_back:
+            print(f"conflict on the target, rolled back: {r}")
+        print(f"flashback: {report.applied} transaction(s) applied, "
+              f"{len(report.rolled_back)} rolled back, {len(plan.conflicts)} conflict(s) "
+              "left out")
+        return 1 if report.rolled_back else 0
+    sys.stdout.write(render_script(plan))
+    for c in plan.conflicts:
+        print(f"flashback: {c.describe()}", file=sys.stderr)
+    return 0
+
+
+def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.lake import BASELINE_ROWS, Lake
+    from pipelines.session import get_spark
+    from pipelines.silver.data_snapshot import take_data_snapshot
+
+    if args.import_path or args.export:
+        raise ConfigError("--data copies rows from a server: not with --import/--export")
+    url = args.source_dsn or cfg.source.dsn
+    if not url:
+        raise ConfigError("snapshot --data needs --source-dsn mysql://user:password@host:"
+                          "port/ or source.dsn in the configuration")
+    dsn = resolve_dsn(url, cfg.source, section="source",
+                      setting="--source-dsn" if args.source_dsn else "source.dsn")
+    res = take_data_snapshot(get_spark(cfg.engine), cfg, dsn, schemas=args.schemas,
+                             batch_rows=cfg.bronze.batch_rows)
+    s = res.snapshot
+    print(f"snapshot --data: {s.snapshot_id} at {s.binlog_file}:{s.binlog_pos} "
+          f"(gtid {s.gtid_executed}): {sum(res.rows.values())} row(s) of {len(res.rows)} "
+          f"table(s) -> {Lake.of(cfg).where(BASELINE_ROWS)}")
+    return 0
+
+
+def engine_message(exc: BaseException) -> str | None:
+    """One line for an engine error (bad SQL, unknown column in SQL), else None."""
+    try:
+        from pyspark.errors import PySparkException
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return None
+    if not isinstance(exc, PySparkException):
+        return None
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    return f"bad SQL: {first}"[:500]
+

@@ -1,0 +1,216 @@
+"""``binlake query``: the row changes a selection names, oldest first, as table/jsonl/csv.
+
+From silver (the filters of :mod:`pipelines.history.selection`), or from gold's MySQL
+``binlog_events`` with ``--gold-dsn`` (bintrail's lookup: ``schema_name, table_name,
+pk_hash`` on its ``idx_pk_hash`` index). Each change is printed with ``seq, event_timestamp,
+gtid, event_type, pk_values, changed_columns, row_before, row_after``; in jsonl the images
+are JSON objects with values in silver's forms (``docs/types.md``), copied as stored.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import json
+from typing import Any, Iterable, Iterator, TextIO
+
+from pipelines.config import Config
+from pipelines.mysql_client import resolve_dsn
+from pipelines.delta_ops import sql_string
+from pipelines.errors import ConfigError, SourceError
+from pipelines.history import lake
+from pipelines.history.selection import Selection, apply_selection
+
+__all__ = ["OUTPUT_COLUMNS", "query_silver", "query_gold", "write_changes", "check_names"]
+
+OUTPUT_COLUMNS = ["seq", "event_timestamp", "gtid", "event_type", "pk_values",
+                  "changed_columns", "row_before", "row_after"]
+
+
+def known_tables(spark, cfg: Config) -> set[tuple[str, str]]:
+    """Tables silver holds changes of, plus those the snapshots know."""
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    out = {(r[0], r[1]) for r in lake.silver(spark, cfg)
+           .select("schema_name", "table_name").distinct().collect()}
+    for snap in load_snapshots(spark, cfg):
+        out |= set(snap.tables)
+    return out
+
+
+def table_columns(spark, cfg: Config, schema: str, table: str) -> list[str]:
+    """Column names the table has had: from the snapshots and one silver image of it."""
+    from pipelines.history.images import raw_values
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    names: list[str] = []
+    for snap in load_snapshots(spark, cfg):
+        ts = snap.tables.get((schema, table))
+        if ts is not None:
+            names += [c for c in ts.column_names if c not in names]
+    row = (lake.silver(spark, cfg).where(f"schema_name = {sql_string(schema)} AND "
+                                         f"table_name = {sql_string(table)}")
+           .select("row_before", "row_after").limit(1).collect())
+    for r in row:
+        for image in (r["row_before"], r["row_after"]):
+            names += [c for c in (raw_values(image) or {}) if c not in names]
+    return names
+
+
+def check_names(spark, cfg: Config, sel: Selection) -> None:
+    """Raise :class:`ConfigError` for an unknown ``--table`` or column (called when a
+    selection came back empty, so a typo is told apart from a quiet table)."""
+    if sel.table is None:
+        return
+    schema, table = sel.table
+    tables = known_tables(spark, cfg)
+    if (schema, table) not in tables:
+        listed = ", ".join(f"{s}.{t}" for s, t in sorted(tables)[:20])
+        raise ConfigError(f"--table {schema}.{table}: unknown table (the lake knows: "
+                          f"{listed or 'none'})")
+    columns = table_columns(spark, cfg, schema, table)
+    for name in sel.columns_named():
+        if name not in columns:
+            raise ConfigError(f"unknown column {name!r} in {schema}.{table} (columns: "
+                              f"{', '.join(columns)})")
+
+
+def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
+                 ) -> Iterator[dict[str, Any]]:
+    """The selected changes from silver, oldest first, at most ``limit``; streamed from the
+    engine one partition at a time (``toLocalIterator``)."""
+    df = apply_selection(lake.silver(spark, cfg), sel).select(*OUTPUT_COLUMNS).orderBy("seq")
+    if limit is not None:
+        df = df.limit(limit)
+    for r in df.toLocalIterator():
+        yield r.asDict()
+
+
+_GOLD_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
+
+
+def query_gold(dsn_url: str, sel: Selection, limit: int | None,
+               settings: Any = None) -> list[dict[str, Any]]:
+    """The selected changes from gold's ``binlog_events`` (parameters, never pasted values).
+
+    Supported there: --table/--schema, --pk (by pk_hash), --since/--until, --event-type,
+    --gtid (MariaDB GTIDs and single MySQL GTIDs, exact).
+    """
+    from pipelines.gold.client import connect
+
+    if sel.changed or sel.where:
+        raise ConfigError("--changed and --where are answered from silver only (drop "
+                          "--gold-dsn)")
+    conds, params = [], []
+    if sel.table:
+        conds += ["schema_name = %s", "table_name = %s"]
+        params += list(sel.table)
+    elif sel.schema:
+        conds.append("schema_name = %s")
+        params.append(sel.schema)
+    if sel.pk is not None:
+        conds += ["pk_hash = %s", "pk_values = %s"]
+        params += [hashlib.sha256(sel.pk.encode("utf-8")).hexdigest(), sel.pk]
+    if sel.since is not None:
+        conds.append("event_timestamp >= %s")
+        params.append(sel.since.replace(microsecond=0))
+    if sel.until is not None:
+        conds.append("event_timestamp <= %s")
+        params.append(sel.until)
+    if sel.event_types:
+        codes = {v: k for k, v in _GOLD_TYPES.items()}
+        conds.append("event_type IN (" + ", ".join(["%s"] * len(sel.event_types)) + ")")
+        params += [codes[t] for t in sel.event_types]
+    if sel.gtids is not None:
+        gtids = list(sel.gtids.mariadb) + [f"{u}:{n}" for u, a, b in sel.gtids.mysql
+                                           for n in range(a, min(b, a + 10000) + 1)]
+        conds.append("gtid IN (" + ", ".join(["%s"] * len(gtids)) + ")")
+        params += gtids
+    sql = ("SELECT binlog_file, start_pos, row_in_event, event_timestamp, gtid, event_type, "
+           "pk_values, changed_columns, row_before, row_after FROM binlog_events"
+           + (" WHERE " + " AND ".join(conds) if conds else "")
+           + " ORDER BY binlog_file, start_pos, row_in_event"
+           + (" LIMIT %s" % int(limit) if limit is not None else ""))
+    import pymysql
+
+    from pipelines.silver.naming import position_key
+
+    # TLS and password from the [gold] settings when the URL lacks them (mysql_client)
+    conn = connect(resolve_dsn(dsn_url, settings, section="gold", setting="--gold-dsn"))
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+    except pymysql.err.MySQLError as exc:
+        raise SourceError(f"gold query failed: {exc.args[-1]}") from None
+    finally:
+        conn.close()
+    out = []
+    for f, pos, row_in_event, ts, gtid, et, pk, changed, before, after in rows:
+        out.append({"seq": position_key(f, pos) + row_in_event, "event_timestamp": ts,
+                    "gtid": gtid, "event_type": _GOLD_TYPES.get(et, str(et)),
+                    "pk_values": pk, "changed_columns": changed, "row_before": before,
+                    "row_after": after})
+    return out
+
+
+def _ts(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.isoformat(" ")
+    return str(value)
+
+
+def _jsonl(r: dict[str, Any]) -> str:
+    parts = []
+    for c in OUTPUT_COLUMNS:
+        v = r[c]
+        if c in ("changed_columns", "row_before", "row_after"):
+            text = v if v is not None else "null"  # already JSON text: copied as stored
+        elif c == "event_timestamp":
+            text = json.dumps(_ts(v))
+        else:
+            text = json.dumps(v, ensure_ascii=False)
+        parts.append(f"{json.dumps(c)}: {text}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _cell(c: str, v: Any, width: int | None) -> str:
+    text = "NULL" if v is None else (_ts(v) if c == "event_timestamp" else str(v))
+    if width is not None and len(text) > width:
+        text = text[:width - 1] + "…"
+    return text
+
+
+def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> int:
+    """Print the changes in ``fmt`` (table|jsonl|csv); return how many were printed."""
+    n = 0
+    if fmt == "jsonl":
+        for r in rows:
+            out.write(_jsonl(r) + "\n")
+            n += 1
+        return n
+    if fmt == "csv":
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(OUTPUT_COLUMNS)
+        for r in rows:
+            w.writerow(["" if r[c] is None else _cell(c, r[c], None) for c in OUTPUT_COLUMNS])
+            n += 1
+        return n
+    table = [OUTPUT_COLUMNS] + [[_cell(c, r[c], 70) for c in OUTPUT_COLUMNS] for r in rows]
+    n = len(table) - 1
+    widths = [max(len(row[i]) for row in table) for i in range(len(OUTPUT_COLUMNS))]
+    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    lines = [sep]
+    for j, row in enumerate(table):
+        lines.append("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+        if j == 0:
+            lines.append(sep)
+    lines.append(sep)
+    out.write("\n".join(lines) + "\n")
+    return n
+

@@ -1,0 +1,261 @@
+"""``binlake reconstruct``: a table's rows at one point of its history.
+
+The point is ``--at TIME`` (every change logged before the first event stamped later than
+TIME), ``--gtid G`` (the state right after that transaction) or ``--pos FILE:POS`` (every
+event starting before POS). All three become a *cutoff* on silver's ``seq`` scale.
+
+The history of a table starts at its ``CREATE TABLE`` when bronze holds it (silver then has
+every row change since), or at the latest ``binlake snapshot --data`` baseline before the
+cutoff (rows copied at known coordinates), whichever is later. Silver's changes from there up
+to the cutoff are folded per row in the engine: each change becomes (row key, seq, image or
+tombstone) and the latest per key wins; a table without a PRIMARY KEY folds as a multiset of
+whole images. Images are projected onto the columns of the schema valid at the cutoff (the
+snapshot of that schema epoch, else the newest image in it): a column added later than a
+row's last change is NULL, a dropped one disappears.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from pipelines.config import Config
+from pipelines.delta_ops import sql_string
+from pipelines.errors import ConfigError, SchemaMismatchError
+from pipelines.history import lake
+from pipelines.history.images import pk_values_of, raw_values
+from pipelines.silver.naming import TableSpec, position_key
+
+__all__ = ["Point", "resolve_point", "Reconstruction", "reconstruct", "HistoryStartError"]
+
+_INF = (1 << 63) - 1
+
+
+class HistoryStartError(ConfigError):
+    """The point lies before the table's history in the lake starts (the message says where)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    cutoff: int  # changes with seq < cutoff are in the state
+    text: str  # how the user named it
+    at: Any = None  # the time for --at (a baseline taken later cannot serve it)
+
+
+def _file_key(binlog_file: str, pos: int) -> int:
+    return position_key(binlog_file, pos)
+
+
+def resolve_point(spark, cfg: Config, *, at=None, gtid: str | None = None,
+                  pos: str | None = None) -> Point:
+    """The cutoff for ``--at`` (naive UTC datetime), ``--gtid`` or ``--pos``."""
+    from pipelines.history.times import parse_gtid_set, parse_position
+
+    if pos is not None:
+        f, p, key = parse_position(pos)
+        return Point(key, f"{f}:{p}")
+    b = lake.bronze(spark, cfg)
+    if gtid is not None:
+        gs = parse_gtid_set(gtid)
+        if len(gs.mariadb) + sum(1 for _ in gs.mysql) != 1 or (
+                gs.mysql and gs.mysql[0][1] != gs.mysql[0][2]):
+            raise ConfigError(f"--gtid {gtid!r}: name one transaction")
+        rows = (b.where(gs.sql_predicate("gtid")).groupBy("binlog_file")
+                .agg(F.max("end_pos").alias("end")).collect())
+        if not rows:
+            raise ConfigError(f"--gtid {gtid}: no event of that transaction in the lake")
+        return Point(max(_file_key(r["binlog_file"], r["end"]) for r in rows), f"gtid {gtid}")
+    if at is None:
+        raise ConfigError("reconstruct needs one of --at, --gtid, --pos")
+    lit = f"TIMESTAMP'{at.isoformat(' ')}+00:00'"
+    rows = (b.where(f"event_timestamp > {lit}").where("event_type NOT IN ('END', 'ERROR')")
+            .groupBy("binlog_file").agg(F.min("start_pos").alias("first")).collect())
+    cutoff = min((_file_key(r["binlog_file"], r["first"]) for r in rows), default=_INF)
+    return Point(cutoff, f"{at.isoformat(' ')} UTC", at)
+
+
+@dataclass
+class Reconstruction:
+    schema: str
+    table: str
+    columns: list[str]
+    spec: TableSpec | None  # column types for SQL literals (None: no typed source)
+    images: Any  # DataFrame of one string column ``image`` (JSON object text, projected)
+    start: str  # where the history used starts
+
+
+def _history_start(spark, cfg: Config, schema: str, table: str, point: Point
+                   ) -> tuple[int, dict[str, Any] | None, str]:
+    """(start key, baseline or None, description); :class:`HistoryStartError` if none."""
+    from pipelines.silver.data_snapshot import load_baselines
+
+    ddl = lake.ddl_events(spark, cfg, schema, table)
+    created = [(k, where) for k, kind, where in ddl if kind == "CREATE" and k < point.cutoff]
+    dropped = [(k, where) for k, kind, where in ddl if kind == "DROP" and k < point.cutoff]
+    baselines = [b for b in load_baselines(spark, cfg, schema, table)
+                 if b["seq"] is not None and b["seq"] <= point.cutoff
+                 and (point.at is None or b["snapshot_time"] <= point.at)]
+    start_c = created[-1][0] if created else None
+    base = baselines[-1] if baselines else None
+    if dropped and dropped[-1][0] > max(start_c or -1, (base or {}).get("seq") or -1):
+        raise ConfigError(f"{schema}.{table} did not exist at {point.text}: dropped at "
+                          f"{dropped[-1][1]}")
+    if base is not None and (start_c is None or base["seq"] > start_c):
+        return base["seq"], base, (f"baseline {base['snapshot_id']} at "
+                                   f"{base['binlog_file']}:{base['binlog_pos']}")
+    if start_c is not None:
+        return start_c, None, f"CREATE TABLE at {created[-1][1]}"
+    raise HistoryStartError(_start_message(spark, cfg, schema, table, point, ddl))
+
+
+def _start_message(spark, cfg: Config, schema: str, table: str, point: Point, ddl) -> str:
+    from pipelines.silver.data_snapshot import load_baselines
+
+    first = (lake.silver(spark, cfg)
+             .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
+             .orderBy("seq").select("binlog_file", "start_pos", "event_timestamp").limit(1)
+             .collect())
+    later = [b for b in load_baselines(spark, cfg, schema, table) if b["seq"] is not None]
+    created = [where for _, kind, where in ddl if kind == "CREATE"]
+    where = []
+    if later:
+        b = later[0]
+        where.append(f"its first baseline is {b['snapshot_id']} at {b['binlog_file']}:"
+                     f"{b['binlog_pos']} ({b['snapshot_time']} UTC)")
+    if created:
+        where.append(f"its CREATE TABLE is at {created[-1]}")
+    if first:
+        r = first[0]
+        where.append(f"silver's first change of it is at {r['binlog_file']}:{r['start_pos']} "
+                     f"({r['event_timestamp']} UTC)")
+    if not first and not later and not created:
+        return f"--table {schema}.{table}: unknown table (no change, DDL or baseline of it)"
+    return (f"{point.text} is before the history of {schema}.{table} starts: "
+            + "; ".join(where) + ". A point before that needs a `binlake snapshot --data` "
+            "baseline taken at or before it")
+
+
+def _spec_at(spark, cfg: Config, schema: str, table: str, start: int, cutoff: int,
+             base: dict[str, Any] | None) -> TableSpec | None:
+    """The table's spec valid at the cutoff: its newest change's when that change is in the
+    cutoff's schema epoch, else the snapshot valid in that epoch, else the newest change's
+    (or the baseline's)."""
+    from pipelines.silver.data_snapshot import table_spec
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    last = (lake.silver(spark, cfg)
+            .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
+            .where(f"seq >= {start} AND seq < {cutoff}").orderBy(F.col("seq").desc()).limit(1))
+    plan = lake.naming_plan(spark, cfg)
+    found = lake.with_specs(spark, cfg, last, plan)
+    source = found[0][0]["source_id"] if found else cfg.source.name
+    epoch = plan.epoch(source, schema, table, cutoff - 1)
+    if found and found[0][0]["seq"] > epoch[0]:
+        return found[0][1]
+    snap = plan.snapshot_for(source, schema, table, cutoff - 1)
+    if snap is not None:
+        return table_spec(snap.table(schema, table), snap.snapshot_id)
+    if found:
+        return found[0][1]
+    for snap in load_snapshots(spark, cfg):
+        if base is not None and snap.snapshot_id == base["snapshot_id"]:
+            return table_spec(snap.table(schema, table), snap.snapshot_id)
+    return None
+
+
+def _fold_events(pk_names: list[str] | None, columns: list[str]):
+    """mapInArrow: silver changes → (key, seq, ord, delta, image) fold events."""
+
+    def project(values: dict[str, str]) -> str:
+        return "{" + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: {values.get(c, 'null')}"
+                               for c in columns) + "}"
+
+    def key_of(values: dict[str, str]) -> str:
+        if pk_names is None:
+            return project(values)
+        return pk_values_of(values, pk_names)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            out: dict[str, list] = {"key": [], "seq": [], "ord": [], "delta": [], "image": []}
+
+            def emit(key, seq, order, delta, image):
+                out["key"].append(key)
+                out["seq"].append(seq)
+                out["ord"].append(order)
+                out["delta"].append(delta)
+                out["image"].append(image)
+
+            for r in batch.to_pylist():
+                before, after = raw_values(r["row_before"]), raw_values(r["row_after"])
+                if before is not None:
+                    emit(key_of(before), r["seq"], 0, -1, None)
+                if after is not None:
+                    emit(key_of(after), r["seq"], 1, 1, project(after))
+            yield pa.RecordBatch.from_pydict(out, schema=_FOLD_SCHEMA)
+
+    return run
+
+
+_FOLD_SCHEMA = pa.schema([("key", pa.string()), ("seq", pa.int64()), ("ord", pa.int32()),
+                          ("delta", pa.int32()), ("image", pa.string())])
+_FOLD_DDL = "key string, seq bigint, ord int, delta int, image string"
+
+
+def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
+                pk: str | None = None) -> Reconstruction:
+    """The table's rows at ``point`` (optionally one key); see the module docstring."""
+    start, base, start_text = _history_start(spark, cfg, schema, table, point)
+    held = lake.quarantined(spark, cfg, schema, table, start, point.cutoff)
+    if held:
+        q = held[0]
+        raise SchemaMismatchError(
+            f"{schema}.{table}: {len(held)} change(s) before {point.text} are in quarantine, "
+            f"not in silver (first: {q['binlog_file']}:{q['start_pos']}: {q['reason']}); a "
+            "snapshot naming them (binlake snapshot, then binlake silver) releases them")
+    spec = _spec_at(spark, cfg, schema, table, start, point.cutoff, base)
+    if spec is None:
+        raise HistoryStartError(f"{schema}.{table}: no change and no baseline between its "
+                                f"history start ({start_text}) and {point.text}")
+    columns = [c.name for c in spec.columns]
+    pk_names = ([spec.columns[i].name for i in spec.pk] if spec.pk_kind == "primary_key"
+                else None)
+    changes = (lake.silver(spark, cfg)
+               .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
+               .where(f"seq >= {start} AND seq < {point.cutoff}"))
+    if pk is not None:
+        import hashlib
+
+        changes = changes.where(f"pk_hash = '{hashlib.sha256(pk.encode()).hexdigest()}'")
+    changes = changes.select("seq", "row_before", "row_after")
+    if base is not None:
+        from pipelines.lake import BASELINE_ROWS, Lake
+
+        lk = Lake.of(cfg)
+        if lk.exists(spark, BASELINE_ROWS):
+            rows = (lk.read(spark, BASELINE_ROWS)
+                    .where(f"snapshot_id = {sql_string(base['snapshot_id'])} AND schema_name = "
+                           f"{sql_string(schema)} AND table_name = {sql_string(table)}"))
+            if pk is not None:
+                rows = rows.where(f"pk_values = {sql_string(pk)}")
+            changes = changes.unionByName(rows.select(
+                F.lit(start - 1).cast("bigint").alias("seq"),
+                F.lit(None).cast("string").alias("row_before"),
+                F.col("row_image").alias("row_after")))
+    events = changes.mapInArrow(_fold_events(pk_names, columns), _FOLD_DDL)
+    if pk_names is not None:
+        latest = events.groupBy("key").agg(F.max(F.struct("seq", "ord", "image")).alias("m"))
+        images = latest.where("m.image IS NOT NULL").select(
+            F.col("key"), F.col("m.image").alias("image"))
+    else:
+        counted = events.groupBy("key").agg(F.sum("delta").alias("n"))
+        images = counted.where("n > 0").select(
+            F.col("key"), F.explode(F.array_repeat(F.col("key"), F.col("n").cast("int")))
+            .alias("image"))
+    if pk is not None and pk_names is not None:
+        images = images.where(f"key = {sql_string(pk)}")
+    return Reconstruction(schema, table, columns, spec, images.orderBy("key"), start_text)

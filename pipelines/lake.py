@@ -1,0 +1,416 @@
+"""The lake's tables, each declared once, and the one way every stage reaches them.
+
+A :class:`LakeTable` is a layer and a name, its columns (``(name, Spark SQL type)`` pairs: the
+Spark DDL, the Arrow schema of the decoders and the catalog's ``CREATE TABLE`` are derived
+from them), its partition columns and its retention. :func:`register` adds one (one line per
+table); :func:`lake_tables` lists them all for ``vacuum``, ``status``, the SQL views and
+docs/lake.md.
+
+Where a table lives is the :class:`Lake`'s business (one per configuration):
+
+- by default a Delta table at ``<lake.root>/<layer>/<name>``, read and written by path
+  (SQL: ``delta.`<path>```);
+- with ``lake.catalog = "cat.schema"`` (``--catalog``), a metastore table
+  ``cat.schema.<layer>_<name>``: the schema and the table are created when missing
+  (``CREATE TABLE IF NOT EXISTS … USING delta … LOCATION '<lake.root>/<layer>/<name>'``:
+  external tables at the lake paths, see docs/lake.md for why; with ``lake.managed = true``
+  managed tables, without LOCATION), every read and write goes through the identifier, and
+  the delta-rs helpers find the files through ``DESCRIBE DETAIL``.
+
+Nothing here starts a session; pyspark is imported only inside the helpers that need it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from pipelines.delta_ops import current_version, sql_string, table_exists
+from pipelines.errors import ConfigError, EngineError
+from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "table_dir",
+           "parse_catalog", "tables_markdown",
+           "BRONZE_EVENTS", "BRONZE_FILES", "SILVER_EVENTS", "SILVER_QUARANTINE",
+           "SILVER_PROGRESS", "SCHEMA_SNAPSHOTS", "FK_CONSTRAINTS", "SOURCE_CHECKS",
+           "BASELINE_ROWS", "BASELINES",
+           "QUALITY_RESULTS", "QUALITY_FAILURES"]
+
+
+@dataclass(frozen=True)
+class LakeTable:
+    """One Delta table of the lake (see the module docstring)."""
+
+    layer: str
+    name: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ()
+    description: str = ""
+    retention: str | None = None  # delta.deletedFileRetentionDuration; None: gold.deleted_file_retention
+    aliases: tuple[str, ...] = ()  # older view names `binlake sql` keeps answering to
+
+    @property
+    def key(self) -> str:
+        """``layer/name``: the directory under the lake root."""
+        return f"{self.layer}/{self.name}"
+
+    @property
+    def table_name(self) -> str:
+        """``layer_name``: the catalog table's name and the SQL view's."""
+        return f"{self.layer}_{self.name}"
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+    def ddl(self, *, exclude: Iterable[str] = ()) -> str:
+        """The columns as Spark DDL (``a string, b bigint``), without ``exclude``."""
+        return ddl(self._cols(exclude))
+
+    def arrow_schema(self, *, exclude: Iterable[str] = ()) -> "pa.Schema":
+        """The columns as an Arrow schema (``timestamp`` is UTC microseconds)."""
+        return arrow_schema(self._cols(exclude))
+
+    def _cols(self, exclude: Iterable[str]) -> list[Column]:
+        drop = set(exclude)
+        unknown = drop - set(self.column_names)
+        if unknown:
+            raise KeyError(f"{self.key} has no column(s) {sorted(unknown)}")
+        return [c for c in self.columns if c[0] not in drop]
+
+
+_REGISTRY: dict[tuple[str, str], LakeTable] = {}
+
+
+def register(layer: str, name: str, columns: str | Sequence[Column], *,
+             partition_by: Sequence[str] = (), description: str = "",
+             retention: str | None = None, aliases: Sequence[str] = ()) -> LakeTable:
+    """Declare a lake table (``columns`` as DDL text or ``(name, type)`` pairs); return it.
+
+    Registering the same layer/name twice with the same columns and partitioning returns the
+    first; different ones raise :class:`ValueError` (two schemas for one table).
+    """
+    cols = parse_columns(columns) if isinstance(columns, str) else tuple(map(tuple, columns))
+    missing = set(partition_by) - {c for c, _ in cols}
+    if missing:
+        raise ValueError(f"{layer}/{name}: partition column(s) {sorted(missing)} not declared")
+    table = LakeTable(layer, name, cols, tuple(partition_by), description, retention,
+                      tuple(aliases))
+    have = _REGISTRY.setdefault((layer, name), table)
+    if (have.columns, have.partition_by) != (table.columns, table.partition_by):
+        raise ValueError(f"{layer}/{name} is already registered with another declaration")
+    return have
+
+
+def lake_table(layer: str, name: str) -> LakeTable:
+    """The registered table ``layer/name``; :class:`KeyError` when there is none."""
+    try:
+        return _REGISTRY[(layer, name)]
+    except KeyError:
+        raise KeyError(f"no lake table {layer}/{name} is registered (pipelines/lake.py)") from None
+
+
+def lake_tables() -> list[LakeTable]:
+    """Every registered table, in registration order (bronze, silver, quality, then others)."""
+    return list(_REGISTRY.values())
+
+
+def table_dir(root: str, layer: str, name: str) -> str:
+    """``<root>/<layer>/<name>``: where a table's files are in path mode (and by default in
+    catalog mode). Works for names not registered, so new code can start with a path."""
+    return os.path.join(os.path.abspath(root), layer, name)
+
+
+_PART = r"(?:[A-Za-z0-9_][A-Za-z0-9_-]*|`[^`]+`)"
+_CATALOG = re.compile(rf"^{_PART}(?:\.{_PART})?$")
+
+
+def parse_catalog(value: str, *, setting: str = "lake.catalog") -> tuple[str, ...]:
+    """``cat.schema`` (or ``schema``) → its parts; :class:`ConfigError` naming ``setting``."""
+    text = (value or "").strip()
+    if not _CATALOG.match(text):
+        raise ConfigError(f"{setting}: expected catalog.schema (e.g. main.binlake or "
+                          f"spark_catalog.binlake), got {value!r}")
+    return tuple(p.strip("`") for p in re.findall(_PART, text))
+
+
+def _quote(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+class Lake:
+    """The lake of one configuration: where each :class:`LakeTable` is and how to reach it."""
+
+    def __init__(self, root: str, catalog: str = "", *, managed: bool = False) -> None:
+        self.root = os.path.abspath(root)
+        self.catalog = catalog.strip()
+        self._parts = parse_catalog(self.catalog) if self.catalog else ()
+        self.managed = managed and bool(self._parts)
+        self._known: set[str] = set()  # catalog tables seen to exist (they are not dropped)
+
+    @classmethod
+    def of(cls, cfg: Any) -> "Lake":
+        """The lake of a :class:`~pipelines.config.Config` (``lake.root``, ``lake.catalog``,
+        ``lake.managed``)."""
+        lc = cfg.lake
+        return cls(lc.root, getattr(lc, "catalog", ""), managed=getattr(lc, "managed", False))
+
+    @property
+    def uses_catalog(self) -> bool:
+        return bool(self._parts)
+
+    def path(self, table: LakeTable) -> str:
+        """The table's directory under the lake root (its LOCATION in catalog mode)."""
+        return table_dir(self.root, table.layer, table.name)
+
+    def ident(self, table: LakeTable) -> str:
+        """The table in SQL: ``delta.`<path>``` or ```cat`.`schema`.`layer_name```."""
+        if self._parts:
+            return ".".join(_quote(p) for p in self._parts + (table.table_name,))
+        return "delta." + _quote(self.path(table))
+
+    def where(self, table: LakeTable) -> str:
+        """For messages: the identifier in catalog mode, else the path."""
+        return self.ident(table) if self._parts else self.path(table)
+
+    # -- reading ------------------------------------------------------------------------------
+    def exists(self, spark, table: LakeTable) -> bool:
+        """True when the table exists (and has a Delta log).
+
+        Catalog mode: a Delta table at the lake path that the catalog does not list (a lake
+        written by path, or a session catalog that forgot it) is registered first, so that
+        no stage mistakes it for a missing table.
+        """
+        if not self._parts:
+            return table_exists(spark, self.path(table))
+        if table.key in self._known:
+            return True
+        try:
+            spark.read.table(self.ident(table)).schema  # noqa: B018 - forces analysis
+        except Exception:  # noqa: BLE001 - engines raise different AnalysisException types
+            if self.managed or not table_exists(spark, self.path(table)):
+                return False
+            self.create(spark, table, registered_from_path=True)
+        self._known.add(table.key)
+        return True
+
+    def read(self, spark, table: LakeTable, version: int | None = None):
+        """The table as a DataFrame, at ``version`` when given (Delta time travel).
+
+        Catalog mode: a table the catalog forgot is registered from its path first.
+        """
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", int(version))
+        if self._parts:
+            self.exists(spark, table)
+            return reader.table(self.ident(table))
+        return reader.load(self.path(table))
+
+    def location(self, spark, table: LakeTable) -> str | None:
+        """Where the table's files are, for delta-rs: the path, or in catalog mode what
+        ``DESCRIBE DETAIL`` says (``None`` when the table does not exist, or without a
+        session to ask)."""
+        if not self._parts:
+            return self.path(table)
+        if spark is None:
+            return None
+        try:
+            row = spark.sql(f"DESCRIBE DETAIL {self.ident(table)}").collect()[0]
+        except Exception:  # noqa: BLE001 - no such table, or an engine without DESCRIBE DETAIL
+            if self.managed or current_version(self.path(table)) is None:
+                return None
+            return self.path(table)  # external tables are created at their path
+        loc = row["location"] or None
+        for scheme in ("file://", "file:"):  # a local path, as delta-rs and the tests write it
+            if loc and loc.startswith(scheme + "/"):
+                return loc[len(scheme):]
+        return loc
+
+    def version(self, spark, table: LakeTable) -> int | None:
+        """The table's latest Delta version; ``None`` when there is no table."""
+        loc = self.location(spark, table)
+        version = current_version(loc) if loc else None
+        if version is None and self._parts and loc:
+            try:  # files delta-rs cannot open (object store without its credentials)
+                return int(spark.sql(f"DESCRIBE HISTORY {self.ident(table)} LIMIT 1")
+                           .collect()[0]["version"])
+            except Exception:  # noqa: BLE001 - engine without DESCRIBE HISTORY
+                return None
+        return version
+
+    # -- writing ------------------------------------------------------------------------------
+    def create(self, spark, table: LakeTable, *, registered_from_path: bool = False) -> None:
+        """Catalog mode: create the schema and the table when missing (external at the lake
+        path, or managed; partitioned as declared). ``registered_from_path``: the path
+        already holds the Delta table, whose log then gives columns and partitioning. Path
+        mode: nothing, the first write creates it."""
+        if not self._parts:
+            return
+        try:
+            if len(self._parts) == 2:
+                spark.sql("CREATE SCHEMA IF NOT EXISTS "
+                          + ".".join(_quote(p) for p in self._parts)).collect()
+            cols = f" ({ddl(table.columns, quoted=True)})"
+            parts = (f" PARTITIONED BY ({', '.join(_quote(c) for c in table.partition_by)})"
+                     if table.partition_by else "")
+            if registered_from_path:
+                cols = parts = ""
+            where = "" if self.managed else f" LOCATION {sql_string(self.path(table))}"
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {self.ident(table)}{cols} USING delta"
+                      f"{parts}{where}").collect()
+        except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
+            at = "" if self.managed else f" at {self.path(table)}"
+            raise EngineError(f"lake.catalog {self.catalog}: cannot create "
+                              f"{self.ident(table)}{at}: {_first_line(exc)}") from exc
+
+    def append(self, df, table: LakeTable, options: dict[str, str] | None = None) -> None:
+        """Append ``df`` (columns by name) to the table in one commit (``options``: writer
+        options such as ``delta_ops.target_file_size``)."""
+        self._write(df, table, "append", options or {})
+
+    def overwrite(self, df, table: LakeTable) -> None:
+        """Replace the table's rows with ``df`` in one commit (small state tables)."""
+        self._write(df, table, "overwrite", {})
+
+    def _write(self, df, table: LakeTable, mode: str, options: dict[str, str]) -> None:
+        if self._parts:
+            if not self.exists(df.sparkSession, table):  # registers one found at the path
+                self.create(df.sparkSession, table)
+                self._known.add(table.key)
+            writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
+            if mode == "append":
+                writer.append()
+            else:
+                from pyspark.sql import functions as F
+
+                writer.overwrite(F.lit(True))
+            return
+        writer = df.write.format("delta").mode(mode).options(**options)
+        if table.partition_by:
+            writer = writer.partitionBy(*table.partition_by)
+        writer.save(self.path(table))
+
+    def delete_where(self, spark, table: LakeTable, predicate: str) -> None:
+        """``DELETE FROM`` the table where ``predicate`` (SQL on partition columns: a
+        metadata-only commit on every engine)."""
+        spark.sql(f"DELETE FROM {self.ident(table)} WHERE {predicate}").collect()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def tables_markdown() -> str:
+    """A Markdown table of every registered table (docs/lake.md is generated from it)."""
+    lines = ["| table (catalog name) | path under the lake root | partitioned by | columns |",
+             "| --- | --- | --- | --- |"]
+    for t in lake_tables():
+        cols = ", ".join(f"`{c}` {k}" for c, k in t.columns)
+        lines.append(f"| `{t.table_name}` | `{t.key}` | {', '.join(t.partition_by) or '-'} | "
+                     f"{t.description} {cols} |")
+    return "\n".join(lines)
+
+
+# -- the tables --------------------------------------------------------------------------------
+# bronze: docs/bronze.md (pipelines/bronze/records.py writes these columns as Arrow)
+BRONZE_EVENTS = register("bronze", "binlog_events", [
+    ("source_id", "string"), ("server_id", "bigint"), ("server_uuid", "string"),
+    ("binlog_file", "string"), ("start_pos", "bigint"), ("end_pos", "bigint"),
+    ("row_in_event", "int"), ("event_timestamp", "timestamp"), ("event_type", "string"),
+    ("gtid", "string"), ("trx_pos", "bigint"), ("connection_id", "bigint"),
+    ("schema_name", "string"), ("table_name", "string"), ("table_id", "bigint"),
+    ("column_count", "int"), ("column_types", "array<int>"), ("column_meta", "array<int>"),
+    ("column_nullable", "array<boolean>"), ("column_names", "array<string>"),
+    ("column_unsigned", "array<boolean>"), ("column_charsets", "array<int>"),
+    ("primary_key", "array<int>"), ("enum_values", "array<array<string>>"),
+    ("set_values", "array<array<string>>"), ("row_before", "array<binary>"),
+    ("row_after", "array<binary>"), ("before_present", "array<boolean>"),
+    ("after_present", "array<boolean>"), ("query", "string"),
+], partition_by=("source_id", "binlog_file"),
+    description="Raw decoded events: one row per row change, DDL, incident, file end.")
+BRONZE_FILES = register(
+    "bronze", "files",
+    "source_id string, binlog_file string, path string, size bigint, status string, "
+    "events bigint, row_changes bigint, last_pos bigint, error string, updated_at timestamp",
+    description="Per-file progress of bronze and the stream: a row per state change, the "
+    "latest per file counts.")
+
+# silver: docs/silver.md (pipelines/silver/transform.py renders these columns)
+SILVER_EVENTS = register("silver", "binlog_events", [
+    ("source_id", "string"), ("server_id", "bigint"), ("server_uuid", "string"),
+    ("binlog_file", "string"), ("start_pos", "bigint"), ("end_pos", "bigint"),
+    ("row_in_event", "int"), ("seq", "bigint"), ("event_timestamp", "timestamp"),
+    ("event_date", "date"), ("gtid", "string"), ("connection_id", "bigint"),
+    ("schema_name", "string"), ("table_name", "string"), ("event_type", "string"),
+    ("pk_values", "string"), ("pk_hash", "string"), ("pk_kind", "string"),
+    ("changed_columns", "string"), ("row_before", "string"), ("row_after", "string"),
+    ("absent_columns", "string"), ("schema_version", "string"),
+], partition_by=("event_date",),
+    description="Row changes named by their schema: JSON images, changed columns, pk.")
+SILVER_QUARANTINE = register(
+    "silver", "quarantine",
+    "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
+    "event_timestamp timestamp, schema_name string, table_name string, event_type string, "
+    "column_count int, reason string, quarantined_at timestamp",
+    description="Row changes no schema names yet, with the reason.", aliases=("quarantine",))
+SILVER_PROGRESS = register(
+    "silver", "progress",
+    "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp",
+    description="The bronze files silver has seen (rewritten whole each run).")
+SCHEMA_SNAPSHOTS = register("silver", "schema_snapshots", [
+    ("snapshot_id", "string"), ("snapshot_time", "timestamp"), ("source_id", "string"),
+    ("server_id", "bigint"), ("server_uuid", "string"), ("server_version", "string"),
+    ("binlog_file", "string"), ("binlog_pos", "bigint"), ("gtid_executed", "string"),
+    ("schema_name", "string"), ("table_name", "string"), ("column_name", "string"),
+    ("ordinal_position", "int"), ("column_key", "string"), ("data_type", "string"),
+    ("column_type", "string"), ("character_set_name", "string"), ("collation_name", "string"),
+    ("is_nullable", "boolean"), ("column_default", "string"), ("is_generated", "boolean"),
+    ("is_json", "boolean"), ("pk_ordinal", "int"),
+], description="Schema snapshots, one row per column.", aliases=("schema_snapshots",))
+FK_CONSTRAINTS = register("silver", "fk_constraints", [
+    ("snapshot_id", "string"), ("snapshot_time", "timestamp"), ("source_id", "string"),
+    ("constraint_schema", "string"), ("constraint_name", "string"), ("table_schema", "string"),
+    ("table_name", "string"), ("column_name", "string"), ("ordinal_position", "int"),
+    ("referenced_table_schema", "string"), ("referenced_table_name", "string"),
+    ("referenced_column_name", "string"), ("update_rule", "string"), ("delete_rule", "string"),
+], description="Foreign keys of each snapshot, one row per column.", aliases=("fk_constraints",))
+SOURCE_CHECKS = register(
+    "silver", "source_checks",
+    "snapshot_id string, source_id string, level string, name string, detail string",
+    description="The source checks each snapshot ran.", aliases=("source_checks",))
+BASELINE_ROWS = register(
+    "silver", "baseline_rows",
+    "snapshot_id string, source_id string, schema_name string, table_name string, "
+    "pk_values string, pk_hash string, row_image string",
+    description="`snapshot --data` rows in silver's JSON form (docs/history.md).")
+BASELINES = register(
+    "silver", "baselines",
+    "snapshot_id string, snapshot_time timestamp, source_id string, binlog_file string, "
+    "binlog_pos bigint, gtid_executed string, seq bigint, schema_name string, "
+    "table_name string, row_count bigint",
+    description="Complete `snapshot --data` baselines per table, with their coordinates.")
+
+# quality: pipelines/quality/job.py
+QUALITY_RESULTS = register(
+    "quality", "results",
+    "run_id string, run_time timestamp, name string, dataset string, passed_records bigint, "
+    "failed_records bigint, action string, status string, expectation string, "
+    "description string, window string, silver_version bigint, error string",
+    description="One row per rule and dataset per quality run.")
+QUALITY_FAILURES = register(
+    "quality", "failures",
+    "run_id string, run_time timestamp, name string, dataset string, action string, "
+    "source_id string, binlog_file string, start_pos bigint, row_in_event int, "
+    "schema_name string, table_name string, event_type string, detail string",
+    description="The failing rows' keys per rule and run.")
+
+
+if __name__ == "__main__":  # python -m pipelines.lake: the table list of docs/lake.md
+    print(tables_markdown())

@@ -1,0 +1,148 @@
+"""Find damage in the lake's Delta tables before a stage trips over it.
+
+Two kinds, each named with the table, the file and the repair (``docs/repair.md``):
+
+* a ``_delta_log`` commit that is torn or unreadable (empty, cut inside a JSON line, not
+  JSON): the table cannot be loaded at all;
+* a data file the current snapshot lists that is missing, or shorter/longer than the size
+  its ``add`` action recorded (truncated by a full disk, deleted by hand or by a foreign
+  VACUUM): a scan of it fails, or worse, reads fewer rows.
+
+Only the commits after the latest checkpoint are parsed (the ones any reader replays) and
+only file sizes are compared (a ``stat`` per file), so the check costs little and the stage
+entry points run it every time (:func:`check_tables`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import unquote
+
+from pipelines.config import Config
+from pipelines.errors import LakeFaultError
+
+__all__ = ["STAGE_READS", "table_faults", "lake_faults", "check_tables"]
+
+# The tables a stage reads or appends to: it refuses to run while one of them is damaged
+# (None: every bronze and silver table of the registry).
+STAGE_READS: dict[str, list[tuple[str, str]] | None] = {
+    "bronze": [("bronze", "files"), ("bronze", "binlog_events")],
+    "silver": None,
+    "gold": [("silver", "binlog_events")],
+}
+
+
+def _tables(layers: tuple[str, ...] = ("bronze", "silver")) -> list[tuple[str, str]]:
+    from pipelines.lake import lake_tables
+
+    return [(t.layer, t.name) for t in lake_tables() if t.layer in layers]
+
+
+def _commits(log_dir: str) -> list[tuple[int, str]]:
+    out = []
+    for name in os.listdir(log_dir):
+        stem, _, ext = name.partition(".")
+        if ext == "json" and stem.isdigit():
+            out.append((int(stem), os.path.join(log_dir, name)))
+    return sorted(out)
+
+
+def _checkpoint_version(log_dir: str) -> int:
+    try:
+        with open(os.path.join(log_dir, "_last_checkpoint"), "rb") as fh:
+            return int(json.loads(fh.read())["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+
+
+def _torn(path: str) -> str | None:
+    """Why a commit file cannot be replayed, or None."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if not data.strip():
+        return "empty"
+    for i, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError:
+            return f"line {i} is not JSON (torn write?)"
+        if not isinstance(action, dict):
+            return f"line {i} is not a Delta action"
+    return None
+
+
+def table_faults(path: str, label: str) -> list[dict[str, Any]]:
+    """The damage found in the Delta table at ``path`` (``label`` e.g. ``bronze/files``)."""
+    log_dir = os.path.join(path, "_delta_log")
+    if not os.path.isdir(log_dir):
+        return []
+    commits = _commits(log_dir)
+    latest = commits[-1][0] if commits else -1
+    for version, file in commits:
+        if version <= _checkpoint_version(log_dir):
+            continue
+        why = _torn(file)
+        if why:
+            return [{"table": label, "kind": "torn_commit", "file": file, "version": version,
+                     "latest": version == latest,
+                     "problem": f"_delta_log commit {os.path.basename(file)} is {why}",
+                     "repair": "binlake repair (sets the commit aside), then re-run the stage"
+                               if version == latest else
+                               "not the latest commit: restore it from a backup (docs/repair.md)"}]
+    try:
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        adds = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises several kinds
+        return [{"table": label, "kind": "unreadable", "file": log_dir, "version": latest,
+                 "latest": True, "problem": f"log cannot be loaded: {str(exc)[:300]}",
+                 "repair": "docs/repair.md"}]
+    out = []
+    cols = adds.schema.names
+    files = adds.column("path").to_pylist()
+    sizes = adds.column("size_bytes").to_pylist()
+    binlogs = (adds.column("partition.binlog_file").to_pylist()
+               if "partition.binlog_file" in cols else [None] * len(files))
+    for rel, size, binlog in zip(files, sizes, binlogs):
+        full = rel if os.path.isabs(rel) else os.path.join(path, unquote(rel))
+        try:
+            have = os.path.getsize(full)
+        except OSError:
+            problem = f"data file {rel} is missing"
+        else:
+            if have == size:
+                continue
+            problem = f"data file {rel} has {have} of its {size} bytes (truncated?)"
+        redo = (f"binlake repair, then binlake bronze --files {binlog}" if binlog
+                else "binlake repair, then re-run the stage")
+        out.append({"table": label, "kind": "data_file", "file": full, "binlog_file": binlog,
+                    "problem": problem, "repair": redo})
+    return out
+
+
+def lake_faults(cfg: Config, tables: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Every fault of the lake's tables (``binlake status``), read at their directories under
+    the lake root (path mode and external catalog tables; managed tables are not checked)."""
+    out = []
+    for layer, name in tables or _tables(("bronze", "silver", "quality")):
+        out += table_faults(cfg.table_path(layer, name), f"{layer}/{name}")
+    return out
+
+
+def check_tables(cfg: Config, stage: str) -> None:
+    """Raise :class:`LakeFaultError` naming every fault of the tables ``stage`` uses."""
+    if stage not in STAGE_READS:
+        return
+    faults = lake_faults(cfg, STAGE_READS[stage] or _tables())
+    if faults:
+        raise LakeFaultError(
+            f"{stage}: the lake at {cfg.lake_root} is damaged, nothing was written: " + "; ".join(
+                f"{f['table']}: {f['problem']} (repair: {f['repair']})" for f in faults))

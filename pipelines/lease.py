@@ -1,0 +1,468 @@
+"""One writer per lake and stage: leases on the lake's own store, and gold's MySQL lock.
+
+A lease is a generation-numbered file under ``<lake>/_binlake/leases/<stage>/``
+(``00000000000000000007.json``). The current lease is the highest generation. A writer takes
+the stage by creating generation ``top + 1`` with **create-if-absent** (the same primitive
+Delta's ``_delta_log`` relies on: the first writer of version N wins), and only when ``top``
+is released, expired, or held by a dead process on this host. Two writers that both see a
+free lease both try ``top + 1``; exactly one create succeeds, the other looks again.
+
+The holder's file says who (host, pid, the process start time, the command, since when) and
+until when (``expires``); a heartbeat thread renews ``expires`` every third of
+``lease.expiry_seconds`` and checks nobody took a higher generation (which only happens when
+the holder stalled past its expiry: the lease is then *lost* and the block raises
+:class:`LeaseLostError` on exit). Release marks the file ``released``. A holder killed with
+``kill -9`` blocks others until ``expires`` at most, and not at all on the same host (its pid
+is gone).
+
+A second writer waits up to ``lease.wait_seconds`` (``--wait``), saying once who holds the
+stage, then raises :class:`LeaseHeldError` (exit code 75, ``EX_TEMPFAIL``).
+
+Gold's state lives in MySQL, so ``binlake gold`` into one gold database is serialised by the
+server's ``GET_LOCK`` (released by the server when the holder's connection dies), with the
+holder described in ``binlake_lease``.
+
+See ``docs/concurrency.md`` for which commands take which lease, and why this is safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import functools
+import json
+import logging
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from pipelines.config import Config
+from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHeldError,
+                              LeaseLostError)
+
+__all__ = ["Holder", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease", "current_holders",
+           "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
+
+log = logging.getLogger(__name__)
+
+EXIT_BUSY = 75  # EX_TEMPFAIL: another writer holds the stage; try again later
+_GEN_WIDTH = 20
+
+
+def redact_command(argv: list[str] | None = None) -> str:
+    """The command line with DSN passwords replaced by ``***`` (lease files are readable)."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and argv[0].endswith(("cli.py", "__main__.py")):
+        argv[0] = "binlake"
+    text = " ".join(argv)
+    text = re.sub(r"(://[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
+    return re.sub(r"(--?password[= ])\S+", r"\1***", text)
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process start time (clock ticks since boot) from /proc: tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return started is None or _proc_start(pid) in (None, started)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """What a lease file says."""
+
+    stage: str
+    generation: int
+    token: str
+    host: str
+    pid: int
+    pid_start: str | None
+    command: str
+    since: str  # ISO-8601 UTC
+    expires: float  # epoch seconds
+    released: bool = False
+
+    def free(self, now: float | None = None) -> bool:
+        """Released, expired, or held by a process of this host that is gone."""
+        if self.released or (now or time.time()) >= self.expires:
+            return True
+        return self.host == socket.gethostname() and not _alive(self.pid, self.pid_start)
+
+    def describe(self) -> str:
+        return (f"host {self.host} pid {self.pid} ({self.command!r}) since {self.since}, "
+                f"lease expires in {max(self.expires - time.time(), 0):.0f}s unless renewed")
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Holder":
+        return cls(**json.loads(data))
+
+
+class LocalLeaseStore:
+    """Lease files in a directory of a local or mounted filesystem.
+
+    Create-if-absent is ``link(2)`` of a fully written temporary file (fails with EEXIST when
+    the name exists; POSIX, NFS included); renewals replace the file atomically. An object
+    store maps the same three calls on a conditional PUT (``If-None-Match: *`` on S3, GCS
+    ``ifGenerationMatch=0``, Azure ``If-None-Match: *``), see docs/concurrency.md.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+
+    def _path(self, gen: int) -> str:
+        return os.path.join(self.dir, f"{gen:0{_GEN_WIDTH}d}.json")
+
+    def generations(self) -> list[int]:
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n[:-5]) for n in names
+                      if n.endswith(".json") and n[:-5].isdigit())
+
+    def read(self, gen: int) -> bytes | None:
+        try:
+            with open(self._path(gen), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+    def _tmp(self, data: bytes) -> str:
+        os.makedirs(self.dir, exist_ok=True)
+        tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return tmp
+
+    def create(self, gen: int, data: bytes) -> bool:
+        """Write generation ``gen`` unless it exists; True when this call created it."""
+        tmp = self._tmp(data)
+        try:
+            os.link(tmp, self._path(gen))
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def replace(self, gen: int, data: bytes) -> None:
+        os.replace(self._tmp(data), self._path(gen))
+
+    def delete(self, gen: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path(gen))
+
+
+def _store(cfg: Config, stage: str) -> LocalLeaseStore:
+    root = cfg.lake.root
+    if re.match(r"^[a-z][a-z0-9+.-]*://", root) and not root.startswith("file://"):
+        raise ConfigError(f"lake.root {root}: leases need a local or mounted path here "
+                          "(object-store leases: docs/concurrency.md)")
+    return LocalLeaseStore(os.path.join(cfg.lake_root, "_binlake", "leases", stage))
+
+
+def _read(store: LocalLeaseStore, gen: int) -> Holder | None:
+    data = store.read(gen)
+    if data is None:
+        return None
+    try:
+        return Holder.from_json(data)
+    except (ValueError, TypeError):
+        # A lease file that is not ours to understand (torn by a full disk): treat it as
+        # free, the next generation replaces it.
+        return None
+
+
+class Lease:
+    """One stage's lease on one lake; use :func:`lake_lease` rather than this directly."""
+
+    def __init__(self, store: LocalLeaseStore, stage: str, command: str, *, expiry: float,
+                 wait: float, poll: float = 0.25, say: Callable[[str], None] | None = None):
+        self.store, self.stage, self.command = store, stage, command
+        self.expiry, self.wait, self.poll = expiry, wait, poll
+        self.say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.me: Holder | None = None
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def _mine(self, gen: int) -> Holder:
+        return Holder(self.stage, gen, uuid.uuid4().hex, socket.gethostname(), os.getpid(),
+                      _proc_start(os.getpid()), self.command,
+                      dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                      time.time() + self.expiry)
+
+    def acquire(self) -> Holder:
+        """Take the lease, waiting up to ``wait`` seconds; raises :class:`LeaseHeldError`."""
+        deadline = time.monotonic() + self.wait
+        told = None
+        while True:
+            gens = self.store.generations()
+            top = gens[-1] if gens else 0
+            held = _read(self.store, top) if top else None
+            if held is None or held.free():
+                me = self._mine(top + 1)
+                if self.store.create(top + 1, me.to_json()):
+                    self.me = me
+                    for g in gens[:-1]:  # keep the previous one for the record
+                        self.store.delete(g)
+                    self._start_heartbeat()
+                    return me
+                continue  # another writer took top + 1 first: look again
+            if time.monotonic() >= deadline:
+                raise LeaseHeldError(
+                    f"{self.stage} lease at {self.store.dir} is held by {held.describe()}; "
+                    f"gave up after waiting {self.wait:.0f}s (--wait / lease.wait_seconds)",
+                    holder=held)
+            if told != held.token:
+                told = held.token
+                self.say(f"binlake: {self.stage} is being written by {held.describe()}; "
+                         f"waiting up to {self.wait:.0f}s")
+            time.sleep(min(self.poll, max(deadline - time.monotonic(), 0.01)))
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        self._beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.stage}",
+                                      daemon=True)
+        self._beat.start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.expiry / 3):
+            try:
+                self.renew()
+            except OSError as exc:  # keep trying: the lease expires on its own if we cannot
+                log.warning("%s lease: renewal failed: %s", self.stage, exc)
+
+    def renew(self) -> None:
+        """Push ``expires`` forward; notes the lease as lost when a higher generation exists."""
+        me = self.me
+        if me is None or self.lost:
+            return
+        gens = self.store.generations()
+        if gens and gens[-1] != me.generation:
+            other = _read(self.store, gens[-1])
+            self.lost = (f"{self.stage} lease was taken over by "
+                         f"{other.describe() if other else 'another writer'} while this run "
+                         f"(pid {me.pid}) held it: it stalled longer than "
+                         f"lease.expiry_seconds={self.expiry:.0f}")
+            log.error("%s", self.lost)
+            return
+        self.me = dataclasses.replace(me, expires=time.time() + self.expiry)
+        self.store.replace(me.generation, self.me.to_json())
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        me, self.me = self.me, None
+        if me is None or self.lost:
+            return
+        gens = self.store.generations()
+        if gens and gens[-1] == me.generation:
+            self.store.replace(me.generation, dataclasses.replace(me, released=True).to_json())
+
+
+@contextlib.contextmanager
+def lake_lease(cfg: Config, stage: str, command: str | None = None, *,
+               say: Callable[[str], None] | None = None) -> Iterator[Holder]:
+    """Hold ``stage``'s lease on the lake for the block (see the module docstring).
+
+    Raises :class:`LeaseHeldError` when it stays busy beyond ``lease.wait_seconds`` and
+    :class:`LeaseLostError` on exit when another writer took it over meanwhile. Re-entrant
+    within a process (``index`` → silver inside the same stage is a no-op).
+    """
+    key = (cfg.lake_root, stage)
+    if key in _HELD:
+        yield _HELD[key]
+        return
+    lease = Lease(_store(cfg, stage), stage, command or redact_command(),
+                  expiry=float(cfg.lease.expiry_seconds), wait=float(cfg.lease.wait_seconds),
+                  say=say)
+    try:
+        holder = lease.acquire()
+    except OSError as exc:
+        full = "the lake's disk is full: " if _disk_full(exc) else ""
+        raise LakeFaultError(f"{stage}: {full}cannot write its lease in {lease.store.dir}: "
+                             f"{exc.strerror or exc}; nothing was written") from None
+    _HELD[key] = holder
+    try:
+        yield holder
+    finally:
+        del _HELD[key]
+        lease.release()
+    if lease.lost:
+        raise LeaseLostError(lease.lost + "; check the stage's output with `binlake status`")
+
+
+_HELD: dict[tuple[str, str], Holder] = {}
+
+
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "ENOSPC", "os error 28")
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """The disk-full line of an error (ours or the engine's wrapped one), else None."""
+    if isinstance(exc, OSError) and exc.errno in (28, 122):
+        return exc.strerror or "no space left"
+    for line in str(exc).splitlines():
+        if any(marker in line for marker in _DISK_FULL):
+            return line.strip()[:300]
+    return None
+
+
+def holds_lease(stage: str | Callable[[Config], str]):
+    """Decorator for a stage entry ``fn(spark, cfg, ...)`` or ``fn(cfg, ...)``: run it under
+    :func:`lake_lease` (the stage name may depend on the config, e.g. the source)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            cfg = kwargs.get("cfg") or next(a for a in args if isinstance(a, Config))
+            name = stage(cfg) if callable(stage) else stage
+            with lake_lease(cfg, name):
+                from pipelines.lake_check import check_tables
+
+                check_tables(cfg, name)  # a damaged table: refuse before writing anything
+                try:
+                    return fn(*args, **kwargs)
+                except BinlakeError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - engines wrap OSError differently
+                    full = _disk_full(exc)
+                    if full is None:
+                        raise
+                    raise LakeFaultError(
+                        f"{name}: the lake's disk is full ({cfg.lake_root}: {full}); nothing "
+                        f"of this run was committed, its files stay in_progress: free space "
+                        f"and run `binlake {name}` again (docs/repair.md)") from None
+
+        return run
+
+    return wrap
+
+
+def holds_gold_lock(fn):
+    """Decorator for ``run_gold(spark, cfg, *, gold_dsn=None)``: run it under
+    :func:`gold_lock` on the gold database it exports to."""
+
+    @functools.wraps(fn)
+    def run(spark, cfg: Config, *args, **kwargs):
+        from pipelines.gold.job import resolve_dsn
+
+        with gold_lock(cfg, resolve_dsn(cfg, kwargs.get("gold_dsn"))):
+            from pipelines.lake_check import check_tables
+
+            check_tables(cfg, "gold")
+            return fn(spark, cfg, *args, **kwargs)
+
+    return run
+
+
+def current_holders(cfg: Config) -> list[dict]:
+    """Every stage's lease as ``binlake status`` shows it (held ones and the last holder)."""
+    base = os.path.join(cfg.lake_root, "_binlake", "leases")
+    try:
+        stages = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return []
+    out = []
+    for stage in stages:
+        store = LocalLeaseStore(os.path.join(base, stage))
+        gens = store.generations()
+        h = _read(store, gens[-1]) if gens else None
+        if h is None:
+            continue
+        state = ("released" if h.released else "expired" if time.time() >= h.expires
+                 else "dead holder" if h.free() else "held")
+        out.append({"stage": stage, "state": state, "host": h.host, "pid": h.pid,
+                    "command": h.command, "since": h.since})
+    return out
+
+
+@contextlib.contextmanager
+def gold_lock(cfg: Config, dsn, command: str | None = None) -> Iterator[None]:
+    """Hold the gold database's export lock (``GET_LOCK``) for the block.
+
+    One export per gold database at a time, whatever lake it comes from. The server frees the
+    lock when the holding connection ends, so a killed exporter never blocks it. Waits up to
+    ``lease.wait_seconds``, then raises :class:`LeaseHeldError` naming the holder.
+    """
+    from pipelines.gold.client import connect, database_of
+
+    db = database_of(dsn)
+    name = f"binlake_gold.{db}"[:64]
+    conn = connect(dsn, database=False, autocommit=True)
+    me = {"host": socket.gethostname(), "pid": os.getpid(),
+          "command": command or redact_command(),
+          "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, 0)", (name,))
+            got = cur.fetchone()[0] == 1
+            if not got:
+                who = _gold_holder(cur, db)
+                print(f"binlake: gold database {db} is being exported by {who}; waiting up "
+                      f"to {cfg.lease.wait_seconds}s", file=sys.stderr, flush=True)
+                cur.execute("SELECT GET_LOCK(%s, %s)", (name, cfg.lease.wait_seconds))
+                if cur.fetchone()[0] != 1:
+                    raise LeaseHeldError(
+                        f"gold database {db} at {dsn.host}:{dsn.port} is being exported by "
+                        f"{_gold_holder(cur, db)}; gave up after {cfg.lease.wait_seconds}s "
+                        "(--wait / lease.wait_seconds)")
+            _note_gold_holder(cur, db, me)
+        yield
+    finally:
+        conn.close()  # frees the lock
+
+
+def _gold_holder(cur, db: str) -> str:
+    from pipelines.gold.client import quote_ident
+
+    try:
+        cur.execute(f"SELECT host, pid, command, since FROM {quote_ident(db)}.binlake_lease "
+                    "WHERE name = 'gold'")
+        row = cur.fetchone()
+    except Exception:  # noqa: BLE001 - the table may not exist yet
+        row = None
+    if not row:
+        return "another connection"
+    return f"host {row[0]} pid {row[1]} ({row[2]!r}) since {row[3]}"
+
+
+def _note_gold_holder(cur, db: str, me: dict) -> None:
+    from pipelines.gold.client import quote_ident
+
+    cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")
+    cur.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(db)}.binlake_lease ("
+                "name VARCHAR(64) PRIMARY KEY, host VARCHAR(255), pid INT, "
+                "command VARCHAR(1024), since VARCHAR(40))")
+    cur.execute(f"REPLACE INTO {quote_ident(db)}.binlake_lease VALUES ('gold', %s, %s, %s, %s)",
+                (me["host"], me["pid"], me["command"][:1024], me["since"]))

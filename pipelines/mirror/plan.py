@@ -1,0 +1,331 @@
+"""Pure: silver row changes → typed mirror rows, SCD type 1 upserts and SCD type 2 versions.
+
+A table's *layout* is its mirror columns: every column any schema epoch of the table had,
+in the latest snapshot's order then the order first seen, each with the type that holds all
+its epochs' values (:func:`~pipelines.mirror.types.widen`). Schema change rule
+(``docs/mirror.md``): added columns appear (NULL before), dropped columns stay and stop
+receiving values (NULL in later versions), a type change widens the column in place.
+
+Each silver row becomes *records* (:func:`records`): an UPDATE or DELETE *closes* the
+version holding its before image, an INSERT or UPDATE *opens* a version with its after
+image. A version is identified by the ``seq`` that opened it (unique per source), so both
+Delta MERGEs the job runs match on that one number and re-running them changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from pipelines.errors import SchemaMismatchError
+from pipelines.mirror.types import STRING, MirrorType, converter, parse_image, type_of_column, widen
+
+__all__ = ["Layout", "TableTyping", "plan_layout", "mirror_type_of_spark", "records",
+           "record_schema", "versions", "history_changes", "current_changes", "quote",
+           "RECORD_META", "CURRENT_META", "HISTORY_META", "HISTORY_PARTITION"]
+
+RECORD_META = [("__kind", "string"), ("__seq", "bigint"), ("__gtid", "string"),
+               ("__event_timestamp", "timestamp"), ("__event_type", "string"),
+               ("__absent", "array<string>")]
+CURRENT_META = [("__seq", "bigint"), ("__gtid", "string"), ("__event_timestamp", "timestamp")]
+HISTORY_META = [("__START_AT", "bigint"), ("__END_AT", "bigint"),
+                ("__start_timestamp", "timestamp"), ("__end_timestamp", "timestamp"),
+                ("__event_type", "string"), ("__is_current", "boolean")]
+# The history's partition column: a run rewrites only the files of open versions (the ones
+# it may close), never the closed history.
+HISTORY_PARTITION = "__is_current"
+SILVER_INPUT = ["seq", "gtid", "event_timestamp", "event_type", "row_before", "row_after",
+                "schema_version", "absent_columns"]
+
+_SPARK_KIND = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "int",
+               "float": "float", "double": "double", "date": "date",
+               "timestamp_ntz": "datetime", "timestamp": "timestamp", "binary": "binary",
+               "string": "text"}
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def mirror_type_of_spark(spark: str) -> MirrorType:
+    """The :class:`MirrorType` of an existing mirror column's Spark type string."""
+    if spark.startswith("decimal"):
+        return MirrorType(spark.replace(" ", ""), "decimal")
+    return MirrorType(spark, _SPARK_KIND.get(spark, "text"))
+
+
+@dataclass(frozen=True)
+class TableTyping:
+    """What the snapshots say about one table: column types per snapshot_id, the latest known
+    type per column name (for row changes named from the binlog alone), the key."""
+
+    by_version: dict[str, dict[str, MirrorType]] = field(default_factory=dict)
+    latest: dict[str, MirrorType] = field(default_factory=dict)
+    order: tuple[str, ...] = ()
+    pk: tuple[str, ...] = ()
+
+    @classmethod
+    def from_snapshots(cls, snapshots: Iterable[Any], schema: str, table: str) -> "TableTyping":
+        """``snapshots``: ``snapshot_model.Snapshot`` objects, oldest first."""
+        by_version: dict[str, dict[str, MirrorType]] = {}
+        latest: dict[str, MirrorType] = {}
+        order: tuple[str, ...] = ()
+        pk: tuple[str, ...] = ()
+        for snap in snapshots:
+            ts = snap.tables.get((schema, table))
+            if ts is None:
+                continue
+            cols = {c.name: type_of_column(c.data_type, c.column_type, is_json=c.is_json)
+                    for c in ts.columns}
+            by_version[snap.snapshot_id] = cols
+            latest.update(cols)
+            order = tuple(c.name for c in ts.columns)
+            pk = tuple(ts.primary_key)
+        return cls(by_version, latest, order, pk)
+
+    def type_of(self, version: str | None, column: str) -> MirrorType:
+        """The column's type in the epoch ``version`` names: that snapshot's, else the latest
+        snapshot's for that name, else string (the column's JSON text)."""
+        cols = self.by_version.get(version or "")
+        if cols and column in cols:
+            return cols[column]
+        return self.latest.get(column, STRING)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A mirror table's data columns (name, type) and the columns identifying a row."""
+
+    columns: tuple[tuple[str, MirrorType], ...]
+    key: tuple[str, ...]
+    has_pk: bool
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.columns]
+
+    def type_of(self, name: str) -> MirrorType:
+        return dict(self.columns)[name]
+
+    def ddl(self) -> str:
+        return ", ".join(f"{quote(n)} {t.spark}" for n, t in self.columns)
+
+
+def plan_layout(existing: Sequence[tuple[str, str]] | None, typing: TableTyping,
+                seen: Iterable[tuple[str | None, str]]) -> Layout:
+    """The table's layout after this run.
+
+    ``existing``: the current mirror table's data columns (name, Spark type), ``None`` when
+    there is no table yet; ``seen``: (schema_version, column) pairs of this run's rows.
+    """
+    cols: dict[str, MirrorType] = {}
+    for name, spark in existing or ():
+        cols[name] = mirror_type_of_spark(spark)
+    wanted: list[tuple[str, MirrorType]] = []
+    if existing is None:
+        wanted += [(n, typing.latest[n]) for n in typing.order]
+    for version, name in seen:
+        wanted.append((name, typing.type_of(version, name)))
+    for name, t in wanted:
+        cols[name] = widen(cols[name], t) if name in cols else t
+    pk = tuple(n for n in typing.pk if n in cols)
+    key = pk or tuple(cols)
+    return Layout(tuple(cols.items()), key, bool(pk))
+
+
+# -- records (Python, inside mapInArrow) ---------------------------------------------------
+
+_ARROW = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
+          "float": pa.float32(), "double": pa.float64(), "date": pa.date32(),
+          "timestamp_ntz": pa.timestamp("us"), "timestamp": pa.timestamp("us", tz="UTC"),
+          "binary": pa.binary(), "string": pa.string()}
+
+
+def _arrow_type(spark: str) -> pa.DataType:
+    if spark == "array<string>":
+        return pa.list_(pa.string())
+    if spark.startswith("decimal("):
+        p, s = spark[8:-1].split(",")
+        return pa.decimal128(int(p), int(s))
+    return _ARROW[spark]
+
+
+def record_schema(layout: Layout) -> tuple[str, pa.Schema]:
+    """(Spark DDL, Arrow schema) of :func:`records`' output."""
+    fields = RECORD_META + [(n, t.spark) for n, t in layout.columns]
+    ddl = ", ".join(f"{quote(n)} {t}" for n, t in fields)
+    arrow = pa.schema([(n, _arrow_type(t)) for n, t in fields])
+    return ddl, arrow
+
+
+def records(layout: Layout, typing: TableTyping, where: str
+            ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: silver rows (``SILVER_INPUT``) of one table → records.
+
+    Raises :class:`SchemaMismatchError` naming ``where`` (the table), the seq and the column
+    when a value does not fit its type.
+    """
+    _, schema = record_schema(layout)
+    names = layout.names
+    key = set(layout.key)
+    per_version: dict[tuple[str | None, bool], list[tuple[str, Callable[[Any], Any]]]] = {}
+
+    def _none(_value: Any) -> None:
+        return None
+
+    def convert(version: str | None, image: dict[str, Any], seq: int, only_key: bool
+                ) -> list[Any]:
+        # A close only needs the key (pairing matches on it): the other columns stay NULL.
+        fns = per_version.get((version, only_key))
+        if fns is None:
+            fns = per_version[(version, only_key)] = [
+                (n, converter(typing.type_of(version, n), layout.type_of(n), n)
+                 if n in key or not only_key else _none) for n in names]
+        try:
+            return [fn(image[n]) if n in image else None for n, fn in fns]
+        except SchemaMismatchError as exc:
+            raise SchemaMismatchError(f"{where} seq {seq}: {exc}") from None
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows: list[list[Any]] = []
+            for r in batch.to_pylist():
+                meta = [r["seq"], r["gtid"], r["event_timestamp"], r["event_type"]]
+                before, after = parse_image(r["row_before"]), parse_image(r["row_after"])
+                version = r["schema_version"]
+                if before is not None:
+                    rows.append(["close", *meta, None,
+                                 *convert(version, before, r["seq"], True)])
+                if after is not None and before is not None and layout.has_pk:
+                    # a MINIMAL after image leaves out the unchanged key: the before image's
+                    for k in key:
+                        if k not in after and k in before:
+                            after[k] = before[k]
+                if after is not None:
+                    absent = parse_image(r["absent_columns"]) if r["absent_columns"] else None
+                    absent = [n for n in absent if n not in after] if absent else None
+                    rows.append(["open", *meta, absent or None,
+                                 *convert(version, after, r["seq"], False)])
+            if rows:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)],
+                    schema=schema)
+
+    return run
+
+
+def seen_columns(rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A ``mapInArrow`` function: silver rows → distinct (schema_version, column, position in
+    the image) triples."""
+    seen: dict[tuple[str | None, str], int] = {}
+    for batch in rows:
+        for r in batch.to_pylist():
+            for text in (r["row_before"], r["row_after"]):
+                image = parse_image(text)
+                for i, k in enumerate(image or ()):
+                    seen.setdefault((r["schema_version"], k), i)
+    if seen:
+        (versions_, columns), positions = zip(*seen), list(seen.values())
+        yield pa.RecordBatch.from_arrays([pa.array(versions_, pa.string()),
+                                          pa.array(columns, pa.string()),
+                                          pa.array(positions, pa.int32())],
+                                         names=["schema_version", "column", "position"])
+
+
+# -- versions (DataFrame transforms) --------------------------------------------------------
+
+def _fill_absent(events, layout: Layout):
+    """Columns a MINIMAL/NOBLOB after image did not carry keep the key's previous value: the
+    last version (this run's or the current table's) in which the column was present."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = (Window.partitionBy(*[F.col(quote(k)) for k in layout.key]).orderBy("__seq")
+         .rowsBetween(Window.unboundedPreceding, 0))
+    is_open = F.col("__kind") == "open"
+    out = events
+    for name in layout.names:
+        if name in layout.key:
+            continue
+        present = is_open & ~F.coalesce(F.array_contains(F.col("__absent"), name), F.lit(False))
+        carried = F.last(F.when(present, F.struct(F.col(quote(name)).alias("v"))),
+                         ignorenulls=True).over(w)
+        out = out.withColumn(name, F.when(is_open, carried["v"]).otherwise(F.col(quote(name))))
+    return out
+
+
+def versions(recs, opens0, layout: Layout, *, fill_absent: bool = False):
+    """Pair opens with the closes that end them.
+
+    ``recs``: this run's records; ``opens0``: the versions open before this run whose key
+    this run closes (current-table rows as ``open`` records). Returns one row per version
+    touched: data columns, ``__start`` (seq), ``__end`` (seq or NULL), ``__end_ts``,
+    ``__existing`` (opened before this run), the opening change's gtid/time/type.
+    ``fill_absent`` (some images were MINIMAL/NOBLOB): see :func:`_fill_absent` (tables with
+    a primary key; without one, absent columns stay NULL).
+
+    With a primary key a version ends at the first close of its key after it. Without one
+    (identical rows may repeat) the n-th close of a row's values ends its n-th open: at every
+    moment there are at least as many opens as closes, so that pairing is always possible.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    key = [F.col(quote(k)) for k in layout.key]
+    events = recs.withColumn("__existing", F.lit(False)).unionByName(
+        opens0.withColumn("__existing", F.lit(True)))
+    if fill_absent and layout.has_pk:
+        events = _fill_absent(events, layout)
+    opens = events.where("__kind = 'open'")
+    closes = events.where("__kind = 'close'")
+    if layout.has_pk:
+        # closes sort before opens of the same seq (an UPDATE ends the old version first)
+        order = [F.col("__seq"), F.when(F.col("__kind") == "close", 0).otherwise(1)]
+        w = Window.partitionBy(*key).orderBy(*order).rowsBetween(1, Window.unboundedFollowing)
+        nxt = F.min(F.when(F.col("__kind") == "close",
+                           F.struct(F.col("__seq").alias("s"),
+                                    F.col("__event_timestamp").alias("t")))).over(w)
+        paired = (events.withColumn("__next", nxt).where("__kind = 'open'")
+                  .withColumn("__end", F.col("__next.s"))
+                  .withColumn("__end_ts", F.col("__next.t")).drop("__next"))
+    else:
+        w = Window.partitionBy(*key).orderBy("__seq")
+        o = opens.withColumn("__n", F.row_number().over(w))
+        ck = [f"__k{i}" for i in range(len(layout.key))]
+        c = closes.select(*[F.col(quote(k)).alias(a) for k, a in zip(layout.key, ck)],
+                          F.col("__seq").alias("__end"),
+                          F.col("__event_timestamp").alias("__end_ts"),
+                          F.row_number().over(w).alias("__cn"))
+        cond = [F.col(quote(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
+        paired = (o.join(c, cond + [F.col("__n") == F.col("__cn")], "left")
+                  .drop("__n", "__cn", *ck))
+    return paired.withColumnRenamed("__seq", "__start").drop("__kind")
+
+
+def history_changes(paired, layout: Layout):
+    """MERGE source for the history table: every version touched, with ``__op`` ``insert``
+    (opened this run) or ``close`` (opened before, closed now)."""
+    from pyspark.sql import functions as F
+
+    touched = paired.where("NOT __existing OR __end IS NOT NULL")
+    return touched.select(
+        *[F.col(quote(n)) for n in layout.names],
+        F.col("__start").alias("__START_AT"), F.col("__end").alias("__END_AT"),
+        F.col("__event_timestamp").alias("__start_timestamp"),
+        F.col("__end_ts").alias("__end_timestamp"),
+        F.col("__event_type"), F.col("__end").isNull().alias("__is_current"),
+        F.when(F.col("__existing"), "close").otherwise("insert").alias("__op"))
+
+
+def current_changes(paired, layout: Layout):
+    """MERGE source for the current table: ``delete`` every version closed (before or in
+    this run: a re-run after a crash may find it there), ``insert`` the ones left open."""
+    from pyspark.sql import functions as F
+
+    return paired.select(
+        *[F.col(quote(n)) for n in layout.names],
+        F.col("__start").alias("__seq"), F.col("__gtid"), F.col("__event_timestamp"),
+        F.when(F.col("__end").isNull(), "insert").otherwise("delete").alias("__op"))

@@ -1,0 +1,169 @@
+"""``binlake repair``: make a damaged lake consistent again, so re-runs restore exactly once.
+
+What it does (``docs/repair.md``), holding the bronze and silver leases:
+
+1. A torn latest ``_delta_log`` commit is set aside (moved to ``_binlake/damaged/``): the
+   table is back at the version before it, whose files are all intact.
+2. A data file that is truncated is set aside; then every ``add`` whose file is missing is
+   removed from the table (Delta's FSCK, ``DeltaTable.repair``).
+3. Bronze files whose rows bronze no longer fully holds (the closing END row or the row
+   count of their state is gone) are marked ``failed`` in ``bronze/files``, and files left
+   ``in_progress`` (their outcome's commit was the torn one) are listed: the next
+   ``binlake bronze`` re-indexes them (it replaces a file's rows as a unit).
+4. When bronze or silver lost anything, silver's progress is set aside: the next
+   ``binlake silver`` considers every file again and its anti-join on the bronze key appends
+   exactly the rows silver is missing; ``binlake gold`` then exports them (duplicates are
+   no-ops there).
+
+It prints what it did and the commands to run next. A fault it cannot repair (a torn commit
+that is not the latest) raises :class:`LakeFaultError` naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from pipelines.config import Config
+from pipelines.errors import LakeFaultError
+
+__all__ = ["RepairResult", "run_repair", "add_repair_parser", "cmd_repair"]
+
+
+@dataclass
+class RepairResult:
+    actions: list[str] = field(default_factory=list)
+    reindex: dict[str, list[str]] = field(default_factory=dict)  # binlog dir -> files
+    rerun_silver: bool = False
+
+
+def _aside(cfg: Config, path: str, stamp: str) -> str:
+    rel = os.path.relpath(path, cfg.lake_root)
+    dest = os.path.join(cfg.lake_root, "_binlake", "damaged", stamp, rel)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.move(path, dest)
+    return dest
+
+
+def _fix_tables(cfg: Config, res: RepairResult, stamp: str) -> set[str]:
+    """Steps 1 and 2; returns the labels of the tables that changed."""
+    from deltalake import DeltaTable
+
+    from pipelines.lake_check import lake_faults
+
+    touched: set[str] = set()
+    for _ in range(100):  # one torn commit at a time: the one before may be torn too
+        faults = lake_faults(cfg)
+        torn = [f for f in faults if f["kind"] != "data_file"]
+        if not torn:
+            break
+        for f in torn:
+            if f["kind"] != "torn_commit" or not f["latest"]:
+                raise LakeFaultError(f"{f['table']}: {f['problem']}: cannot be repaired "
+                                     "automatically (docs/repair.md)")
+            crc = f["file"][:-len(".json")] + ".crc"
+            dest = _aside(cfg, f["file"], stamp)
+            if os.path.exists(crc):
+                _aside(cfg, crc, stamp)
+            res.actions.append(f"{f['table']}: {f['problem']}: set aside to {dest}; the table "
+                               f"is back at version {f['version'] - 1}")
+            touched.add(f["table"])
+    by_table: dict[str, list[dict]] = {}
+    for f in lake_faults(cfg):
+        by_table.setdefault(f["table"], []).append(f)
+    for label, faults in by_table.items():
+        for f in faults:
+            if os.path.exists(f["file"]):
+                _aside(cfg, f["file"], stamp)
+        removed = DeltaTable(cfg.table_path(*label.split("/"))).repair().get("files_removed", [])
+        res.actions.append(f"{label}: {len(faults)} damaged data file(s) removed from the "
+                           f"table ({'; '.join(f['problem'] for f in faults)}); "
+                           f"{len(removed)} add action(s) dropped")
+        touched.add(label)
+    return touched
+
+
+def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
+    """Step 3: files whose bronze rows are no longer all there are marked ``failed``."""
+    from pipelines.bronze.files import load_states, save_states
+    from pipelines.lake import BRONZE_EVENTS, Lake
+
+    lake = Lake.of(cfg)
+    bronze = lake.ident(BRONZE_EVENTS)
+    states = load_states(spark, lake)
+    have: dict[tuple[str, str], tuple[int, int]] = {}
+    if lake.exists(spark, BRONZE_EVENTS):
+        for r in spark.sql(
+                "SELECT source_id, binlog_file, "
+                "sum(CASE WHEN event_type IN ('END', 'ERROR') THEN 1 ELSE 0 END) AS closing, "
+                "sum(CASE WHEN event_type IN ('INSERT', 'UPDATE', 'DELETE') THEN 1 ELSE 0 END) "
+                f"AS changes FROM {bronze} GROUP BY source_id, binlog_file").collect():
+            have[(r[0], r[1])] = (int(r[2]), int(r[3]))
+    lost = []
+    for key, st in states.items():
+        if st.path.startswith("stream://"):
+            continue
+        if st.status == "in_progress":  # its outcome is gone: the next bronze run redoes it
+            res.reindex.setdefault(os.path.dirname(st.path), []).append(st.binlog_file)
+            res.actions.append(f"bronze/files: {st.source_id}/{st.binlog_file}: in_progress "
+                               "(its run's outcome is gone); re-index this file")
+            continue
+        if st.status not in ("completed", "partial"):
+            continue
+        closing, changes = have.get(key, (0, 0))
+        if closing == 0 or changes != (st.row_changes or 0):
+            st.status, st.updated_at = "failed", None
+            st.error = (f"repair: bronze holds {changes} of its {st.row_changes} row changes"
+                        f"{'' if closing else ' and no closing row'}; re-index this file")
+            lost.append(st)
+            res.reindex.setdefault(os.path.dirname(st.path), []).append(st.binlog_file)
+    save_states(spark, lake, lost)
+    for st in lost:
+        res.actions.append(f"bronze/files: {st.source_id}/{st.binlog_file}: {st.error}")
+
+
+def run_repair(spark, cfg: Config) -> RepairResult:
+    """Repair the lake (module docstring); returns what was done and what to run next."""
+    from pipelines.lease import lake_lease
+
+    res = RepairResult()
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    with lake_lease(cfg, "bronze"), lake_lease(cfg, "silver"):
+        touched = _fix_tables(cfg, res, stamp)
+        if any(t.startswith("bronze/") for t in touched):
+            _recheck_bronze(spark, cfg, res)
+        if touched:
+            progress = cfg.table_path("silver", "progress")
+            if os.path.isdir(progress):
+                dest = _aside(cfg, progress, stamp)
+                res.actions.append(f"silver/progress set aside to {dest}: the next silver "
+                                   "run considers every file (anti-join: no row twice)")
+            res.rerun_silver = True
+    return res
+
+
+def add_repair_parser(sub) -> argparse.ArgumentParser:
+    """Add ``binlake repair`` to ``binlake``'s sub-parsers."""
+    p = sub.add_parser("repair", help="set damaged table files aside so re-runs restore "
+                                      "exactly once (docs/repair.md)")
+    p.set_defaults(handler=cmd_repair)
+    return p
+
+
+def cmd_repair(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.session import get_spark
+
+    res = run_repair(get_spark(cfg.engine), cfg)
+    if not res.actions:
+        print("repair: no damage found")
+        return 0
+    for a in res.actions:
+        print(f"repair: {a}")
+    for d, names in sorted(res.reindex.items()):
+        print(f"repair: next: binlake bronze --binlog-dir {d} --files {','.join(sorted(names))}")
+    if res.rerun_silver:
+        print("repair: next: binlake silver (then binlake gold when gold is configured)")
+    return 0

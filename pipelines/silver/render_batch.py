@@ -1,0 +1,177 @@
+"""Pure: one Arrow batch of bronze row changes → its silver rows and its quarantine rows.
+
+The batch is split into groups that one :class:`TableSpec` names: rows of one table, in one
+schema epoch (between two DDLs touching it), with one TABLE_MAP (``naming.py``). Each group is
+named once and rendered column by column (``images.TableRenderer``, built once per spec and
+kept for the next batches); every row lands in exactly one of the two outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.errors import SchemaMismatchError
+from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.silver.images import SilverImages, TableRenderer
+from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
+
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "table_map_of"]
+
+# Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
+# (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
+RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
+QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
+_TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
+       "primary_key", "enum_values", "set_values"]
+_IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
+_RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
+                  "seq", "event_date", "pk_kind", "schema_version"}
+_DAY_US = 86_400_000_000
+
+
+def _tup(v):
+    if v is None:
+        return None
+    return tuple(_tup(x) if isinstance(x, list) else x for x in v)
+
+
+def table_map_of(row: Mapping[str, Any]) -> BronzeTableMap:
+    """The TABLE_MAP facts of one bronze row (a dict of its columns)."""
+    return BronzeTableMap(*[_tup(row[c]) for c in _TM])
+
+
+def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
+    return table_map_of({c: col[j].as_py() for c, col in zip(_TM, tm_cols)})
+
+
+def _fingerprint(col: pa.Array) -> pa.Array:
+    """Per row, a string equal between two rows exactly when their values are equal.
+
+    Elements are escaped (``\\x01`` → ``\\x01\\x02``, ``\\x00`` → ``\\x01\\x03``), marked with a
+    leading ``\\x05`` and joined with ``\\x00``; a null is ``\\x01\\x04``, which no escaped text
+    holds. Nested lists are fingerprinted from the inside out.
+    """
+    if pa.types.is_list(col.type):
+        inner = pa.ListArray.from_arrays(col.offsets, _fingerprint(col.values))
+        text = pc.binary_join(inner, "\x00")
+    else:
+        text = col.cast(pa.string())
+        text = pc.replace_substring(pc.replace_substring(text, "\x01", "\x01\x02"),
+                                    "\x00", "\x01\x03")
+        text = pc.binary_join_element_wise("\x05", text, "")
+    return pc.if_else(col.is_valid(), text, pa.scalar("\x01\x04"))
+
+
+class BatchRenderer:
+    """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached)."""
+
+    def __init__(self, plan: NamingPlan) -> None:
+        self.plan = plan
+        self._renderers: dict[TableSpec, TableRenderer] = {}
+        self._start_pos = np.empty(0, dtype=np.int64)
+
+    def _groups(self, batch: pa.RecordBatch) -> Iterator[tuple[np.ndarray, object]]:
+        """(row positions, TableSpec or the SchemaMismatchError naming them) per group."""
+        # The rows of one rows event share its TABLE_MAP: fingerprint one row per event.
+        ev = pa.table([batch.column("source_id"), batch.column("binlog_file"),
+                       batch.column("start_pos"), pa.array(np.arange(batch.num_rows))],
+                      names=["s", "f", "p", "i"])
+        events = ev.group_by(["s", "f", "p"], use_threads=False).aggregate([("i", "list")])
+        event_rows = events.column("i_list").combine_chunks()
+        first = pc.list_element(event_rows, 0)
+        keys = ["source_id", "schema_name", "table_name", "binlog_file"]
+        tm_cols = [batch.column(c).take(first) for c in _TM]
+        table = pa.table([batch.column(k).take(first) for k in keys]
+                         + [_fingerprint(c) for c in tm_cols]
+                         + [pa.array(np.arange(len(first)))], names=keys + _TM + ["e"])
+        grouped = table.group_by(keys + _TM, use_threads=False).aggregate([("e", "list")])
+        members = grouped.column("e_list").combine_chunks()
+        for g, key in enumerate(grouped.select(keys).to_pylist()):
+            evs = members[g].values
+            rows = event_rows.take(evs).flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+            source, schema, name, binlog_file = (key[k] for k in keys)
+            tm = _table_map(tm_cols, int(evs[0].as_py()))
+            pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
+            while len(rows):
+                start, end = self.plan.epoch(source, schema, name, int(pos.min()))
+                inside = (pos > start) & (pos <= end)
+                part = rows[inside]
+                try:  # the epoch, not the row, decides: any row of the group names it
+                    spec = self.plan.resolve(source, schema, name, binlog_file,
+                                             int(self._start_pos[part[0]]), tm)
+                except SchemaMismatchError as exc:
+                    spec = exc
+                yield part, spec
+                rows, pos = rows[~inside], pos[~inside]
+
+    def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+        """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""
+        self._start_pos = batch.column("start_pos").to_numpy(zero_copy_only=False)
+        ok_rows, rendered, specs = [], [], []
+        bad_rows: list[int] = []
+        reasons: list[str] = []
+        for rows, spec in self._groups(batch):
+            if isinstance(spec, SchemaMismatchError):
+                bad_rows += rows.tolist()
+                reasons += [str(spec)] * len(rows)
+                continue
+            tr = self._renderers.get(spec)
+            if tr is None:
+                tr = self._renderers[spec] = TableRenderer(spec)
+            idx = pa.array(rows)
+            images = tr.render(*[batch.column(c).take(idx) for c in _IMAGES])
+            for i, why in images.errors:
+                bad_rows.append(int(rows[i]))
+                reasons.append(why)
+            if len(images.rows):
+                ok_rows.append(rows[images.rows])
+                rendered.append(images)
+                specs.append((spec, len(images.rows)))
+        return (self._silver(batch, ok_rows, rendered, specs),
+                self._quarantine(batch, bad_rows, reasons))
+
+    def _silver(self, batch: pa.RecordBatch, ok_rows: list[np.ndarray],
+                rendered: list[SilverImages], specs: list[tuple[TableSpec, int]]
+                ) -> pa.RecordBatch:
+        if not ok_rows:
+            return pa.RecordBatch.from_pylist([], schema=RENDERED)
+        idx = pa.array(np.concatenate(ok_rows))
+        cat = {f: pa.concat_arrays([getattr(r, f) for r in rendered])
+               for f in ("pk_values", "changed_columns", "row_before", "row_after",
+                         "absent_columns")}
+        cat["pk_kind"] = pa.concat_arrays([pa.repeat(s.pk_kind, n) for s, n in specs]) \
+            .cast(pa.string())
+        cat["schema_version"] = pa.concat_arrays(
+            [pa.repeat(s.schema_version, n) for s, n in specs]).cast(pa.string())
+        files = batch.column("binlog_file").take(idx)
+        codes = files.dictionary_encode()
+        numbers = np.array([file_number(f) for f in codes.dictionary.to_pylist()],
+                           dtype=np.int64)
+        start = batch.column("start_pos").take(idx).to_numpy(zero_copy_only=False)
+        row_in_event = batch.column("row_in_event").take(idx).to_numpy(zero_copy_only=False)
+        cat["seq"] = pa.array((numbers[codes.indices.to_numpy(zero_copy_only=False)] << 32)
+                              | (start + row_in_event))
+        ts = batch.column("event_timestamp").take(idx)
+        micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        cat["event_date"] = pa.array(np.floor_divide(micros, _DAY_US).astype(np.int32),
+                                     pa.date32())
+        cols = []
+        for f in RENDERED:
+            if f.name in _RENDERED_COLS:
+                cols.append(cat[f.name].cast(f.type))
+            elif f.name == "event_timestamp":
+                cols.append(ts.cast(f.type))
+            else:
+                cols.append(batch.column(f.name).take(idx).cast(f.type))
+        return pa.RecordBatch.from_arrays(cols, schema=RENDERED)
+
+    def _quarantine(self, batch: pa.RecordBatch, rows: list[int], reasons: list[str]
+                    ) -> pa.RecordBatch:
+        idx = pa.array(rows, pa.int64())
+        cols = [pa.array(reasons, pa.string()) if f.name == "reason"
+                else batch.column(f.name).take(idx).cast(f.type) for f in QUARANTINE]
+        return pa.RecordBatch.from_arrays(cols, schema=QUARANTINE)

@@ -1,0 +1,46 @@
+"""A local JVM Spark with delta-spark and its own catalog, for the catalog-table tests.
+
+The in-memory catalog keeps its tables in ``spark.sql.warehouse.dir`` (a temporary directory);
+the Delta jars come from Maven through Ivy (``configure_spark_with_delta_pip``). The session is
+stopped when the fixture ends, so that ``pipelines.session.get_spark`` (which prefers an
+active session) hands the embedded engine to every later test again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Iterator
+
+import pytest
+
+__all__ = ["jvm_spark"]
+
+_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.catalogImplementation": "in-memory",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+@pytest.fixture(scope="module")
+def jvm_spark() -> Iterator[object]:
+    """A classic ``SparkSession`` (local[2], Delta, in-memory catalog), one per test module."""
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with tempfile.TemporaryDirectory(prefix="binlake-warehouse-") as warehouse:
+        builder = SparkSession.builder.master("local[2]").appName("binlake-tests")
+        for key, value in {**_CONF, "spark.sql.warehouse.dir": warehouse}.items():
+            builder = builder.config(key, value)
+        spark = configure_spark_with_delta_pip(builder).getOrCreate()
+        try:
+            yield spark
+        finally:
+            spark.stop()

@@ -1,0 +1,153 @@
+"""``pipelines.mysql_client``: DSN parsing with TLS parameters, where a password comes from,
+redaction, the one event-header struct, and the LOAD DATA LOCAL guard on a real server."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import GoldConfig, SourceConfig, load_config
+from pipelines.errors import ConfigError
+from pipelines.mysql_client import (
+    EVENT_HEADER, HEADER_SIZE, Dsn, LocalFileRefused, Tls, allow_local_file, connect,
+    error_text, read_option_file, redact, resolve_dsn,
+)
+
+
+def test_dsn_tls_parameters_and_defaults() -> None:
+    assert Dsn.parse("mysql://u:p@h/").tls == Tls("PREFERRED")
+    d = Dsn.parse("mysql://u:p@h:3307/db?ssl_ca=/ca.pem")
+    assert d.tls == Tls("VERIFY_CA", "/ca.pem")  # a CA given means: verify with it
+    d = Dsn.parse("mysql://u@h/?ssl_mode=verify_identity&ssl_ca=/c&ssl_cert=/x&ssl_key=/k")
+    assert d.tls == Tls("VERIFY_IDENTITY", "/c", "/x", "/k")
+    assert str(d) == "mysql://u@h:3306/?ssl_mode=VERIFY_IDENTITY"
+
+
+@pytest.mark.parametrize("url, match", [
+    ("mysql://u@h/?ssl_mode=SOMETIMES", r"--gold-dsn: \?ssl_mode: expected one of DISABLED"),
+    ("mysql://u@h/?sslmode=require", "unknown DSN parameter"),
+    ("mysql://u@h/?ssl_key=/k", "ssl_cert and"),
+    ("mysql://u@h/?ssl_mode=DISABLED&ssl_ca=/c", "DISABLED contradicts"),
+])
+def test_bad_tls_parameters_name_the_setting(url: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Dsn.parse(url, setting="--gold-dsn")
+
+
+def test_url_round_trips_password_and_tls_for_engine_tasks() -> None:
+    d = Dsn.parse("mysql://a%40b:p%2Fw%3Ax@h:1/my%20db?ssl_mode=REQUIRED&ssl_cert=/c&ssl_key=/k")
+    again = Dsn.parse(d.url())
+    assert again == d and again.password == "p/w:x" and again.database == "my db"
+
+
+def test_config_sections_carry_tls_and_validate_them() -> None:
+    cfg = load_config(env={"BINLAKE_GOLD_SSL_MODE": "REQUIRED", "BINLAKE_GOLD_PASSWORD": "pw1"})
+    assert (cfg.gold.ssl_mode, cfg.gold.password) == ("REQUIRED", "pw1")
+    assert "pw1" not in repr(cfg)
+    with pytest.raises(ConfigError, match=r"source\.ssl_mode"):
+        load_config(env={"BINLAKE_SOURCE_SSL_MODE": "maybe"})
+
+
+def test_password_precedence(tmp_path: Path) -> None:
+    pwfile = tmp_path / "pw"
+    pwfile.write_text("from-file\nsecond line ignored\n")
+    cnf = tmp_path / "my.cnf"
+    cnf.write_text("[mysql]\npassword=not-this\n[client]\nuser = optuser\n"
+                   "password = \"from cnf\"\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".my.cnf").write_text("[client]\npassword=from-home\n")
+    env = {"HOME": str(home)}
+    full = GoldConfig(password="from-env", password_file=str(pwfile), defaults_file=str(cnf))
+
+    def pw(url: str, section: GoldConfig) -> tuple[str, str, str]:
+        d = resolve_dsn(url, section, setting="gold.dsn", section="gold", env=env)
+        return d.user, d.password, d.password_from
+
+    assert pw("mysql://u:in-url@h/", full)[1] == "in-url"
+    assert pw("mysql://u@h/", full)[1:] == (
+        "from-env", "gold.password / BINLAKE_GOLD_PASSWORD")
+    assert pw("mysql://u@h/", replace(full, password=""))[1] == "from-file"
+    assert pw("mysql://h/", replace(full, password="", password_file="")) == (
+        "optuser", "from cnf", f"[client] of gold.defaults_file {cnf}")
+    assert pw("mysql://u@h/", GoldConfig())[:2] == ("u", "from-home")
+    with pytest.raises(ConfigError, match=r"gold\.defaults_file .*none\.cnf"):
+        pw("mysql://u@h/", GoldConfig(defaults_file=str(tmp_path / "none.cnf")))
+    # no password anywhere (and no ~/.my.cnf): none
+    assert resolve_dsn("mysql://u@h/", GoldConfig(), setting="s", section="gold",
+                       env={"HOME": str(tmp_path)}).password == ""
+
+
+def test_unreadable_password_sources_name_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"source\.password_file .*nope"):
+        resolve_dsn("mysql://u@h/", SourceConfig(password_file=str(tmp_path / "nope")),
+                    setting="source.dsn", section="source")
+    bad = tmp_path / "bad.cnf"
+    bad.write_text("[client\npassword=x\n")
+    with pytest.raises(ConfigError, match="source.defaults_file .*bad.cnf") as info:
+        resolve_dsn("mysql://u@h/", SourceConfig(defaults_file=str(bad)),
+                    setting="source.dsn", section="source")
+    assert "password=x" not in str(info.value)
+
+
+def test_option_file_skips_includes_and_keeps_only_client(tmp_path: Path) -> None:
+    cnf = tmp_path / "c.cnf"
+    cnf.write_text("!includedir /etc/mysql/conf.d/\n# comment\n[client]\nssl-ca=/x\n"
+                   "password='q#1'\n[mysqld]\nport=1\n")
+    assert read_option_file(str(cnf), setting="s") == {"ssl_ca": "/x", "password": "q#1"}
+
+
+def test_dsn_tls_wins_over_the_section() -> None:
+    section = SourceConfig(ssl_mode="VERIFY_CA", ssl_ca="/section.pem")
+    d = resolve_dsn("mysql://u:p@h/?ssl_mode=REQUIRED", section, setting="s", section="source")
+    assert d.tls == Tls("REQUIRED")
+    d = resolve_dsn("mysql://u:p@h/", section, setting="s", section="source")
+    assert d.tls == Tls("VERIFY_CA", "/section.pem")
+
+
+def test_redaction() -> None:
+    assert redact("pw=s3cr/t or s3cr%2Ft", "s3cr/t") == "pw=*** or ***"
+    d = Dsn.parse("mysql://u:hunter22@h/")
+    err = OSError(1045, "user u typed hunter22")
+    assert error_text(err, d) == "(1045) user u typed ***"
+    assert "hunter22" not in str(d) and "hunter22" not in repr(d)
+
+
+def test_one_event_header_struct() -> None:
+    from pipelines.bronze import framing, payload
+    from pipelines.stream import protocol
+
+    assert framing.EVENT_HEADER is payload.EVENT_HEADER is protocol.EVENT_HEADER is EVENT_HEADER
+    assert framing.HEADER_SIZE == HEADER_SIZE == 19
+    # a ROTATE header: ts 0, type 4, server 1, length 44, next_pos 0, flags 0x20 (artificial)
+    raw = bytes.fromhex("00000000 04 01000000 2c000000 00000000 2000")
+    assert EVENT_HEADER.unpack(raw) == (0, 4, 1, 44, 0, 0x20)
+
+
+@pytest.mark.mariadb
+def test_load_data_local_sends_only_the_file_allowed(mariadb, tmp_path: Path) -> None:
+    mariadb.execute("CREATE DATABASE IF NOT EXISTS lfile")
+    mariadb.execute("CREATE TABLE IF NOT EXISTS lfile.t (id INT PRIMARY KEY, v TEXT)")
+    private = tmp_path / "private.txt"
+    private.write_text("1\tprivate\n")
+    export = tmp_path / "export.tsv"
+    export.write_text("2\texport\n")
+    conn = connect(Dsn.parse(mariadb.dsn("lfile")), section="gold", database="lfile",
+                   local_infile=True)
+    load = "LOAD DATA LOCAL INFILE %s INTO TABLE t"
+    try:
+        with conn.cursor() as cur:
+            with allow_local_file(conn, str(export)):
+                assert cur.execute(load, (str(export),)) == 1
+                with pytest.raises(LocalFileRefused, match="private.txt"):
+                    cur.execute(load, (str(private),))  # the server asks for another name
+            with pytest.raises(LocalFileRefused):
+                cur.execute(load, (str(export),))  # outside the block: nothing at all
+            cur.execute("SELECT 1")  # the connection is still in step
+            assert cur.fetchone() == (1,)
+            assert conn.refused_local_files == [str(private), str(export)]
+    finally:
+        conn.close()
+    assert mariadb.execute("SELECT id, v FROM lfile.t") == [(2, "export")]

@@ -1,0 +1,84 @@
+"""``stream.follower``: silver follows bronze on its lag, a failing gold never stops the
+stream, and a snapshot follows a commit that held DDL — on the embedded engine and a lake
+built from a real binlog."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.bronze.job import run_bronze
+from pipelines.config import load_config
+from pipelines.mysql_client import Dsn
+from pipelines.stream.follower import Follower
+
+pytestmark = pytest.mark.spark
+
+CRC32_FILE = "osheroff__mysql-binlog-connector-java/src__test__resources__mysql-bin.checksum-crc32"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cfg(tmp_path: Path, lag: int = 30):
+    return load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
+                                          "stream.silver_lag_seconds": lag})
+
+
+def test_due_only_with_pending_commits_and_after_the_lag(tmp_path: Path) -> None:
+    f = Follower(None, _cfg(tmp_path, lag=30), dsn=Dsn("127.0.0.1"))
+    t0 = f.last_silver
+    assert not f.due(t0 + 60)  # nothing committed
+    f.silver_pending = True
+    assert not f.due(t0 + 10) and f.due(t0 + 30)
+    off = Follower(None, _cfg(tmp_path, lag=0), dsn=Dsn("127.0.0.1"))
+    off.silver_pending = True
+    assert not off.due(t0 + 3600)  # silver_lag_seconds = 0: never
+
+
+def test_follow_runs_silver_and_survives_a_dead_gold(spark, tmp_path: Path, corpus: Path,
+                                                     caplog) -> None:
+    cfg = _cfg(tmp_path)
+    binlogs = tmp_path / "binlogs"
+    binlogs.mkdir()
+    (binlogs / "mysql-bin.000001").write_bytes((corpus / CRC32_FILE).read_bytes())
+    run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True)
+    dead_gold = f"mysql://u:pw@127.0.0.1:{_closed_port()}/g"
+    f = Follower(spark, cfg, dsn=Dsn("127.0.0.1"), gold_dsn=dead_gold)
+    f.silver_pending = True
+    before = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        assert f.follow() is False  # silver ran, gold failed: logged, not raised
+    assert "following silver/gold failed" in caplog.text and "pw" not in caplog.text
+    assert not f.silver_pending and f.last_silver >= before
+    silver = spark.read.format("delta").load(cfg.table_path("silver", "binlog_events"))
+    quarantine = spark.read.format("delta").load(cfg.table_path("silver", "quarantine"))
+    assert silver.count() + quarantine.count() == 63  # MANIFEST: 63 row changes
+
+
+def test_a_commit_with_ddl_takes_a_snapshot_after_it(spark, tmp_path: Path, caplog) -> None:
+    cfg = _cfg(tmp_path)
+    f = Follower(spark, cfg, dsn=Dsn("127.0.0.1", _closed_port()))
+    f.committed()
+    assert f.silver_pending and "snapshot" not in caplog.text  # no DDL: no snapshot
+    f.saw_ddl()
+    with caplog.at_level(logging.WARNING):
+        f.committed()  # the source is down: a warning, and the DDL flag is spent
+    assert "schema snapshot after DDL failed" in caplog.text and not f.ddl_pending
+
+
+@pytest.mark.mariadb
+def test_the_snapshot_after_ddl_is_stored(spark, tmp_path: Path, mariadb) -> None:
+    cfg = _cfg(tmp_path)
+    f = Follower(spark, cfg, dsn=Dsn.parse(mariadb.dsn()))
+    f.saw_ddl()
+    f.committed()
+    snaps = spark.read.format("delta").load(cfg.table_path("silver", "schema_snapshots"))
+    assert snaps.select("snapshot_id").distinct().count() == 1
