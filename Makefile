@@ -18,6 +18,8 @@ $(STAMP): setup.cfg pyproject.toml
 # The Delta jars matching the installed delta-spark, fetched with Maven once (docs/engines.md):
 # `--engine spark` and the JVM Spark Connect server use them (engine.delta_jars overrides).
 $(JARS)/.fetched: $(STAMP)
+	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jre-headless; }
 	$(PY) scripts/fetch_delta_jars.py $(JARS)
 	touch $@
 
