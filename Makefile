@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[local,test]'
 	touch $(STAMP)
 
 # A MariaDB server from Debian packages, for the end-to-end tests (installed when missing).

@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_mirror_parser(sub)
     from pipelines.serve import add_serve_parser
     add_serve_parser(sub)
+    from pipelines.optimize_command import add_optimize_parser
+    add_optimize_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -322,6 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:  # the core wheel leaves the engine to the platform
+        if (exc.name or "").split(".")[0] not in ("pyspark", "pysail", "delta"):
+            raise
+        print(f"binlake: error: {args.command} needs {exc.name}: run it where Spark is provided "
+              f"(a cluster, spark-submit) or pip install 'binlake[local]'", file=sys.stderr)
+        return 1
     except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
         from pipelines.history.command import engine_message
         message = engine_message(exc)

@@ -8,7 +8,9 @@ the SQL forms are used.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import unquote
 
 from pipelines.errors import EngineError
 
@@ -102,20 +104,43 @@ def table_id(path: str) -> str | None:
 
 
 def files_added(path: str, since_version: int, to_version: int) -> list[str] | None:
-    """Data files present at ``to_version`` and not at ``since_version`` (absolute URIs).
+    """Data files holding exactly the rows appended after ``since_version`` up to
+    ``to_version`` (absolute URIs), for an append-only table.
 
-    For an append-only table these hold exactly the rows added in between (Sail has no change
-    data feed). ``None`` when either version cannot be loaded (log cleaned up, table
-    re-created, store unreadable by delta-rs): the caller then reads the whole snapshot.
+    Files an OPTIMIZE wrote (``dataChange=false``: the same rows rearranged) do not count; a
+    file appended in between and then rewritten by an OPTIMIZE is returned as appended (it
+    stays on disk until VACUUM). ``None`` when a version cannot be loaded (log cleaned up,
+    table re-created, store unreadable by delta-rs) or such a file was vacuumed: the caller
+    then reads the whole snapshot.
     """
     try:
         from deltalake import DeltaTable
 
-        old = set(DeltaTable(path, version=since_version).file_uris())
-        new = DeltaTable(path, version=to_version).file_uris()
+        # The latest table's history: delta-rs 1.6 numbers the history of a table loaded
+        # at an older version off by one.
+        ops = {c.get("version"): str(c.get("operation", "")).upper()
+               for c in DeltaTable(path).history()}
+        if not any(ops.get(v) in _REWRITES for v in range(since_version + 1, to_version + 1)):
+            old = set(DeltaTable(path, version=since_version).file_uris())
+            new = DeltaTable(path, version=to_version).file_uris()
+            return [f for f in new if f not in old]
+        out: list[str] = []
+        prev = set(DeltaTable(path, version=since_version).file_uris())
+        for v in range(since_version + 1, to_version + 1):
+            files = DeltaTable(path, version=v).file_uris()
+            if ops.get(v) not in _REWRITES:
+                out += [f for f in files if f not in prev]
+            prev = set(files)
     except Exception:  # noqa: BLE001 - delta-rs raises several kinds
         return None
-    return [f for f in new if f not in old]
+    if any(f.startswith("file://") and not os.path.exists(unquote(f[len("file://"):]))
+           or f.startswith("/") and not os.path.exists(f) for f in out):
+        return None
+    return out
+
+
+# Commits that rewrite files without changing rows (``dataChange=false``).
+_REWRITES = ("OPTIMIZE", "REORG")
 
 
 def set_retention(path: str, *, log_retention: str, deleted_file_retention: str) -> dict[str, str]:

@@ -7,7 +7,8 @@ What it does (``docs/repair.md``), holding the bronze and silver leases:
 2. A data file that is truncated is set aside; then every ``add`` whose file is missing is
    removed from the table (Delta's FSCK, ``DeltaTable.repair``).
 3. Bronze files whose rows bronze no longer fully holds (the closing END row or the row
-   count of their state is gone) are marked ``failed`` in ``bronze/files``: the next
+   count of their state is gone) are marked ``failed`` in ``bronze/files``, and files left
+   ``in_progress`` (their outcome's commit was the torn one) are listed: the next
    ``binlake bronze`` re-indexes them (it replaces a file's rows as a unit).
 4. When bronze or silver lost anything, silver's progress is set aside: the next
    ``binlake silver`` considers every file again and its anti-join on the bronze key appends
@@ -103,7 +104,14 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
             have[(r[0], r[1])] = (int(r[2]), int(r[3]))
     lost = []
     for key, st in states.items():
-        if st.status not in ("completed", "partial") or st.path.startswith("stream://"):
+        if st.path.startswith("stream://"):
+            continue
+        if st.status == "in_progress":  # its outcome is gone: the next bronze run redoes it
+            res.reindex.setdefault(os.path.dirname(st.path), []).append(st.binlog_file)
+            res.actions.append(f"bronze/files: {st.source_id}/{st.binlog_file}: in_progress "
+                               "(its run's outcome is gone); re-index this file")
+            continue
+        if st.status not in ("completed", "partial"):
             continue
         closing, changes = have.get(key, (0, 0))
         if closing == 0 or changes != (st.row_changes or 0):

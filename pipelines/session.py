@@ -41,9 +41,18 @@ def _active():
     try:
         from pyspark.sql import SparkSession
 
-        return SparkSession.getActiveSession()
+        active = SparkSession.getActiveSession()
+        if active is None and _launched_by_spark():
+            active = SparkSession.builder.getOrCreate()  # the launcher's conf (master, Delta)
+        return active
     except Exception:  # noqa: BLE001 - no classic Spark installed/started
         return None
+
+
+def _launched_by_spark() -> bool:
+    """True in a Python that spark-submit (its JVM passes the gateway port) or a Databricks
+    job started: the session to use is the platform's, not one binlake makes."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("DATABRICKS_RUNTIME_VERSION"))
 
 
 def _start_sail() -> str:

@@ -178,3 +178,18 @@ def test_stream_follow_runs_the_mirror_after_silver(spark, tmp_path: Path) -> No
     orders = silver.where("table_name = 'orders'").select("pk_values").distinct().count()
     current = spark.read.format("delta").load(str(tmp_path / "lake" / "mirror" / "shop" / "orders"))
     assert 0 < current.count() <= orders
+
+
+@pytest.mark.spark
+def test_vacuum_covers_the_mirror_tables(spark, tmp_path: Path) -> None:
+    from pipelines.cli import main
+    from pipelines.config import load_config
+    from pipelines.gold.job import run_vacuum
+
+    lake = tmp_path / "lake"
+    assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),
+                 "--all", "--mirror"]) == 0
+    done = {r["table"] for r in run_vacuum(load_config(env={}, overrides={"lake.root": str(lake)}),
+                                           dry_run=True, spark=spark)}
+    assert {"mirror/shop/orders", "mirror_history/shop/orders", "mirror_state/tables",
+            "silver/binlog_events"} <= done

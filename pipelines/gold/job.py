@@ -384,15 +384,17 @@ def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[s
     if lake.uses_catalog and spark is None:
         raise ConfigError("lake.catalog: vacuum needs a Spark session to find the tables")
     out = []
-    for table in lake_tables():
-        path = lake.location(spark, table)
+    from pipelines.mirror.job import mirror_table_paths
+
+    tables = [(t.key, lake.location(spark, t), t.retention) for t in lake_tables()]
+    for key, path, retention in tables + [(k, p, None) for k, p in mirror_table_paths(cfg)]:
         if path is None or current_version(path) is None:
             continue
         props = set_retention(path, log_retention=cfg.gold.log_retention,
-                              deleted_file_retention=table.retention
+                              deleted_file_retention=retention
                               or cfg.gold.deleted_file_retention)
         done = vacuum_table(path, dry_run=dry_run)
-        out.append({"table": table.key, "path": path, "version": done["version"],
+        out.append({"table": key, "path": path, "version": done["version"],
                     "files_removed": len(done["files"]), "dry_run": dry_run,
                     "properties": {k: v for k, v in props.items() if "Retention" in k}})
     return out

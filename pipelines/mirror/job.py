@@ -43,7 +43,7 @@ from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION
                                    quote, record_schema, records, seen_columns, versions)
 
 __all__ = ["MirrorResult", "TableRun", "run_mirror", "mirror_path", "state_path",
-           "mirrored_tables", "view_names"]
+           "mirrored_tables", "view_names", "mirror_table_paths"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,21 @@ def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
     The one place mirror paths are built (``work``: a run's paired versions, scratch)."""
     layer = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}[kind]
     return os.path.join(cfg.lake_root, layer, schema, table)
+
+
+def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
+    """(label, path) of every mirror Delta table on disk, the state and scratch tables
+    included (for ``binlake vacuum``); found by their ``_delta_log`` directories."""
+    import glob
+
+    out = []
+    for layer in ("mirror", "mirror_history", "mirror_state/work"):
+        for log_dir in sorted(glob.glob(os.path.join(cfg.lake_root, layer, "*", "*", "_delta_log"))):
+            path = os.path.dirname(log_dir)
+            out.append((os.path.relpath(path, cfg.lake_root), path))
+    if os.path.isdir(os.path.join(state_path(cfg), "_delta_log")):
+        out.append(("mirror_state/tables", state_path(cfg)))
+    return out
 
 
 def state_path(cfg: Config) -> str:
