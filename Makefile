@@ -3,16 +3,25 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+JARS   := $(VENV)/delta-jars
 
 .PHONY: setup demo test mariadb chromium sample bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(JARS)/.fetched
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[local,test]'
 	touch $(STAMP)
+
+# The Delta jars matching the installed delta-spark, fetched with Maven once (docs/engines.md):
+# `--engine spark` and the JVM Spark Connect server use them (engine.delta_jars overrides).
+$(JARS)/.fetched: $(STAMP)
+	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jre-headless; }
+	$(PY) scripts/fetch_delta_jars.py $(JARS)
+	touch $@
 
 # A MariaDB server from Debian packages, for the end-to-end tests (installed when missing).
 mariadb:
@@ -37,6 +46,7 @@ sample: setup mariadb
 bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
 	$(PY) bench/pipeline.py
+	$(PY) bench/engines.py
 
 clean:
 	rm -rf $(VENV) lake build *.egg-info

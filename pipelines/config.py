@@ -78,6 +78,7 @@ class SilverConfig:
     render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
     render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
     target_file_mb: int = 128  # silver data files roll over at about this size
+    change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
 
 
 @dataclass(frozen=True)

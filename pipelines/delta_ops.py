@@ -1,22 +1,71 @@
 """The few Delta operations that differ per engine, in one place.
 
-Reads and writes go through ``format("delta")`` and SQL on every engine. What Sail 0.7 cannot
-do (DESCRIBE HISTORY, VACUUM, table properties) goes through ``deltalake`` (delta-rs) on the
-same files when the table is on a local or object-store path; on a JVM Spark with delta-spark
-the SQL forms are used.
+Reads and writes go through ``format("delta")`` and SQL on every engine. What an engine can do
+beyond that is asked, not assumed: :func:`capabilities` probes the session once (cached per
+session) with Delta's own statements on a path that holds no table. delta-spark answers with a
+Delta error (``[DELTA_MISSING_DELTA_TABLE]``…): the statement exists; Sail 0.7 answers with a
+parse error or "unknown table function": it does not. History, VACUUM and table properties
+then use SQL where the engine has it (delta-spark) and ``deltalake`` (delta-rs) on the same
+files elsewhere; the change data feed exists only where the engine has it.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import uuid
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
-           "rows_written_since",
+           "rows_written_since", "Capabilities", "capabilities", "enable_change_data_feed",
            "table_id", "files_added", "set_retention", "vacuum_table"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the engine behind a session does with Delta tables beyond reads and writes."""
+
+    describe_history: bool = False  # DESCRIBE HISTORY
+    vacuum: bool = False  # VACUUM … RETAIN … [DRY RUN]
+    optimize: bool = False  # OPTIMIZE … [ZORDER BY]
+    change_data_feed: bool = False  # table_changes / readChangeFeed, delta.enableChangeDataFeed
+
+
+# A Delta error class in the answer: the engine parsed and planned the statement.
+_DELTA_ANSWER = re.compile(r"\[DELTA_[A-Z_]+\]")
+_CAPS: dict[Any, Capabilities] = {}
+
+
+def _session_key(spark) -> Any:
+    return getattr(spark, "session_id", None) or id(spark)
+
+
+def _answers(spark, statement: str) -> bool:
+    try:
+        spark.sql(statement).collect()
+    except Exception as exc:  # noqa: BLE001 - parse/unsupported/analysis errors differ per engine
+        return bool(_DELTA_ANSWER.search(str(exc)))
+    return True  # cannot succeed on a missing table, but an engine that runs it has it
+
+
+def capabilities(spark) -> Capabilities:
+    """Ask the engine (once per session) which Delta statements it has; see the module doc."""
+    key = _session_key(spark)
+    if key not in _CAPS:
+        nowhere = f"/nonexistent/binlake-capability-probe-{uuid.uuid4().hex}"
+        table = _ident_path(nowhere)
+        _CAPS[key] = Capabilities(
+            describe_history=_answers(spark, f"DESCRIBE HISTORY {table}"),
+            vacuum=_answers(spark, f"VACUUM {table} RETAIN 168 HOURS DRY RUN"),
+            optimize=_answers(spark, f"OPTIMIZE {table}"),
+            change_data_feed=_answers(
+                spark, f"SELECT * FROM table_changes_by_path({sql_string(nowhere)}, 0)"),
+        )
+    return _CAPS[key]
 
 
 def sql_string(value: str) -> str:
@@ -46,21 +95,45 @@ def delete_where(spark, path: str, predicate: str) -> None:
     spark.sql(f"DELETE FROM {_ident_path(path)} WHERE {predicate}").collect()
 
 
-def history(spark, path: str, engine: str) -> list[dict[str, Any]]:
-    """The table's commit history, newest first (version, timestamp, operation)."""
-    if engine in ("spark", "active"):
-        try:
-            rows = spark.sql(f"DESCRIBE HISTORY {_ident_path(path)}").collect()
-            return [{"version": r["version"], "timestamp": str(r["timestamp"]),
-                     "operation": r["operation"]} for r in rows]
-        except Exception:  # noqa: BLE001 - fall through to delta-rs
-            pass
+def history(spark, path: str) -> list[dict[str, Any]]:
+    """The table's commit history, newest first (version, timestamp, operation): ``DESCRIBE
+    HISTORY`` where the engine has it, delta-rs on the same files elsewhere."""
+    if capabilities(spark).describe_history:
+        rows = spark.sql(f"DESCRIBE HISTORY {_ident_path(path)}").collect()
+        return [{"version": int(r["version"]), "timestamp": str(r["timestamp"]),
+                 "operation": r["operation"]} for r in rows]
     try:
         from deltalake import DeltaTable
     except ImportError as exc:
         raise EngineError("reading Delta history on this engine needs the deltalake package") from exc
-    return [{"version": h.get("version"), "timestamp": h.get("timestamp"),
+    return [{"version": int(h.get("version")), "timestamp": str(h.get("timestamp")),
              "operation": h.get("operation")} for h in DeltaTable(path).history()]
+
+
+def enable_change_data_feed(spark, path: str, rows, partition_by: list[str]) -> bool:
+    """Make the table at ``path`` record a change data feed (``delta.enableChangeDataFeed``).
+
+    A missing table is created empty from ``rows``' schema with the property (a writer option
+    at create), so the feed covers every row. Returns ``False``, changing nothing, when the
+    engine has no change data feed (Sail): the caller says so. Raises :class:`EngineError`
+    when the table exists without the property and the engine cannot add it.
+    """
+    if not capabilities(spark).change_data_feed:
+        return False
+    table = _ident_path(path)
+    if not table_exists(spark, path):
+        (rows.limit(0).write.format("delta").option("delta.enableChangeDataFeed", "true")
+         .partitionBy(*partition_by).save(path))
+        return True
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    if props.get("delta.enableChangeDataFeed", "").lower() != "true":
+        try:
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES "
+                      "('delta.enableChangeDataFeed' = 'true')").collect()
+        except Exception as exc:  # noqa: BLE001 - e.g. delta-spark 4.1.0 on Spark 4.1.4
+            raise EngineError(f"silver.change_data_feed: cannot enable the change data feed on "
+                              f"the existing table {path}: {str(exc).splitlines()[0]}") from exc
+    return True
 
 
 def current_version(path: str) -> int | None:
@@ -144,12 +217,14 @@ _REWRITES = ("OPTIMIZE", "REORG")
 
 
 def set_retention(path: str, *, log_retention: str, deleted_file_retention: str) -> dict[str, str]:
-    """Set ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration`` (delta-rs:
-    Sail 0.7 has no ALTER TABLE … SET TBLPROPERTIES); return the table's properties after."""
+    """Set ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration``; return the
+    table's properties after. delta-rs on every engine: Sail 0.7 has no ``ALTER TABLE … SET
+    TBLPROPERTIES``, and delta-spark 4.1.0's fails on Spark 4.1.4 (``NoClassDefFoundError:
+    IgnoreCachedData``, docs/engines.md)."""
     try:
         from deltalake import DeltaTable
     except ImportError as exc:
-        raise EngineError("table properties on this engine need the deltalake package") from exc
+        raise EngineError("table properties need the deltalake package") from exc
     dt = DeltaTable(path)
     want = {"delta.logRetentionDuration": log_retention,
             "delta.deletedFileRetentionDuration": deleted_file_retention}
@@ -160,11 +235,20 @@ def set_retention(path: str, *, log_retention: str, deleted_file_retention: str)
     return dict(dt.metadata().configuration or {})
 
 
-def vacuum_table(path: str, *, dry_run: bool = False) -> dict[str, Any]:
-    """VACUUM by the table's own ``delta.deletedFileRetentionDuration`` (delta-rs, retention
-    enforced), then drop log entries older than ``delta.logRetentionDuration`` (checkpoint
-    first so every kept version stays readable). Returns the files removed (or to remove)
-    and the table version."""
+def vacuum_table(path: str, *, dry_run: bool = False, spark=None) -> dict[str, Any]:
+    """VACUUM by the table's own ``delta.deletedFileRetentionDuration`` (retention enforced)
+    and drop log entries older than ``delta.logRetentionDuration``. Returns the files removed
+    (or to remove), the table version and ``via`` (``sql`` or ``delta-rs``).
+
+    SQL ``VACUUM`` where ``spark``'s engine has it (delta-spark cleans the log itself at each
+    checkpoint); elsewhere delta-rs, checkpointing first so every kept version stays readable.
+    """
+    if spark is not None and capabilities(spark).vacuum:
+        table = _ident_path(path)
+        files = [r[0] for r in spark.sql(f"VACUUM {table} DRY RUN").collect()]
+        if not dry_run and files:
+            spark.sql(f"VACUUM {table}").collect()
+        return {"files": files, "version": history(spark, path)[0]["version"], "via": "sql"}
     try:
         from deltalake import DeltaTable
     except ImportError as exc:
@@ -175,7 +259,7 @@ def vacuum_table(path: str, *, dry_run: bool = False) -> dict[str, Any]:
         dt = DeltaTable(path)
         dt.create_checkpoint()
         dt.cleanup_metadata()
-    return {"files": list(removed), "version": dt.version()}
+    return {"files": list(removed), "version": dt.version(), "via": "delta-rs"}
 
 
 def target_file_size(mb: int) -> dict[str, str]:

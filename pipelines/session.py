@@ -2,25 +2,26 @@
 
 Order: an active SparkSession (Databricks job, spark-submit with delta-spark) → a Spark Connect
 URL (``engine.remote`` / ``--spark-remote``) → ``engine.kind = "spark"``: a local JVM Spark
-with Delta (delta-spark's ``configure_spark_with_delta_pip``, which fetches the Delta jars from
-Maven, or jars from ``engine.delta_jars`` for machines without Maven) → the embedded default:
-a Sail Spark Connect server (``pysail``) started in this process on loopback.
+with Delta, its jars from ``engine.delta_jars`` or else the cache ``make setup`` fills with
+Maven (``.venv/delta-jars``, see ``scripts/fetch_delta_jars.py`` and docs/engines.md) → the
+embedded default: a Sail Spark Connect server (``pysail``) started in this process on loopback.
 """
 
 from __future__ import annotations
 
 import atexit
-import glob
 import logging
 import os
 import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 
-__all__ = ["get_spark", "engine_name", "stop_engine"]
+__all__ = ["get_spark", "engine_name", "stop_engine", "delta_jar_paths", "delta_spark_conf",
+           "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,18 @@ _SAIL_SERVER = None
 _DELTA_EXTENSIONS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+# A laptop/CI-sized local JVM: Delta's 50 snapshot partitions and 200 shuffle partitions cost
+# more than the work on small lakes; no UI port, no progress bars in the CLI's output.
+_LOCAL_CONF = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.databricks.delta.snapshotPartitions": "4",
+    # VACUUM lists files with this many tasks (default 10,000: minutes on a small table)
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
 }
 
 
@@ -110,24 +123,53 @@ def _connect(url: str):
         raise EngineError(f"cannot reach Spark Connect at {url}: {exc}") from exc
 
 
+def default_delta_jars_dir() -> Path | None:
+    """The Delta jar cache ``make setup`` fills (``<repo>/.venv/delta-jars``, else
+    ``<sys.prefix>/delta-jars``), ``None`` when neither holds a jar."""
+    for d in (Path(__file__).resolve().parents[1] / ".venv" / "delta-jars",
+              Path(sys.prefix) / "delta-jars"):
+        if any(d.glob("*.jar")):
+            return d
+    return None
+
+
+def delta_jar_paths(cfg: EngineConfig) -> list[str]:
+    """The Delta jars for a JVM Spark: ``engine.delta_jars``, else the ``make setup`` cache.
+
+    Raises :class:`EngineError` naming ``engine.delta_jars`` when there are none.
+    """
+    where = Path(cfg.delta_jars).expanduser() if cfg.delta_jars else default_delta_jars_dir()
+    if where is None:
+        raise EngineError("engine.delta_jars is not set and no Delta jar cache exists "
+                          "(.venv/delta-jars): run `make setup` (fetches them with Maven) or set "
+                          "engine.delta_jars to a directory holding delta-spark_2.13 and "
+                          "delta-storage jars")
+    jars = sorted(str(p) for p in where.glob("*.jar"))
+    if not jars:
+        raise EngineError(f"engine.delta_jars: no .jar files in {where}")
+    if not any(Path(j).name.startswith("delta-spark_") for j in jars):
+        raise EngineError(f"engine.delta_jars: no delta-spark_*.jar in {where}")
+    return jars
+
+
+def delta_spark_conf(cfg: EngineConfig) -> dict[str, str]:
+    """Spark confs for a JVM Spark with Delta (jars, SQL extension, catalog)."""
+    return {"spark.jars": ",".join(delta_jar_paths(cfg)), **_DELTA_EXTENSIONS}
+
+
 def _local_spark(cfg: EngineConfig):
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # JVM workers run this venv's Python
+    # A Spark Connect client in the parent process (or the user's shell) leaves these set;
+    # with them, pyspark's classic builder turns into a Connect client.
+    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+        os.environ.pop(var, None)
     builder = SparkSession.builder.master(cfg.master).appName("binlake")
-    for key, value in _DELTA_EXTENSIONS.items():
+    for key, value in delta_spark_conf(cfg).items():
         builder = builder.config(key, value)
-    if cfg.delta_jars:
-        jars = sorted(glob.glob(os.path.join(cfg.delta_jars, "*.jar")))
-        if not jars:
-            raise EngineError(f"engine.delta_jars: no .jar files in {cfg.delta_jars}")
-        builder = builder.config("spark.jars", ",".join(jars))
-    else:
-        try:
-            from delta import configure_spark_with_delta_pip
-        except ImportError as exc:
-            raise EngineError("engine.kind=spark needs delta-spark (pip install delta-spark)") from exc
-        builder = configure_spark_with_delta_pip(builder)
+    for key, value in _LOCAL_CONF.items():
+        builder = builder.config(key, value)
     try:
         return builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - py4j/JVM start-up errors

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.fixtures import *  # noqa: F403 - the `mariadb` server fixture
+from tests.support.jvm_session import delta_spark  # noqa: F401 - delta-spark over Connect
+from tests.support.spark_connect import spark_connect_url  # noqa: F401 - JVM Spark Connect
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 if not CORPUS.is_dir():  # CI clones main beside shared/

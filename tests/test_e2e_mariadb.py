@@ -15,8 +15,10 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from tests.support.binlog_verbose import is_unsigned, printed_matches, read_row_changes
+from tests.support.binlog_verbose import read_row_changes
 from tests.support.mariadb import MariaDBServer
+from tests.support.scenarios import assert_bronze_equals_reference as _compare
+from tests.support.scenarios import bronze_rows as _bronze_rows
 from tests.support.workload import run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
@@ -36,39 +38,6 @@ def server_binlogs(tmp_path_factory) -> Path:
         for f in files:
             shutil.copy(f, out / f.name)
     return out
-
-
-def _bronze_rows(spark, lake: Path) -> dict[tuple, dict]:
-    rows = spark.sql(
-        "SELECT binlog_file, start_pos, end_pos, row_in_event, gtid, schema_name, table_name, "
-        "event_type, row_before, row_after FROM delta.`%s` "
-        "WHERE event_type IN ('INSERT','UPDATE','DELETE')" % (lake / "bronze" / "binlog_events")
-    ).collect()
-    return {(r["binlog_file"], r["start_pos"], r["row_in_event"]): r.asDict() for r in rows}
-
-
-def _compare(bronze: dict[tuple, dict], reference: list) -> None:
-    ref = {(rc.file, rc.start_pos, rc.row_in_event): rc for rc in reference}
-    assert sorted(bronze) == sorted(ref), "bronze and mariadb-binlog list different row changes"
-    mismatches = []
-    for key, rc in ref.items():
-        b = bronze[key]
-        assert (b["end_pos"], b["gtid"], b["schema_name"], b["table_name"], b["event_type"]) == (
-            rc.end_pos, rc.gtid, rc.schema, rc.table, rc.event_type), key
-        unsigned = [is_unsigned(t) for t in rc.column_types] if rc.column_types else None
-        for side, printed, types in (("before", rc.before, rc.before_types),
-                                     ("after", rc.after, rc.after_types)):
-            image = b[f"row_{side}"]
-            assert (image is None) == (printed is None), (key, side)
-            if printed is None:
-                continue
-            assert len(image) == len(printed), (key, side)
-            for i, (text, comment) in enumerate(zip(printed, types)):
-                value = None if image[i] is None else bytes(image[i])
-                if not printed_matches(text, comment, value,
-                                       unsigned=unsigned[i] if unsigned else None):
-                    mismatches.append((key, side, i, comment, text, value))
-    assert not mismatches, f"{len(mismatches)} values differ, first: {mismatches[:5]}"
 
 
 def test_bronze_equals_mariadb_binlog_on_server_workload(spark, server_binlogs: Path,

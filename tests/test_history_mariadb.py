@@ -83,7 +83,8 @@ def _bad_window(conn) -> None:
          "UPDATE shop.orders SET total = total + 1, flags = 'fragile' WHERE order_id < 10",
          "COMMIT")
     _sql(conn, "DELETE FROM shop.order_lines WHERE order_id = 3",
-         "UPDATE shop.order_lines SET qty = qty + 10 WHERE order_id = 4")
+         "UPDATE shop.order_lines SET qty = qty + 10 WHERE order_id = 4",
+         "UPDATE shop.order_lines SET line_no = line_no + 50 WHERE order_id = 6")  # key moves
     _sql(conn, "BEGIN", "DELETE FROM ops.heap WHERE v = 2", "UPDATE ops.heap SET v = 5 "
                                                             "WHERE k IS NULL",
          "DELETE FROM ops.events", "COMMIT")

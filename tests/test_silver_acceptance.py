@@ -22,12 +22,10 @@ from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
 from tests.support.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
+from tests.support.scenarios import assert_pre_alter_orders_quarantined
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
-
-ORDERS_CHANGES_AFTER_ALTER = 7  # workload._alter_orders: 5 UPDATE, 1 INSERT, 1 DELETE
-
 
 def _build(spark, tmp_path: Path, *, metadata: str, alter: bool, snapshot_before: bool,
            snapshot_after: bool = True):
@@ -99,15 +97,7 @@ def test_minimal_metadata_alter_only_final_snapshot_quarantines(spark, tmp_path:
                                                                  capsys) -> None:
     cfg, expected, replayed, summary, silver, quarantine = _build(
         spark, tmp_path, metadata="MINIMAL", alter=True, snapshot_before=False)
-    orders_total = sum(n for (t, _), n in summary.row_changes.items() if t == "shop.orders")
-    # Every pre-ALTER change of the altered table is quarantined, and nothing else.
-    assert {(q["schema_name"], q["table_name"]) for q in quarantine} == {("shop", "orders")}
-    assert len(quarantine) == orders_total - ORDERS_CHANGES_AFTER_ALTER
-    assert all("no schema" in q["reason"] or "column count" in q["reason"] for q in quarantine)
-    # None misnamed: the orders rows in silver are the post-ALTER ones, with the new column.
-    orders = [r for r in silver if r["table_name"] == "orders"]
-    assert len(orders) == ORDERS_CHANGES_AFTER_ALTER
-    assert all('"note"' in (r["row_after"] or r["row_before"]) for r in orders)
+    assert_pre_alter_orders_quarantined(summary, silver, quarantine)
     _assert_replays(expected, replayed, [t for t in WORKLOAD_TABLES if t != "shop.orders"])
     # `binlake quality` fails, naming the column-count rule.
     from pipelines.cli import main

@@ -92,17 +92,14 @@ def cmd_rotate(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_vacuum(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_vacuum
+    from pipelines.session import get_spark
 
-    spark = None
-    if cfg.lake.catalog:  # the tables' files are found through the catalog
-        from pipelines.session import get_spark
-
-        spark = get_spark(cfg.engine)
-    for t in run_vacuum(cfg, dry_run=args.dry_run, spark=spark):
+    # The session finds catalog tables' files, and runs VACUUM where its engine has it.
+    for t in run_vacuum(cfg, dry_run=args.dry_run, spark=get_spark(cfg.engine)):
         props = ", ".join(f"{k}={v}" for k, v in sorted(t["properties"].items()))
         verb = "would remove" if t["dry_run"] else "removed"
         print(f"vacuum: {t['table']}: {verb} {t['files_removed']} file(s); version "
-              f"{t['version']}; {props}")
+              f"{t['version']}; via {t['via']}; {props}")
     return 0
 
 

@@ -366,8 +366,9 @@ def run_rotate(spark, cfg: Config, *, gold_dsn: str | None = None, retain: str |
 def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[str, Any]]:
     """Set the retention properties from ``gold.log_retention`` /
     ``gold.deleted_file_retention`` (or the table's own retention in the registry) on every
-    lake table, then VACUUM it by them (delta-rs, on the table's files; in catalog mode
-    ``spark`` finds them through the catalog)."""
+    lake table, then VACUUM it by them: SQL where ``spark``'s engine has it, else delta-rs on
+    the table's files (:mod:`pipelines.delta_ops`); in catalog mode ``spark`` finds them
+    through the catalog."""
     lake = Lake.of(cfg)
     if lake.uses_catalog and spark is None:
         raise ConfigError("lake.catalog: vacuum needs a Spark session to find the tables")
@@ -381,9 +382,9 @@ def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[s
         props = set_retention(path, log_retention=cfg.gold.log_retention,
                               deleted_file_retention=retention
                               or cfg.gold.deleted_file_retention)
-        done = vacuum_table(path, dry_run=dry_run)
+        done = vacuum_table(path, dry_run=dry_run, spark=spark)
         out.append({"table": key, "path": path, "version": done["version"],
-                    "files_removed": len(done["files"]), "dry_run": dry_run,
+                    "files_removed": len(done["files"]), "dry_run": dry_run, "via": done["via"],
                     "properties": {k: v for k, v in props.items() if "Retention" in k}})
     return out
 

@@ -35,6 +35,7 @@ from pyspark.sql.window import Window as W
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.delta_ops import files_added
 from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
@@ -102,9 +103,37 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
     elif version is None or version == 0:
         rows = table
     else:
-        previous = lake.read(spark, SILVER_EVENTS, version - 1)
-        rows = table.exceptAll(previous.select(*table.columns))
+        rows = _rows_of_commit(spark, lake, table, version)
     return SilverSlice(rows, table, version, window)
+
+
+def _rows_of_commit(spark, lake: Lake, table: DataFrame, version: int) -> DataFrame:
+    """The rows silver's commit ``version`` appended: the data files that commit added (cost
+    follows the commit, not the table); the whole table minus the previous version when the
+    log cannot say (cleaned up, unreadable by delta-rs)."""
+    path = lake.location(spark, SILVER_EVENTS)
+    files = files_added(path, version - 1, version) if path else None
+    if files is None:
+        previous = lake.read(spark, SILVER_EVENTS, version - 1)
+        return table.exceptAll(previous.select(*table.columns))
+    if not files:
+        return table.limit(0)
+    # The partition column is in the files' directory names (event_date=YYYY-MM-DD), not in
+    # the files: read each day's files with it as a literal (engines differ on basePath).
+    by_day: dict[str | None, list[str]] = {}
+    for f in files:
+        m = re.search(r"/event_date=(\d{4}-\d{2}-\d{2})/", f)
+        by_day.setdefault(m.group(1) if m else None, []).append(f)
+    parts = []
+    for day, day_files in sorted(by_day.items(), key=lambda kv: kv[0] or ""):
+        df = spark.read.parquet(*day_files)
+        if "event_date" not in df.columns:
+            df = df.withColumn("event_date", F.lit(day).cast("date"))
+        parts.append(df.select(*table.columns))
+    out = parts[0]
+    for df in parts[1:]:
+        out = out.unionByName(df)
+    return out
 
 
 def with_image_counts(df: DataFrame) -> DataFrame:

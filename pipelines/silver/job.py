@@ -11,12 +11,14 @@ released the same way once a snapshot (or import) makes them nameable.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.delta_ops import rows_written_since, sql_string, target_file_size
+from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sql_string,
+                                 target_file_size)
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
 from pipelines.lease import holds_lease
@@ -24,6 +26,8 @@ from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
+
+log = logging.getLogger(__name__)
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 _PROGRESS_DDL = SILVER_PROGRESS.ddl()
@@ -88,6 +92,8 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         return bronze.join(held, KEY, "left_anti")
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
+    if cfg.silver.change_data_feed:
+        _change_data_feed(spark, lake, to_silver(pending(), plan, workers))
     before = lake.version(spark, SILVER_EVENTS)
     lake.append(to_silver(pending(), plan, workers), SILVER_EVENTS,
                 options=target_file_size(cfg.silver.target_file_mb))
@@ -110,6 +116,21 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _change_data_feed(spark, lake: Lake, rows) -> None:
+    """``silver.change_data_feed``: silver records its changes (created empty first, so the
+    feed covers every row). Engines without a change data feed (Sail) get a warning."""
+    if lake.uses_catalog and lake.managed:
+        log.warning("silver.change_data_feed: set delta.enableChangeDataFeed on the managed "
+                    "table %s in the catalog (binlake sets it on path and external tables)",
+                    lake.ident(SILVER_EVENTS))
+        return
+    if not enable_change_data_feed(spark, lake.path(SILVER_EVENTS), rows,
+                                   list(SILVER_EVENTS.partition_by)):
+        log.warning("silver.change_data_feed = true, but this engine has no Delta change data "
+                    "feed (table_changes/readChangeFeed): silver is written without one; run "
+                    "on Spark with delta-spark to enable it")
 
 
 def _now_col():

@@ -1,0 +1,100 @@
+"""Capabilities asked, not assumed (pipelines/delta_ops.py): the embedded Sail engine has no
+DESCRIBE HISTORY, VACUUM, OPTIMIZE or change data feed, so history and vacuum go through
+delta-rs there; delta-spark (the JVM Spark Connect server) has them all, and the same calls
+use SQL. Retention properties go through delta-rs on both. ``silver.change_data_feed = true`` gives silver a change data
+feed on delta-spark (read back with ``readChangeFeed`` and ``table_changes_by_path``) and a
+warning on Sail.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from pipelines.bronze.job import run_bronze
+from pipelines.config import load_config
+from pipelines.delta_ops import Capabilities, capabilities, history, set_retention, vacuum_table
+from pipelines.silver.job import run_silver
+from tests.support.engine_cli import binlake
+
+pytestmark = [pytest.mark.spark, pytest.mark.matrix]
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+RETENTION = {"log_retention": "interval 30 days", "deleted_file_retention": "interval 7 days"}
+
+
+def _two_commits(session, path: Path) -> None:
+    session.range(5).write.format("delta").save(str(path))
+    session.range(5, 8).write.format("delta").mode("append").save(str(path))
+
+
+def test_sail_lacks_them_and_delta_rs_stands_in(spark, tmp_path: Path) -> None:
+    assert capabilities(spark) == Capabilities()
+    assert capabilities(spark) is capabilities(spark)  # asked once per session
+    path = tmp_path / "t"
+    _two_commits(spark, path)
+    assert [h["version"] for h in history(spark, str(path))] == [1, 0]
+    props = set_retention(str(path), **RETENTION)
+    assert props["delta.deletedFileRetentionDuration"] == "interval 7 days"
+    done = vacuum_table(str(path), dry_run=True, spark=spark)
+    assert (done["via"], done["version"], done["files"]) == ("delta-rs", 2, [])
+
+
+def test_delta_spark_has_them_and_sql_is_used(delta_spark, tmp_path: Path) -> None:
+    caps = capabilities(delta_spark)
+    assert caps == Capabilities(describe_history=True, vacuum=True, optimize=True,
+                                change_data_feed=True)
+    path = tmp_path / "t"
+    _two_commits(delta_spark, path)
+    hist = history(delta_spark, str(path))
+    assert [h["version"] for h in hist] == [1, 0]
+    assert [h["operation"] for h in hist] == ["WRITE", "WRITE"]
+    props = set_retention(str(path), **RETENTION)  # delta-rs; delta-spark reads it back
+    assert props["delta.logRetentionDuration"] == "interval 30 days"
+    shown = {r["key"]: r["value"] for r in
+             delta_spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+    assert shown["delta.deletedFileRetentionDuration"] == "interval 7 days"
+    done = vacuum_table(str(path), spark=delta_spark)
+    assert (done["via"], done["files"]) == ("sql", [])
+    assert done["version"] >= 2  # the property commit, and delta-spark logs VACUUM START/END
+
+
+def test_silver_change_data_feed_on_delta_spark(spark, delta_spark, spark_connect_url,
+                                                tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    cfg = load_config(env={}, overrides={"lake.root": str(lake)})
+    files = sorted(p.name for p in SAMPLES.glob("mariadb-bin.0*"))
+    run_bronze(spark, cfg, binlog_dir=str(SAMPLES), files=files[:3])
+    env = {"BINLAKE_SILVER_CHANGE_DATA_FEED": "true"}
+    remote = ["--spark-remote", spark_connect_url]
+    binlake(remote, lake, "silver", env=env)
+    silver = cfg.table_path("silver", "binlog_events")
+    first = delta_spark.read.format("delta").load(silver).count()
+    run_bronze(spark, cfg, binlog_dir=str(SAMPLES), files=files[3:])
+    binlake(remote, lake, "silver", env=env)
+    total = delta_spark.read.format("delta").load(silver).count()
+    assert 0 < first < total
+    assert DeltaTable(silver).metadata().configuration["delta.enableChangeDataFeed"] == "true"
+    feed = (delta_spark.read.format("delta").option("readChangeFeed", "true")
+            .option("startingVersion", 0).load(silver))
+    kinds = {r[0]: r[1] for r in feed.groupBy("_change_type").count().collect()}
+    assert kinds == {"insert": total}
+    last = DeltaTable(silver).version()
+    newest = delta_spark.sql(
+        f"SELECT COUNT(*) FROM table_changes_by_path('{silver}', {last}, {last})").collect()
+    assert newest[0][0] == total - first
+
+
+def test_silver_change_data_feed_on_sail_warns(spark, tmp_path: Path, caplog) -> None:
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
+                                         "silver.change_data_feed": True})
+    run_bronze(spark, cfg, binlog_dir=str(SAMPLES), all_files=True)
+    with caplog.at_level(logging.WARNING, logger="pipelines.silver.job"):
+        res = run_silver(spark, cfg)
+    assert res.appended > 0
+    assert any("no Delta change data feed" in r.getMessage() for r in caplog.records)
+    silver = cfg.table_path("silver", "binlog_events")
+    assert "delta.enableChangeDataFeed" not in (DeltaTable(silver).metadata().configuration or {})
