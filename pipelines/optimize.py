@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pipelines.config import Config
-from pipelines.delta_ops import current_version, files_added, sql_string
+from pipelines.delta_ops import capabilities, current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake import Lake, lake_tables
 from pipelines.lease import holds_lease
@@ -73,29 +73,10 @@ class TableOptimized:
 
 
 def engine_optimizes(spark) -> bool:
-    """True when the engine runs Delta's ``OPTIMIZE … ZORDER BY`` SQL itself.
-
-    A local JVM Spark with delta-spark does; the embedded Sail does not (delta-rs does the work
-    there). Any other session (Databricks, spark-submit, a Spark Connect server, which can be
-    Sail too) is asked with OPTIMIZE on a path that holds no table: delta-spark parses it and
-    reports the missing table, an engine without OPTIMIZE fails to parse it.
-    """
-    from pipelines.session import engine_name
-
-    engine = engine_name()
-    if engine in ("spark", "sail"):
-        return engine == "spark"
-    try:
-        spark.sql(f"OPTIMIZE delta.`{_PROBE_PATH}`").collect()
-    except Exception as exc:  # noqa: BLE001 - each engine words it differently
-        text = str(exc).lower()
-        return any(m in text for m in _MISSING_TABLE)
-    return True
-
-
-_PROBE_PATH = "/nonexistent/binlake-optimize-probe"
-_MISSING_TABLE = ("not a delta table", "delta_table_not_found", "delta_missing_delta_table",
-                  "path does not exist", "path_not_found", "doesn't exist")
+    """True when the engine runs Delta's ``OPTIMIZE … ZORDER BY`` SQL itself (delta-spark,
+    Databricks); Sail has none and delta-rs does the work there. The engine is asked
+    (:func:`pipelines.delta_ops.capabilities`), not assumed from how the session was made."""
+    return capabilities(spark).optimize
 
 
 def _optimize_versions(path: str) -> int | None:
