@@ -160,13 +160,14 @@ def delta_spark_conf(cfg: EngineConfig) -> dict[str, str]:
 def _local_spark(cfg: EngineConfig):
     from pyspark.sql import SparkSession
 
+    conf = delta_spark_conf(cfg)  # raises EngineError (no jars) before anything changes
     os.environ["PYSPARK_PYTHON"] = sys.executable  # JVM workers run this venv's Python
     # A Spark Connect client in the parent process (or the user's shell) leaves these set;
     # with them, pyspark's classic builder turns into a Connect client.
     for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
         os.environ.pop(var, None)
     builder = SparkSession.builder.master(cfg.master).appName("binlake")
-    for key, value in delta_spark_conf(cfg).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     for key, value in _LOCAL_CONF.items():
         builder = builder.config(key, value)
