@@ -31,10 +31,23 @@ _CONF = {
 @pytest.fixture(scope="module")
 def jvm_spark() -> Iterator[object]:
     """A classic ``SparkSession`` (local[2], Delta, in-memory catalog), one per test module."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The embedded engine's Connect client (earlier tests in this process) leaves these set;
+    # with them pyspark's classic builder turns into a Connect client. Restored afterwards.
+    saved = {v: os.environ.pop(v) for v in _CONNECT_ENV if v in os.environ}
+    try:
+        yield from _session()
+    finally:
+        os.environ.update(saved)
+
+
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+def _session() -> Iterator[object]:
     from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="binlake-warehouse-") as warehouse:
         builder = SparkSession.builder.master("local[2]").appName("binlake-tests")
         for key, value in {**_CONF, "spark.sql.warehouse.dir": warehouse}.items():
