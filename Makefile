@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/delta-jars
 
-.PHONY: setup demo test mariadb chromium sample bench clean
+.PHONY: setup demo test test-soak mariadb chromium sample bench clean
 
 setup: $(STAMP) $(JARS)/.fetched
 
@@ -37,7 +37,11 @@ demo: setup
 	$(PY) -m pipelines.demo
 
 test: setup mariadb chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m 'not soak'
+
+# The long JVM Spark re-runs (concurrent JVM writers, history on JVM catalog tables).
+test-soak: setup mariadb
+	$(PY) -m pytest -q -m soak
 
 # Regenerate the shipped sample binlogs with a real MariaDB server (committed under samples/).
 sample: setup mariadb

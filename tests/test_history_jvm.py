@@ -16,7 +16,7 @@ from pipelines.history.selection import Selection
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 from tests.test_flashback_mysql8 import build_mysql8_lake, check_script
 
-pytestmark = [pytest.mark.classic]
+pytestmark = [pytest.mark.classic, pytest.mark.soak]
 
 
 def test_history_on_jvm_spark_catalog_tables(jvm_spark, corpus, tmp_path: Path  # noqa: F811
