@@ -232,16 +232,10 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
 def _show_string(df, limit: int) -> str:
     rows = df.limit(limit).collect()
     cols = df.columns
-    table = [cols] + [["NULL" if r[c] is None else str(r[c])[:60] for c in cols] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [sep]
-    for j, row in enumerate(table):
-        out.append("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
-        if j == 0:
-            out.append(sep)
-    out.append(sep)
-    return "\n".join(out)
+    from pipelines.text_table import ascii_table
+
+    return ascii_table(cols, [["NULL" if r[c] is None else str(r[c])[:60] for c in cols]
+                              for r in rows])
 
 
 def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:

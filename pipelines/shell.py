@@ -20,6 +20,8 @@ import subprocess
 import sys
 from typing import Callable, Iterator, TextIO
 
+from pipelines.text_table import ascii_table
+
 __all__ = ["Shell", "split_statements", "render_table", "run_shell"]
 
 PROMPT = "binlake> "
@@ -59,10 +61,7 @@ def split_statements(text: str) -> tuple[list[str], str]:
 
 def render_table(columns: list[str], rows: list[list[str]], *, more: bool) -> str:
     """An ASCII table; a footer counts the rows (and says when more were left out)."""
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
-    out = [sep, line(columns), sep, *map(line, rows), sep]
+    out = [ascii_table(columns, rows)]
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''}"
                + (", more not shown: raise --limit)" if more else ")"))
     return "\n".join(out)

@@ -21,6 +21,7 @@ from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
+from pipelines.text_table import ascii_table
 
 __all__ = ["OUTPUT_COLUMNS", "query_silver", "query_gold", "write_changes", "check_names"]
 
@@ -201,16 +202,7 @@ def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> int:
             w.writerow(["" if r[c] is None else _cell(c, r[c], None) for c in OUTPUT_COLUMNS])
             n += 1
         return n
-    table = [OUTPUT_COLUMNS] + [[_cell(c, r[c], 70) for c in OUTPUT_COLUMNS] for r in rows]
-    n = len(table) - 1
-    widths = [max(len(row[i]) for row in table) for i in range(len(OUTPUT_COLUMNS))]
-    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    lines = [sep]
-    for j, row in enumerate(table):
-        lines.append("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
-        if j == 0:
-            lines.append(sep)
-    lines.append(sep)
-    out.write("\n".join(lines) + "\n")
-    return n
+    cells = [[_cell(c, r[c], 70) for c in OUTPUT_COLUMNS] for r in rows]
+    out.write(ascii_table(OUTPUT_COLUMNS, cells) + "\n")
+    return len(cells)
 
