@@ -16,12 +16,11 @@ and runs until SIGINT/SIGTERM.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 
 from pipelines.config import Config, EngineConfig
-from pipelines.errors import ConfigError, EngineError
+from pipelines.errors import ConfigError
 
 __all__ = ["add_serve_parser", "cmd_serve", "register_global_views"]
 
@@ -43,23 +42,8 @@ def register_global_views(spark, cfg: Config) -> list[str]:
     return register_views(spark, cfg, global_views=True)
 
 
-def _start_server(host: str, port: int):
-    try:
-        from pysail.spark import SparkConnectServer
-    except ImportError as exc:
-        raise EngineError("binlake serve on the embedded engine needs pysail") from exc
-    os.environ.setdefault("RUST_LOG", "error")
-    try:
-        server = SparkConnectServer(ip=host, port=port)
-        server.start(background=True)
-    except Exception as exc:  # noqa: BLE001 - pysail raises plain RuntimeError
-        raise EngineError(f"could not start the Spark Connect server on {host}:{port}: "
-                          f"{exc}") from exc
-    return server
-
-
 def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark
+    from pipelines.session import get_spark, start_sail_server
 
     if args.port < 0 or args.port > 65535:
         raise ConfigError(f"--port: expected 0..65535, got {args.port}")
@@ -70,7 +54,7 @@ def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
         if cfg.engine.kind == "spark":
             raise ConfigError("binlake serve runs the embedded engine (Sail) or registers "
                               "views on --spark-remote; --engine spark has no Connect server")
-        server = _start_server(args.host, args.port)
+        server = start_sail_server(args.host, args.port)
         host, port = server.listening_address
         url = f"sc://{host}:{port}"
     stop = threading.Event()

@@ -20,7 +20,7 @@ from pathlib import Path
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 
-__all__ = ["get_spark", "engine_name", "stop_engine", "delta_jar_paths", "delta_spark_conf",
+__all__ = ["get_spark", "engine_name", "stop_engine", "start_sail_server", "delta_jar_paths", "delta_spark_conf",
            "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
@@ -68,22 +68,38 @@ def _launched_by_spark() -> bool:
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("DATABRICKS_RUNTIME_VERSION"))
 
 
+# Sail drops a Spark Connect session idle for 15 minutes (its spark.session_timeout_secs), and
+# every later call on it fails with "session … is not running": a stream waiting for the source,
+# `binlake serve` between queries, a long job's JVM step. binlake's servers keep sessions 30 days.
+_SAIL_SESSION_TIMEOUT_SECS = str(30 * 24 * 3600)
+
+
+def start_sail_server(host: str = "127.0.0.1", port: int = 0):
+    """Start a Sail Spark Connect server in this process (background threads); return it.
+
+    Raises :class:`EngineError` when pysail is missing or the server cannot listen.
+    """
+    try:
+        from pysail.spark import SparkConnectServer
+    except ImportError as exc:
+        raise EngineError("the embedded engine needs the pysail package "
+                          "(pip install pysail)") from exc
+    os.environ.setdefault("RUST_LOG", "error")  # Sail's own logging: errors only
+    os.environ["SAIL_SPARK__SESSION_TIMEOUT_SECS"] = _SAIL_SESSION_TIMEOUT_SECS
+    try:
+        server = SparkConnectServer(ip=host, port=port)
+        server.start(background=True)
+    except Exception as exc:  # noqa: BLE001 - pysail raises plain RuntimeError
+        raise EngineError(f"could not start the embedded Sail engine on {host}:{port}: "
+                          f"{exc}") from exc
+    return server
+
+
 def _start_sail() -> str:
     """Start (once per process) the embedded Sail server; return its sc:// URL."""
     global _SAIL_SERVER
     if _SAIL_SERVER is None:
-        try:
-            from pysail.spark import SparkConnectServer
-        except ImportError as exc:
-            raise EngineError("the embedded engine needs the pysail package "
-                              "(pip install pysail)") from exc
-        os.environ.setdefault("RUST_LOG", "error")  # Sail's own logging: errors only
-        try:
-            server = SparkConnectServer(ip="127.0.0.1", port=0)
-            server.start(background=True)
-        except Exception as exc:  # noqa: BLE001 - pysail raises plain RuntimeError
-            raise EngineError(f"could not start the embedded Sail engine: {exc}") from exc
-        _SAIL_SERVER = server
+        _SAIL_SERVER = start_sail_server()
         atexit.register(stop_engine)
     host, port = _SAIL_SERVER.listening_address
     return f"sc://{host}:{port}"

@@ -31,3 +31,29 @@ def test_local_spark_without_delta_jars_is_a_clear_error(tmp_path: Path) -> None
     # Machines without Maven give engine.delta_jars; a directory without jars is named.
     with pytest.raises(EngineError, match="engine.delta_jars"):
         session._local_spark(EngineConfig(kind="spark", delta_jars=str(tmp_path)))
+
+
+_IDLE = """
+import time
+from pipelines.session import get_spark
+spark = get_spark()
+assert spark.range(3).count() == 3
+time.sleep(5)
+print("after idle:", spark.range(4).count())
+"""
+
+
+def test_embedded_session_outlives_sails_idle_timeout(tmp_path: Path) -> None:
+    # Sail drops a session idle for spark.session_timeout_secs (15 min by default; 2 s here):
+    # every later call failed with "session … is not running" (a waiting stream, serve, CI).
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SAIL_SPARK__SESSION_TIMEOUT_SECS": "2"}
+    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+        env.pop(var, None)
+    out = subprocess.run([sys.executable, "-c", _IDLE], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "after idle: 4" in out.stdout
