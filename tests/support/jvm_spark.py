@@ -1,7 +1,8 @@
 """A local JVM Spark with delta-spark and its own catalog, for the catalog-table tests.
 
 The in-memory catalog keeps its tables in ``spark.sql.warehouse.dir`` (a temporary directory);
-the Delta jars come from Maven through Ivy (``configure_spark_with_delta_pip``). The session is
+the Delta jars are the ones ``make setup`` fetched (``pipelines.session.delta_spark_conf``),
+so no Ivy download happens at test time. The session is
 stopped when the fixture ends, so that ``pipelines.session.get_spark`` (which prefers an
 active session) hands the embedded engine to every later test again.
 """
@@ -18,8 +19,6 @@ import pytest
 __all__ = ["jvm_spark"]
 
 _CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.catalogImplementation": "in-memory",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
@@ -45,14 +44,17 @@ _CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOT
 
 
 def _session() -> Iterator[object]:
-    from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
+
+    from pipelines.config import EngineConfig
+    from pipelines.session import delta_spark_conf
 
     with tempfile.TemporaryDirectory(prefix="binlake-warehouse-") as warehouse:
         builder = SparkSession.builder.master("local[2]").appName("binlake-tests")
-        for key, value in {**_CONF, "spark.sql.warehouse.dir": warehouse}.items():
+        conf = {**delta_spark_conf(EngineConfig()), **_CONF, "spark.sql.warehouse.dir": warehouse}
+        for key, value in conf.items():
             builder = builder.config(key, value)
-        spark = configure_spark_with_delta_pip(builder).getOrCreate()
+        spark = builder.getOrCreate()
         try:
             yield spark
         finally:
