@@ -71,6 +71,7 @@ class BronzeConfig:
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
     target_file_mb: int = 128  # bronze data files roll over at about this size
+    commit_mb: float = 64.0  # binlog MB per bronze commit: bounds the writer's memory; 0 = one commit
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class SilverConfig:
     render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
     render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
     target_file_mb: int = 128  # silver data files roll over at about this size
+    commit_mb: float = 64.0  # binlog MB whose row changes go in one silver commit; 0 = one commit
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
 
 
@@ -164,6 +166,11 @@ def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
         if str(value).lower() in ("0", "false", "no", "off"):
             return False
         raise ConfigError(f"{name}: expected true/false, got {value!r}")
+    if isinstance(default, float):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
     if isinstance(default, int):
         try:
             return int(value)
@@ -249,6 +256,8 @@ def _validate(cfg: Config) -> None:
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
     for section in ("bronze", "silver"):
+        if getattr(cfg, section).commit_mb < 0:
+            raise ConfigError(f"{section}.commit_mb: must be 0 (one commit per run) or more")
         if getattr(cfg, section).target_file_mb < 0:
             raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
     if cfg.silver.render_workers < 0:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
@@ -153,7 +154,11 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
     shutil.copy(samples / "mariadb-bin.000003", d / "mariadb-bin.000003")
     cols = "binlog_file, start_pos, end_pos, row_in_event, gtid, trx_pos, event_type, row_before, row_after"
     results = {}
-    for label, extra in (("whole", {}), ("split", {"bronze.parallelism": 4, "bronze.min_chunk_mb": 0})):
+    variants = (("whole", {}), ("split", {"bronze.parallelism": 4, "bronze.min_chunk_mb": 0}),
+                # 30 KB per commit: the 95 KB file in chunks of 15 KB, two per commit
+                ("commits", {"bronze.parallelism": 2, "bronze.min_chunk_mb": 0,
+                             "bronze.commit_mb": 0.03}))
+    for label, extra in variants:
         cfg = cfg_for(tmp_path / label, **extra)
         (st,) = run_bronze(spark, cfg, binlog_dir=str(d), all_files=True).files
         rows = spark.sql(f"SELECT {cols} FROM delta.`{cfg.table_path('bronze', 'binlog_events')}` "
@@ -162,8 +167,11 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
                           sorted(tuple(map(repr, r)) for r in rows))
         closing = spark.sql(f"SELECT count(*) AS n FROM delta.`{cfg.table_path('bronze', 'binlog_events')}` "
                             "WHERE event_type = 'END'").collect()[0]["n"]
-        assert closing == (4 if label == "split" else 1)
+        assert closing == {"whole": 1, "split": 4, "commits": 7}[label]
+        if label == "commits":  # the delete of nothing, then one append per two chunks
+            assert len(DeltaTable(cfg.table_path("bronze", "binlog_events")).history()) == 4
     assert results["split"] == results["whole"]
+    assert results["commits"] == results["whole"]
     assert results["whole"][2] == 295  # mariadb-binlog -v: 295 row changes in this file
 
 

@@ -3,9 +3,10 @@
 Only I/O and orchestration live here; decoding is ``decode_task``/``records`` (pure).
 
 Exactly once per file: the files of a run are marked ``in_progress``, their old bronze rows
-are deleted (partition-level, metadata only), all decoded rows of the run are appended in one
-Delta commit, then the outcome of each file is recorded. A crash anywhere leaves the files
-``in_progress``; the next run deletes whatever they had and decodes them again, so each row
+are deleted (partition-level, metadata only), the decoded rows are appended, one Delta commit
+per ``bronze.commit_mb`` of binlog (the engine's memory bound, :func:`plan_commits`), then the
+outcome of each file is recorded. A crash anywhere leaves the files ``in_progress`` (silver
+skips those); the next run deletes whatever they had and decodes them again, so each row
 change is in bronze exactly once after any re-run.
 """
 
@@ -27,7 +28,7 @@ from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
-           "TASKS_DDL"]
+           "TASKS_DDL", "plan_chunks", "plan_commits"]
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +133,13 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
-    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20)
-    n_tasks = min(len(plan), cores)
-    tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n) for p, c, n in plan],
-                                  TASKS_DDL)
-    decoded = filter_tables(decode_files(tasks.repartition(n_tasks), cfg), schemas, tables)
-    lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
+    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
+    for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):
+        tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n)
+                                       for p, c, n, _ in wave], TASKS_DDL)
+        decoded = filter_tables(decode_files(tasks.repartition(min(len(wave), cores)), cfg),
+                                schemas, tables)
+        lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
 
     outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)
     followed = _followed_by_later_file(binlog_dir, todo)
@@ -177,15 +179,48 @@ def _followed_by_later_file(binlog_dir: str, paths: list[str]) -> set[str]:
     return {p for p in paths if index.get(os.path.abspath(p), len(numbered)) < len(numbered) - 1}
 
 
-def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int) -> list[tuple[str, int, int]]:
-    """(path, chunk, chunks) decoding tasks: a file is split among idle cores when fewer
-    files than cores are indexed, in chunks of at least ``min_chunk_bytes``."""
+def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int, commit_bytes: int = 0
+                ) -> list[tuple[str, int, int, int]]:
+    """(path, chunk, chunks, bytes) decoding tasks: a file is split among idle cores when
+    fewer files than cores are indexed, in chunks of at least ``min_chunk_bytes``; with
+    ``commit_bytes``, also into chunks of at most ``commit_bytes / cores`` (at least
+    ``min_chunk_bytes``), so that one commit of ``cores`` chunks stays within it."""
     per_file = max(1, cores // max(len(paths), 1))
+    min_chunk = max(min_chunk_bytes, 1)
     out = []
     for p in paths:
-        n = max(1, min(per_file, os.path.getsize(p) // max(min_chunk_bytes, 1)))
-        out += [(p, c, n) for c in range(n)]
+        size = os.path.getsize(p)
+        n = max(1, min(per_file, size // min_chunk))
+        if commit_bytes > 0:
+            most = max(commit_bytes // max(cores, 1), min_chunk)
+            n = max(n, -(-size // most))
+        out += [(p, c, n, size // n) for c in range(n)]
     return out
+
+
+def plan_commits(plan: list[tuple[str, int, int, int]], commit_bytes: int
+                 ) -> list[list[tuple[str, int, int, int]]]:
+    """The tasks of ``plan`` in order, grouped into commits of at most ``commit_bytes`` of
+    binlog each (a bigger task alone; ``0``: one commit).
+
+    Why: Sail's Delta writer holds a partitioned write's rows until the write ends, so the
+    engine's memory follows one commit's rows; committing every ``bronze.commit_mb`` of
+    binlog bounds it by that instead of by the files' size (docs/performance.md). Exactly
+    once is kept: the files stay ``in_progress`` until their last commit, and a re-run
+    deletes whatever an interrupted run had committed.
+    """
+    if commit_bytes <= 0:
+        return [plan] if plan else []
+    waves: list[list[tuple[str, int, int, int]]] = []
+    size = 0
+    for task in plan:
+        if waves and size + task[3] <= commit_bytes:
+            waves[-1].append(task)
+            size += task[3]
+        else:
+            waves.append([task])
+            size = task[3]
+    return waves
 
 
 def _outcomes(spark, bronze: str, source_id: str, in_list: str) -> dict:
