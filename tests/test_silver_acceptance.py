@@ -28,9 +28,9 @@ from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 
 def _build(spark, tmp_path: Path, *, metadata: str, alter: bool, snapshot_before: bool,
-           snapshot_after: bool = True):
+           snapshot_after: bool = True, **settings):
     """Run the workload on a fresh server, index its binlogs; return (cfg, server rows, summary)."""
-    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"), **settings})
     binlogs = tmp_path / "binlogs"
     binlogs.mkdir()
     with MariaDBServer(binlog_row_metadata=metadata) as server:
@@ -105,3 +105,21 @@ def test_minimal_metadata_alter_only_final_snapshot_quarantines(spark, tmp_path:
     assert main(["--lake", cfg.lake.root, "quality"]) == 1
     out = capsys.readouterr().out
     assert "column_count" in out and "fail" in out.lower()
+
+
+def test_small_commits_give_the_same_silver_and_quarantine(spark, tmp_path: Path) -> None:
+    """Bronze and silver committed every 8 KB of binlog (``commit_mb``: the memory bound):
+    silver still replays to the server's tables, the quarantine is still exactly the
+    pre-ALTER orders, and no bronze key is in silver twice."""
+    cfg, expected, replayed, summary, silver, quarantine = _build(
+        spark, tmp_path, metadata="MINIMAL", alter=True, snapshot_before=False,
+        **{"bronze.commit_mb": 0.008, "bronze.min_chunk_mb": 0, "silver.commit_mb": 0.008})
+    assert_pre_alter_orders_quarantined(summary, silver, quarantine)
+    _assert_replays(expected, replayed, [t for t in WORKLOAD_TABLES if t != "shop.orders"])
+    keys = {(r["binlog_file"], r["start_pos"], r["row_in_event"]) for r in silver}
+    assert len(keys) == len(silver)
+    from deltalake import DeltaTable
+
+    appends = [c for c in DeltaTable(cfg.table_path("silver", "binlog_events")).history()
+               if c.get("operation") != "CREATE TABLE"]
+    assert len(appends) > 3  # it was sliced: more commits than the workload's files

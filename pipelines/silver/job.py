@@ -3,7 +3,8 @@
 Incremental and exactly once: a run considers the bronze files changed since silver last saw
 them (``<lake>/silver/progress``) plus every file with quarantined rows, takes their bronze
 row changes that silver does not hold yet (anti-join on the bronze key), appends those that
-a schema names in one commit, and recomputes the quarantine of those files. A crash anywhere
+a schema names (one commit per ``silver.commit_mb`` of binlog: :func:`plan_slices`), and
+recomputes the quarantine of those files. A crash anywhere
 is repaired by the next run: the anti-join never appends a key twice. Quarantined rows are
 released the same way once a snapshot (or import) makes them nameable.
 """
@@ -25,7 +26,7 @@ from pipelines.lease import holds_lease
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
-__all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
+__all__ = ["SilverResult", "run_silver", "plan_slices", "KEY", "QUARANTINE_DDL"]
 
 log = logging.getLogger(__name__)
 
@@ -83,30 +84,33 @@ def run_silver(spark, cfg: Config) -> SilverResult:
                 .select("source_id", "binlog_file", "start_pos", "schema_name", "query").collect()]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
     where = _in_files(res.files)
-    bronze = lake.read(spark, BRONZE_EVENTS).where(where)
+    slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
 
-    def pending():
+    def pending(part: str = where):
+        bronze = lake.read(spark, BRONZE_EVENTS).where(part)
         if not lake.exists(spark, SILVER_EVENTS):
             return bronze
-        held = lake.read(spark, SILVER_EVENTS).where(where).select(*KEY)
+        held = lake.read(spark, SILVER_EVENTS).where(part).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     if cfg.silver.change_data_feed:
         _change_data_feed(spark, lake, to_silver(pending(), plan, workers))
     before = lake.version(spark, SILVER_EVENTS)
-    lake.append(to_silver(pending(), plan, workers), SILVER_EVENTS,
-                options=target_file_size(cfg.silver.target_file_mb))
+    for part in slices:  # one commit per slice: the engine's writer memory (plan_slices)
+        lake.append(to_silver(pending(part), plan, workers), SILVER_EVENTS,
+                    options=target_file_size(cfg.silver.target_file_mb))
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
     res.appended = written if written is not None else _count(spark, lake, SILVER_EVENTS) - (
         0 if before is None else _count(spark, lake, SILVER_EVENTS, before))
 
     # What is still not in silver is exactly what no schema names: the quarantine.
-    quarantined = to_quarantine(pending(), plan, workers)
     if has_quarantine:
         lake.delete_where(spark, SILVER_QUARANTINE, where)
-    lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
+    for part in slices:
+        quarantined = to_quarantine(pending(part), plan, workers)
+        lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
     res.quarantined = _count(spark, lake, SILVER_QUARANTINE)
 
     rows = [(s, f, st.updated_at, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
@@ -116,6 +120,41 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def plan_slices(files: list[tuple[str, str]], states: dict, commit_bytes: int) -> list[str]:
+    """SQL predicates over bronze (and silver) splitting ``files`` into slices of about
+    ``commit_bytes`` of binlog each, in order: a big file by ``start_pos`` ranges, small
+    files together (``0``: one slice of all).
+
+    Why: Sail's Delta writer holds a partitioned write's rows until it ends, and the
+    anti-join holds its bronze side, so the engine's memory followed the rows of a run.
+    One commit per slice bounds it by ``silver.commit_mb``. Exactly once is kept: each
+    slice's anti-join appends only keys silver does not hold, and a crash between slices
+    leaves the files to the next run (their progress is written last).
+    """
+    if commit_bytes <= 0:
+        return [_in_files(files)] if files else []
+    slices: list[list[str]] = [[]]
+    size = 0
+    for s, f in files:
+        st = states.get((s, f))
+        n_bytes = max(st.size or 0, st.last_pos or 0) if st is not None else 0
+        n = max(1, -(-n_bytes // commit_bytes))
+        step = -(-n_bytes // n) if n_bytes else 0
+        for k in range(n):
+            one = f"(source_id = {sql_string(s)} AND binlog_file = {sql_string(f)}"
+            if k > 0:
+                one += f" AND start_pos >= {k * step}"
+            if k < n - 1:
+                one += f" AND start_pos < {(k + 1) * step}"
+            part = min(step, n_bytes - k * step) if n_bytes else 0
+            if slices[-1] and size + part > commit_bytes:
+                slices.append([])
+                size = 0
+            slices[-1].append(one + ")")
+            size += part
+    return [" OR ".join(parts) for parts in slices]
 
 
 def _change_data_feed(spark, lake: Lake, rows) -> None:
