@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The whole index path, stage by stage, side by side with its references, in one run.
 
-``python bench/pipeline.py [--mb 60] [--binlog-dir DIR] [--repeat 1] [--keep]`` (``make bench``).
+``python bench/pipeline.py [--mb 60] [--binlog-dir DIR] [--repeat 1] [--keep] [--one-commit]
+[--stages bronze,silver,...]`` (``make bench``).
 
 1. Input: the binlog files of ``--binlog-dir`` or one file of ``--mb`` MB written by a
    throwaway MariaDB (``bench/binlog_server.py`` + ``bench/workload.py``).
 2. Reference: ``mariadb-binlog --base64-output=decode-rows -v`` over every file (to /dev/null).
-3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand).
+3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand);
+   with ``--one-commit`` also ``bronze (one commit)`` and ``silver (one commit)``
+   (``commit_mb = 0``: the whole run in one commit, as before issue 13's memory bound).
 4. ``silver``: ``run_silver`` (rendering in worker processes, ``silver.render_workers``), and
    ``silver (in-engine)`` with ``silver.render_in_subprocess = false`` on a fresh silver.
 5. ``quality``: ``run_quality`` over all silver rows.
@@ -142,6 +145,7 @@ class Figure:
     peak_mem: int
     cpu: float
     reference: str = ""
+    load: float = 0.0  # the 1-minute load average when the run ended
 
     @property
     def rate(self) -> float:
@@ -158,21 +162,23 @@ def best(stage: str, repeat: int, run, reference: str = "") -> Figure:
     for _ in range(repeat):
         with TreeMeter() as meter:
             rows = run()
-        figures.append(Figure(stage, rows, meter.seconds, meter.peak, meter.cpu, reference))
+        load = os.getloadavg()[0]
+        figures.append(Figure(stage, rows, meter.seconds, meter.peak, meter.cpu, reference, load))
         say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
-            f", peak PSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores")
+            f", peak PSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores"
+            f", load {load:.1f}")
     return min(figures, key=lambda f: f.seconds)
 
 
 def table(figures: list[Figure]) -> str:
     by_name = {f.stage: f for f in figures}
     lines = ["| stage | seconds | row changes/s | ratio to reference | peak memory (tree PSS) "
-             "| cores busy |", "|---|---:|---:|---|---:|---:|"]
+             "| cores busy | load |", "|---|---:|---:|---|---:|---:|---:|"]
     for f in figures:
         ref = by_name.get(f.reference)
         ratio = f"{f.rate / ref.rate:.2f}x {f.reference}" if ref and ref.rate else "—"
         lines.append(f"| {f.stage} | {f.seconds:.2f} | {f.rate:,.0f} | {ratio} | "
-                     f"{f.peak_mem / 2**20:,.0f} MiB | {f.cores:.2f} |")
+                     f"{f.peak_mem / 2**20:,.0f} MiB | {f.cores:.2f} | {f.load:.1f} |")
     return "\n".join(lines)
 
 
@@ -201,12 +207,20 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
+STAGES = ("mariadb-binlog", "silver", "silver-in-engine", "quality", "index", "small-file")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=60.0, help="size of the generated binlog")
     ap.add_argument("--binlog-dir", help="index the binlog files of DIR instead")
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs per stage")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--one-commit", action="store_true",
+                    help="also run bronze and silver in one commit per run (commit_mb = 0, "
+                         "the former behaviour): peak memory side by side")
+    ap.add_argument("--stages", default=",".join(STAGES),
+                    help=f"comma-separated subset of {','.join(STAGES)} (bronze always runs)")
     args = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="binlake-bench-pipeline-"))
@@ -243,12 +257,16 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     spark = get_spark(cfg_for(work / "warm").engine)
     lake = work / "lake"
 
-    def bronze() -> int:
-        shutil.rmtree(lake, ignore_errors=True)
-        res = run_bronze(spark, cfg_for(lake), binlog_dir=str(binlog_dir), all_files=True)
-        if res.failed:
-            raise SystemExit(f"bronze failed: {[(f.binlog_file, f.error) for f in res.failed]}")
-        return res.row_changes
+    def bronze(**overrides):
+        def run() -> int:
+            shutil.rmtree(lake, ignore_errors=True)
+            res = run_bronze(spark, cfg_for(lake, **overrides), binlog_dir=str(binlog_dir),
+                             all_files=True)
+            if res.failed:
+                raise SystemExit(f"bronze failed: "
+                                 f"{[(f.binlog_file, f.error) for f in res.failed]}")
+            return res.row_changes
+        return run
 
     def silver(**overrides):
         def run() -> int:
@@ -287,17 +305,34 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     run_bronze(spark, cfg_for(work / "warm"), binlog_dir=str(binlog_dir),
                files=[os.path.basename(paths[0])])
     say("3. stages")
-    figures = [best("bronze", args.repeat, bronze, "mariadb-binlog -v")]
-    rows = figures[0].rows
-    figures.insert(0, best("mariadb-binlog -v", args.repeat, _mariadb_binlog(paths, rows)))
-    figures.append(best("silver", args.repeat, silver(), "bronze"))
-    figures.append(best("silver (in-engine)", args.repeat,
-                        silver(**{"silver.render_in_subprocess": False}), "bronze"))
-    figures.append(best("quality", args.repeat, quality, "bronze"))
-    figures.append(best("index (bronze+silver+quality)", args.repeat, index, "bronze"))
-    figures.append(best("small file, empty lake", args.repeat, one_new_file(None)))
-    figures.append(best("small file after the history", args.repeat, one_new_file(lake),
-                        "small file, empty lake"))
+    stages = set(args.stages.split(","))
+    unknown = stages - set(STAGES) - {"bronze", ""}
+    if unknown:
+        raise SystemExit(f"--stages: unknown {sorted(unknown)}; known: {', '.join(STAGES)}")
+    one = {"bronze.commit_mb": 0, "silver.commit_mb": 0}
+    figures = []
+    if args.one_commit:
+        figures.append(best("bronze (one commit)", args.repeat, bronze(**one),
+                            "mariadb-binlog -v"))
+    figures.append(best("bronze", args.repeat, bronze(), "mariadb-binlog -v"))
+    rows = figures[-1].rows
+    if "mariadb-binlog" in stages:
+        figures.insert(0, best("mariadb-binlog -v", args.repeat, _mariadb_binlog(paths, rows)))
+    if args.one_commit:
+        figures.append(best("silver (one commit)", args.repeat, silver(**one), "bronze"))
+    if "silver" in stages:
+        figures.append(best("silver", args.repeat, silver(), "bronze"))
+    if "silver-in-engine" in stages:
+        figures.append(best("silver (in-engine)", args.repeat,
+                            silver(**{"silver.render_in_subprocess": False}), "bronze"))
+    if "quality" in stages:
+        figures.append(best("quality", args.repeat, quality, "bronze"))
+    if "index" in stages:
+        figures.append(best("index (bronze+silver+quality)", args.repeat, index, "bronze"))
+    if "small-file" in stages:
+        figures.append(best("small file, empty lake", args.repeat, one_new_file(None)))
+        figures.append(best("small file after the history", args.repeat, one_new_file(lake),
+                            "small file, empty lake"))
     say("")
     say(table(figures))
     return 0

@@ -26,6 +26,7 @@ from pipelines.config import Config
 from pipelines.delta_ops import sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
+from pipelines.memory import release_freed_memory
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL", "plan_chunks", "plan_commits"]
@@ -140,6 +141,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         decoded = filter_tables(decode_files(tasks.repartition(min(len(wave), cores)), cfg),
                                 schemas, tables)
         lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
+        release_freed_memory()
 
     outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)
     followed = _followed_by_later_file(binlog_dir, todo)

@@ -23,6 +23,7 @@ from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sq
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
 from pipelines.lease import holds_lease
+from pipelines.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
 
@@ -100,6 +101,7 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     for part in slices:  # one commit per slice: the engine's writer memory (plan_slices)
         lake.append(to_silver(pending(part), plan, workers), SILVER_EVENTS,
                     options=target_file_size(cfg.silver.target_file_mb))
+        release_freed_memory()
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
     res.appended = written if written is not None else _count(spark, lake, SILVER_EVENTS) - (
@@ -111,6 +113,7 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     for part in slices:
         quarantined = to_quarantine(pending(part), plan, workers)
         lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
+        release_freed_memory()
     res.quarantined = _count(spark, lake, SILVER_QUARANTINE)
 
     rows = [(s, f, st.updated_at, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
