@@ -14,14 +14,15 @@ __all__ = ["run"]
 
 
 def run(conn, path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-        checksum: str, chunk: int, chunks: int) -> None:
+        checksum: str, chunk: int, chunks: int, start_at: int = 4) -> None:
     """Forked worker body: send each bronze batch, serialised, through ``conn``."""
     from pipelines.bronze.decode_task import decode_file_batches
 
     try:
         for batch in decode_file_batches(path, source_id=source_id, server_uuid=server_uuid,
                                          batch_rows=batch_rows, checksum=checksum,
-                                         subprocess=False, chunk=chunk, chunks=chunks):
+                                         subprocess=False, chunk=chunk, chunks=chunks,
+                                         start_at=start_at):
             conn.send_bytes(batch.serialize())
     finally:
         conn.close()

@@ -26,6 +26,7 @@ __all__ = [
     "EventHeader",
     "RawEvent",
     "iter_raw_events",
+    "event_starts_before",
     "verify_crc32",
     "check_crc",
     "LOG_EVENT_BINLOG_IN_USE_F",
@@ -112,6 +113,32 @@ def iter_raw_events(
             )
         yield RawEvent(EventHeader(ts, type_code, server_id, length, next_pos, flags, pos), body)
         pos += length
+
+
+def event_starts_before(stream: BinaryIO, offsets: list[int]) -> list[int]:
+    """For each byte offset of ``offsets`` (ascending), the position of the last event that
+    starts at or before it (at least 4): where to begin framing a file from its middle.
+
+    Reads only the headers (19 bytes, then a seek past the body), so splitting a 1 GB file
+    into many chunks costs one pass over its headers instead of one pass per chunk over
+    everything before the chunk. A header that cannot be read ends the walk: the remaining
+    offsets get the last good position (the reader reports the damage from there).
+    """
+    out: list[int] = []
+    pos, last = 4, 4
+    read, seek, unpack = stream.read, stream.seek, EVENT_HEADER.unpack
+    for target in offsets:
+        while pos <= target:
+            seek(pos)
+            head = read(HEADER_SIZE)
+            if len(head) < HEADER_SIZE:
+                break
+            length = unpack(head)[3]
+            if length < HEADER_SIZE:
+                break
+            last, pos = pos, pos + length
+        out.append(last)
+    return out
 
 
 def check_crc(raw: RawEvent, file: str) -> None:

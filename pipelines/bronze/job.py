@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import FileState, load_states, save_states, select_files
+from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string, target_file_size
@@ -67,9 +68,19 @@ def _decode_partition(cfg: Config):
                 yield from decode_file_batches(
                     path, source_id=source_id, server_uuid=server_uuid,
                     batch_rows=b.batch_rows, checksum=b.checksum,
-                    subprocess=b.decode_in_subprocess, chunk=chunk or 0, chunks=chunks or 1)
+                    subprocess=b.decode_in_subprocess, chunk=chunk or 0, chunks=chunks or 1,
+                    start_at=_start_at(path, chunk or 0, chunks or 1))
 
     return run
+
+
+def _start_at(path: str, chunk: int, chunks: int) -> int:
+    """Where chunk ``chunk`` may begin framing (``reader.chunk_start``); 4 (the file's start,
+    the reader then reports the problem) when the file cannot be read here."""
+    try:
+        return chunk_start(path, chunk, chunks)
+    except OSError:
+        return 4
 
 
 def decode_files(tasks, cfg: Config):

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from pipelines.bronze.events import Event, FormatDescription, TransactionPayload
-from pipelines.bronze.framing import LOG_EVENT_BINLOG_IN_USE_F, iter_raw_events
+from pipelines.bronze.framing import (LOG_EVENT_BINLOG_IN_USE_F, event_starts_before,
+                                     iter_raw_events)
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.errors import DecodeError, TruncatedError
 
-__all__ = ["BinlogFileReader", "read_events"]
+__all__ = ["BinlogFileReader", "chunk_start", "read_events"]
 
 _BUFFER = 1 << 20
 # Events that start a transaction: MySQL GTID / ANONYMOUS_GTID / GTID_TAGGED, MariaDB GTID.
@@ -36,7 +37,8 @@ class BinlogFileReader:
     ``[k·size/chunks, (k+1)·size/chunks)`` — chunk 0 also what precedes the first such event,
     the last chunk everything after. Events before a chunk are framed (and the
     FORMAT_DESCRIPTIONs parsed) but not decoded. A file without GTID events is not split:
-    chunk 0 takes it whole.
+    chunk 0 takes it whole. ``start_at``: a known event start at or before the chunk's byte
+    range (:func:`chunk_start`); framing jumps there after the FORMAT_DESCRIPTION.
     """
 
     path: str
@@ -44,6 +46,7 @@ class BinlogFileReader:
     name: str = ""
     chunk: int = 0
     chunks: int = 1
+    start_at: int = 4
     end_pos: int = 4
     events: int = 0
     inner_events: int = 0
@@ -71,6 +74,12 @@ class BinlogFileReader:
                 lo = size * self.chunk // self.chunks
                 hi = size * (self.chunk + 1) // self.chunks if self.chunk + 1 < self.chunks else None
             started = self.chunk == 0
+            if not started and self.start_at > 4:
+                first = next(raw_iter, None)  # the FORMAT_DESCRIPTION comes first
+                if first is not None and first.header.type_code == _FDE:
+                    self.in_use = bool(first.header.flags & LOG_EVENT_BINLOG_IN_USE_F)
+                    parse(first)
+                raw_iter = iter_raw_events(fh, file=self.name, start=self.start_at)
             while True:
                 try:
                     raw = next(raw_iter)
@@ -106,6 +115,30 @@ class BinlogFileReader:
                     for inner in self.parser.payload_events(event):
                         self.inner_events += 1
                         yield inner
+
+
+_STARTS: dict[tuple, list[int]] = {}
+
+
+def chunk_start(path: str, chunk: int, chunks: int) -> int:
+    """A known event start at or before chunk ``chunk``'s byte range (``start_at``).
+
+    One header pass per file finds them for every chunk; it is remembered (for the file's
+    size and modification time) because the chunks of one file are planned in many tasks
+    of one process (bronze commits every ``bronze.commit_mb``).
+    """
+    if chunk <= 0 or chunks <= 1:
+        return 4
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, chunks)
+    starts = _STARTS.get(key)
+    if starts is None:
+        with open(path, "rb", buffering=1 << 16) as fh:
+            starts = event_starts_before(fh, [st.st_size * k // chunks for k in range(chunks)])
+        if len(_STARTS) >= 16:
+            _STARTS.clear()
+        _STARTS[key] = starts
+    return starts[chunk]
 
 
 def read_events(path: str, *, checksum: ChecksumPolicy = ChecksumPolicy.RAISE) -> Iterator[Event]:
