@@ -111,6 +111,7 @@ def _silver_batch(**over) -> pa.RecordBatch:
         "changed_columns": '["note"]',
         "row_before": '{"big":18446744073709551615,"note":"it\'s\\t\\\\"}',
         "row_after": None, "schema_version": "binlog",
+        "query_text": "UPDATE orders SET note = 'it''s'", "commit_ts_us": 1703581289681456,
     }
     row.update(over)
     return pa.RecordBatch.from_pydict({k: v if isinstance(v, pa.Array) else [v]
@@ -123,7 +124,8 @@ def test_sql_tuple_escapes_quotes_and_backslashes() -> None:
     assert sql_rows(gold) == [
         "('default','mysql-bin.000001',256,556,1,'2024-03-10 12:30:05',NULL,NULL,'shop',"
         "'orders',2,'7|a\\\\|b\\\\\\\\c','[\"note\"]',"
-        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog')"]
+        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog',"
+        "'UPDATE orders SET note = \\'it\\'\\'s\\'',NULL,1703581289681456)"]
 
 
 def test_load_data_line_escapes_tabs_newlines_and_backslashes() -> None:
@@ -131,7 +133,7 @@ def test_load_data_line_escapes_tabs_newlines_and_backslashes() -> None:
     line = tsv_rows(gold).decode()
     assert line.endswith("\n") and line.count("\n") == 1
     fields = line[:-1].split("\t")
-    assert len(fields) == 16
+    assert len(fields) == 19
     assert fields[6] == fields[7] == "\\N"
     assert fields[11] == "7|a\\\\|b\\\\\\\\c"
     assert fields[14] == '{"a":"x\\ty\\nz"}'

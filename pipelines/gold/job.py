@@ -104,6 +104,7 @@ def run_init(cfg: Config, *, gold_dsn: str | None = None,
             cur.execute(ddl.create_events_sql(now, n))
             cur.execute(ddl.CREATE_SNAPSHOTS)
             cur.execute(ddl.CREATE_STATE)
+        ddl.add_missing_columns(conn, db)
         added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=n - 1))
         total = len(ddl.read_partitions(conn, db))
     except pymysql.err.MySQLError as exc:
@@ -151,7 +152,10 @@ def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: in
         if files is not None:
             if not files:
                 return None, "incremental", 0
-            return spark.read.parquet(*files), "incremental", len(files)
+            # Files written before a column was added lack it: read them by the declared
+            # schema (missing columns NULL; event_date lives in the path, not the files).
+            df = spark.read.schema(SILVER_EVENTS.ddl(exclude=["event_date"])).parquet(*files)
+            return df, "incremental", len(files)
         log.warning("silver log for version %s is gone: exporting the whole snapshot", watermark)
     return lake.read(spark, SILVER_EVENTS, target), "full", None
 
