@@ -233,7 +233,8 @@ def test_query_one_keys_history(spark, history, capsys) -> None:
     assert [c["event_type"] for c in changes][0] == "INSERT"
     assert [c["seq"] for c in changes] == sorted(c["seq"] for c in changes)
     assert set(changes[0]) == {"seq", "event_timestamp", "gtid", "event_type", "pk_values",
-                               "changed_columns", "row_before", "row_after"}
+                               "changed_columns", "row_before", "row_after", "connection_id",
+                               "commit_ts_us", "query_text"}
     assert isinstance(changes[0]["row_after"], dict) and changes[0]["pk_values"] == "3"
     # Folding the key's history gives the row as the server has it now.
     last = changes[-1]["row_after"]
