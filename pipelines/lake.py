@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "table_dir",
-           "parse_catalog", "tables_markdown", "with_declared_columns",
+           "parse_catalog", "tables_markdown", "with_declared_columns", "read_data_files",
            "BRONZE_EVENTS", "BRONZE_FILES", "SILVER_EVENTS", "SILVER_QUARANTINE",
            "SILVER_PROGRESS", "SCHEMA_SNAPSHOTS", "FK_CONSTRAINTS", "SOURCE_CHECKS",
            "BASELINE_ROWS", "BASELINES",
@@ -330,6 +330,13 @@ def with_declared_columns(df, table: LakeTable):
     from pyspark.sql import functions as F
 
     return df.withColumns({c: F.lit(None).cast(t) for c, t in missing})
+
+
+def read_data_files(spark, table: LakeTable, files: Sequence[str]):
+    """Data files of ``table`` (e.g. those a Delta version added) read by its declared
+    columns less the partition columns (those live in the directory names): files written
+    before a column was declared give it as NULL, whatever file the engine looks at first."""
+    return spark.read.schema(table.ddl(exclude=table.partition_by)).parquet(*files)
 
 
 def tables_markdown() -> str:

@@ -195,3 +195,34 @@ def test_chunks_never_cross_an_hour() -> None:
     gold, _ = to_gold(batch)
     sizes = [c.num_rows for c in hour_chunks(gold, 2)]
     assert sizes == [2, 2, 1, 1]
+
+
+def test_query_text_is_capped_as_dbtrail_caps_it() -> None:
+    from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, TRUNCATION_MARKER, gold_query_text
+
+    short = "INSERT INTO t VALUES ('é')"
+    assert gold_query_text(short) == short and gold_query_text(None) is None
+    long = "INSERT INTO t VALUES ('" + "é" * 9000 + "')"  # 18 KB of UTF-8
+    cut = gold_query_text(long)
+    assert cut.endswith(TRUNCATION_MARKER)
+    body = cut[:-len(TRUNCATION_MARKER)]
+    assert long.startswith(body)  # cut at a character boundary, never inside 'é'
+    assert MAX_QUERY_TEXT_BYTES - 1 <= len(body.encode()) <= MAX_QUERY_TEXT_BYTES
+    gold, _ = to_gold(_silver_batch(query_text=long), lambda texts: {t: "d" for t in texts})
+    assert gold.column("query_text")[0].as_py() == cut
+    assert gold.column("query_hash")[0].as_py() == "d"  # the lookup decides (a cut text: NULL)
+    gold, _ = to_gold(_silver_batch(query_text=pa.array([None], pa.string())))
+    assert gold.column("query_hash")[0].as_py() is None
+
+
+def test_statement_digest_on_mariadb_is_null_and_asked_once(mariadb) -> None:
+    from pipelines.gold.digest import StatementDigests
+
+    conn = mariadb.connect()
+    try:
+        d = StatementDigests(conn)
+        assert d.lookup(["SELECT 1", "SELECT 2", None]) == {"SELECT 1": None, "SELECT 2": None}
+        assert d.available is False  # error 1305: MariaDB has no STATEMENT_DIGEST
+        assert d.lookup(["SELECT 3"]) == {"SELECT 3": None}
+    finally:
+        conn.close()

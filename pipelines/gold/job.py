@@ -30,7 +30,7 @@ from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.lease import holds_gold_lock, holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
-from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables
+from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables, read_data_files
 
 __all__ = ["InitResult", "GoldResult", "RotateResult", "run_init", "run_gold", "run_rotate",
            "run_vacuum", "gold_status", "resolve_dsn", "LAKE_TABLES"]
@@ -152,10 +152,7 @@ def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: in
         if files is not None:
             if not files:
                 return None, "incremental", 0
-            # Files written before a column was added lack it: read them by the declared
-            # schema (missing columns NULL; event_date lives in the path, not the files).
-            df = spark.read.schema(SILVER_EVENTS.ddl(exclude=["event_date"])).parquet(*files)
-            return df, "incremental", len(files)
+            return read_data_files(spark, SILVER_EVENTS, files), "incremental", len(files)
         log.warning("silver log for version %s is gone: exporting the whole snapshot", watermark)
     return lake.read(spark, SILVER_EVENTS, target), "full", None
 
