@@ -217,3 +217,18 @@ def test_query_shows_them_from_silver_and_gold(trail, capsys) -> None:
         assert ("query_hash" in changes[0]) == bool(extra)
     assert main(["--lake", root, "query", "--table", "dbt.t", "--query-hash", "x"]) == 2
     assert "--query-hash is answered from gold only" in capsys.readouterr().err
+
+
+def test_a_window_before_the_history_says_where_it_starts(trail, capsys) -> None:
+    """Issue 11 §5: an empty result exits 0 and says so; before the history, where it starts."""
+    root = trail["cfg"].lake.root
+    for argv in (["query", "--table", "dbt.t", "--until", "2000-01-01 00:00:00"],
+                 ["flashback", "--table", "dbt.t", "--until", "2000-01-01 00:00:00",
+                  "--dry-run"]):
+        assert main(["--lake", root, *argv]) == 0, argv
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert captured.out == "" and len(err.splitlines()) == 1, argv
+        assert "no row changes match" in err and "history of dbt.t, which starts at 20" in err
+    assert main(["--lake", root, "query", "--table", "dbt.t", "--connection-id", "424242"]) == 0
+    assert capsys.readouterr().err.strip() == "query: no row changes match"

@@ -125,8 +125,8 @@ def _selection(args: argparse.Namespace):
 
 
 def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.history.query import (GOLD_OUTPUT_COLUMNS, OUTPUT_COLUMNS, check_names,
-                                         query_gold, query_silver, write_changes)
+    from pipelines.history.query import (GOLD_OUTPUT_COLUMNS, OUTPUT_COLUMNS, before_history,
+                                         check_names, query_gold, query_silver, write_changes)
 
     sel = _selection(args)
     if args.pk is not None and sel.table is None:
@@ -146,9 +146,11 @@ def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
         rows = query_silver(spark, cfg, sel, args.limit)
     first = next(rows, None)
     if first is None:
+        note = ""
         if not gold:
             check_names(spark, cfg, sel)
-        print("query: no row changes match", file=sys.stderr)
+            note = before_history(spark, cfg, sel)
+        print(f"query: no row changes match{note}", file=sys.stderr)
         return 0
     write_changes(itertools.chain([first], rows), args.format, sys.stdout,
                   GOLD_OUTPUT_COLUMNS if gold else OUTPUT_COLUMNS)
@@ -209,10 +211,11 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     for w in plan.warnings:
         print(f"flashback: warning: {w}", file=sys.stderr)
     if plan.changes == 0:
-        from pipelines.history.query import check_names
+        from pipelines.history.query import before_history, check_names
 
         check_names(spark, cfg, sel)
-        print("flashback: no row changes match: nothing to undo", file=sys.stderr)
+        print(f"flashback: no row changes match: nothing to undo"
+              f"{before_history(spark, cfg, sel)}", file=sys.stderr)
         return 0
     if args.dry_run:
         print(f"flashback: {plan.changes} change(s) selected, {plan.statements} undo "

@@ -25,7 +25,7 @@ from pipelines.history.selection import Selection, apply_selection
 from pipelines.text_table import ascii_table
 
 __all__ = ["OUTPUT_COLUMNS", "GOLD_OUTPUT_COLUMNS", "query_silver", "query_gold",
-           "write_changes", "check_names"]
+           "write_changes", "check_names", "before_history"]
 
 OUTPUT_COLUMNS = ["seq", "event_timestamp", "gtid", "event_type", "pk_values",
                   "changed_columns", "row_before", "row_after", "connection_id",
@@ -79,6 +79,29 @@ def check_names(spark, cfg: Config, sel: Selection) -> None:
         if name not in columns:
             raise ConfigError(f"unknown column {name!r} in {schema}.{table} (columns: "
                               f"{', '.join(columns)})")
+
+
+def before_history(spark, cfg: Config, sel: Selection) -> str:
+    """For an empty result: ``""``, or a note saying where the history of the selected
+    table (schema, lake) starts when ``--until`` lies before it."""
+    if sel.until is None:
+        return ""
+    df, what = lake.silver(spark, cfg), "the lake"
+    if sel.table:
+        df = df.where(f"schema_name = {sql_string(sel.table[0])} AND "
+                      f"table_name = {sql_string(sel.table[1])}")
+        what = f"{sel.table[0]}.{sel.table[1]}"
+    elif sel.schema:
+        df, what = df.where(f"schema_name = {sql_string(sel.schema)}"), sel.schema
+    first = df.agg({"event_timestamp": "min"}).collect()[0][0]
+    if first is None or _naive_utc(first) <= _naive_utc(sel.until):
+        return ""
+    return (f" (--until {_ts(sel.until)} is before the history of {what}, which starts at "
+            f"{_ts(first)})")
+
+
+def _naive_utc(t: dt.datetime) -> dt.datetime:
+    return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
 def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
