@@ -47,7 +47,7 @@ def _spark_env(tmp_path: Path) -> dict[str, str]:
 @pytest.mark.classic
 @pytest.mark.mariadb
 def test_spark_submit_runs_every_stage_on_jvm_spark(tmp_path: Path) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
 
     lake = tmp_path / "lake"
     env = _spark_env(tmp_path)
