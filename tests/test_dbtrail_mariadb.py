@@ -27,7 +27,7 @@ from pipelines.cli import main
 from pipelines.config import Dsn, load_config
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
 from pipelines.silver.job import run_silver
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 
