@@ -1,10 +1,12 @@
 """A lake table written before a column was declared keeps working, on both engines: reads
 give the new column as NULL, the next append adds it (Delta schema evolution, ``mergeSchema``)
-and older rows read it as NULL. Sail (embedded) and JVM Spark with delta-spark.
+and older rows read it as NULL. Sail (embedded) and JVM Spark with delta-spark, by path and
+as a catalog table (``lake.catalog``: ``writeTo(…).append()`` with the option).
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,8 @@ TABLE = LakeTable("t", "evolving", (("id", "bigint"), ("p", "string"), ("query_t
                                     ("commit_ts_us", "bigint")), ("p",))
 
 
-def _evolve(session, root: Path) -> None:
-    lake = Lake(str(root))
+def _evolve(session, root: Path, catalog: str = "") -> None:
+    lake = Lake(str(root), catalog)
     session.createDataFrame([(1, "x")], OLD).write.format("delta").partitionBy("p") \
         .save(lake.path(TABLE))
     # reading the old table: the declared columns it lacks are typed NULLs
@@ -29,12 +31,13 @@ def _evolve(session, root: Path) -> None:
     new = session.createDataFrame([(2, "x", "UPDATE t SET a = 1", 1703581289681456)],
                                   TABLE.ddl())
     lake.append(new, TABLE)
-    raw = session.read.format("delta").load(lake.path(TABLE))  # the table itself evolved
+    raw = (session.read.table(lake.ident(TABLE)) if catalog  # the table itself evolved
+           else session.read.format("delta").load(lake.path(TABLE)))
     assert set(TABLE.column_names) <= set(raw.columns)
     rows = sorted(tuple(r) for r in raw.select(*TABLE.column_names).collect())
     assert rows == [(1, "x", None, None), (2, "x", "UPDATE t SET a = 1", 1703581289681456)]
     lake.append(new, TABLE)  # a current table: appends as before
-    assert raw.count() == 3
+    assert lake.read(session, TABLE).count() == 3
 
 
 def test_sail_evolves_an_older_table(spark, tmp_path: Path) -> None:
@@ -43,3 +46,11 @@ def test_sail_evolves_an_older_table(spark, tmp_path: Path) -> None:
 
 def test_delta_spark_evolves_an_older_table(delta_spark, tmp_path: Path) -> None:
     _evolve(delta_spark, tmp_path)
+
+
+def test_sail_evolves_an_older_catalog_table(spark, tmp_path: Path) -> None:
+    _evolve(spark, tmp_path, f"spark_catalog.evolve_{uuid.uuid4().hex[:8]}")
+
+
+def test_delta_spark_evolves_an_older_catalog_table(delta_spark, tmp_path: Path) -> None:
+    _evolve(delta_spark, tmp_path, f"spark_catalog.evolve_{uuid.uuid4().hex[:8]}")
