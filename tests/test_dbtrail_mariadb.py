@@ -24,7 +24,7 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.cli import main
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
 from pipelines.silver.job import run_silver
 from devtools.mariadb import MariaDBServer
