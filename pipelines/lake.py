@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pipelines.delta_ops import current_version, sql_string, table_exists
 from pipelines.errors import ConfigError, EngineError
+from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
 
 if TYPE_CHECKING:
@@ -318,25 +319,6 @@ class Lake:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:500] if text else type(exc).__name__
-
-
-def with_declared_columns(df, table: LakeTable):
-    """``df`` with every declared column of ``table`` it lacks added as a typed NULL: a table
-    (or data files) written before those columns existed reads like a current one."""
-    have = set(df.columns)
-    missing = [(c, t) for c, t in table.columns if c not in have]
-    if not missing:
-        return df
-    from pyspark.sql import functions as F
-
-    return df.withColumns({c: F.lit(None).cast(t) for c, t in missing})
-
-
-def read_data_files(spark, table: LakeTable, files: Sequence[str]):
-    """Data files of ``table`` (e.g. those a Delta version added) read by its declared
-    columns less the partition columns (those live in the directory names): files written
-    before a column was declared give it as NULL, whatever file the engine looks at first."""
-    return spark.read.schema(table.ddl(exclude=table.partition_by)).parquet(*files)
 
 
 def tables_markdown() -> str:
