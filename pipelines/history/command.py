@@ -21,7 +21,7 @@ _QUERY_EXAMPLE = """example:
   binlake --lake ./lake query --table shop.orders --changed status \\
       --since '2026-11-23 09:00:00' --until 2026-11-23T11:00:00+01:00
   binlake query --gold-dsn mysql://u:pw@gold:3306/binlake --table shop.orders --format jsonl \\
-      --query-hash 6f1c…   # every change one statement shape made (dbtrail's query_hash)
+      --query-hash DIGEST   # every change one statement shape made (dbtrail's query_hash)
 """
 _RECONSTRUCT_EXAMPLE = """example:
   binlake --lake ./lake reconstruct --table shop.orders --at '2026-11-23 09:30:00' --format csv
