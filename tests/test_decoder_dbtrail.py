@@ -9,6 +9,7 @@ and ``mariadb-binlog -vv`` run here on the MariaDB file.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -185,3 +186,19 @@ def test_mariadb_annotate_rows_match_mariadb_binlog(corpus: Path) -> None:
     # MariaDB logs no commit timestamp, and no BEGIN event (the GTID event opens the
     # transaction), so no thread id for row changes either: NULL, as in dbtrail.
     assert all(r["commit_ts_us"] is None and r["connection_id"] is None for r in ours)
+
+
+def test_decode_shows_statements_and_commit_times(corpus: Path, capsys) -> None:
+    from pipelines.cli import main
+
+    path = corpus / MARIADB_FILE
+    assert main(["decode", str(path)]) == 0
+    ours = [x for x in capsys.readouterr().out.splitlines() if x.startswith("#Q> ")]
+    tool = subprocess.run(["mariadb-binlog", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    assert ours and ours == [x for x in tool.splitlines() if x.startswith("#Q> ")]
+    mysql8 = corpus / RUST_US / "tests__events__8.0__31_update_rows_v2__binlog.000001"
+    assert main(["decode", "--format", "jsonl", str(mysql8)]) == 0
+    gtids = {o["pos"]: o["commit_ts_us"] for o in map(json.loads, capsys.readouterr().out
+                                                       .splitlines()) if "commit_ts_us" in o}
+    assert gtids[1132] == 1703581289681456  # mysqlbinlog: original_committed_timestamp

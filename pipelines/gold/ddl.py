@@ -26,7 +26,8 @@ __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "EVENT_COLUMNS", "EVENT_TYPE_CODES",
     "MAX_PARTITIONS", "Partition", "PartitionPlan", "hour_floor", "partition_name",
     "partition_hour", "partition_clause", "create_events_sql", "CREATE_SNAPSHOTS",
-    "CREATE_STATE", "ADDED_COLUMNS", "add_missing_columns", "read_partitions", "plan_partitions", "apply_plan", "utc_now",
+    "CREATE_STATE", "ADDED_COLUMNS", "add_missing_columns", "read_partitions",
+    "plan_partitions", "apply_plan", "utc_now",
 ]
 
 EVENTS_TABLE = "binlog_events"
