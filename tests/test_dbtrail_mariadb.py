@@ -134,9 +134,9 @@ def _expected(steps) -> list[str | None]:
     return out
 
 
-def _changes(spark, lake: Lake, table, cols) -> list[dict]:
-    df = lake.read(spark, table).where("event_type IN ('INSERT', 'UPDATE', 'DELETE') AND "
-                                       "schema_name = 'dbt'")  # gold's writes are logged too
+def _changes(spark, lake: Lake, table, cols, schema: str = DB) -> list[dict]:
+    df = lake.read(spark, table).where("event_type IN ('INSERT', 'UPDATE', 'DELETE')").where(
+        f"schema_name = '{schema}'")  # the server logs gold's writes too
     return [r.asDict() for r in df.orderBy("binlog_file", "start_pos", "row_in_event")
             .select(*cols).collect()]
 
@@ -232,3 +232,67 @@ def test_a_window_before_the_history_says_where_it_starts(trail, capsys) -> None
         assert "no row changes match" in err and "history of dbt.t, which starts at 20" in err
     assert main(["--lake", root, "query", "--table", "dbt.t", "--connection-id", "424242"]) == 0
     assert capsys.readouterr().err.strip() == "query: no row changes match"
+
+
+def test_mysql8_commit_time_and_session_reach_silver_and_gold(spark, mariadb, corpus,
+                                                              tmp_path, capsys) -> None:
+    """A MySQL 8.2 binlog of the corpus (no MySQL server here): every row change's
+    commit_ts_us and connection_id in silver and gold equal what mysqlbinlog printed
+    (original_committed_timestamp, the BEGIN's thread_id); --connection-id selects them."""
+    import datetime as dt
+
+    from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+    from pipelines.silver.snapshot_store import save_snapshot
+    from tests.test_decoder_dbtrail import RUST_US, _mysqlbinlog_changes
+
+    name = "tests__events__8.0__31_update_rows_v2__binlog.000001"
+    binlogs = tmp_path / "m8"
+    binlogs.mkdir()
+    shutil.copy(corpus / RUST_US / name, binlogs / "binlog.000001")
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
+    # MINIMAL metadata: the table is named by a snapshot (its CREATE TABLE, expected/…sql.sql)
+    # taken after the DDL (the next transaction starts at 832).
+    types = ["tinyint", "smallint", "mediumint", "int", "bigint", "tinyint"]
+    table = TableSchema("test", "int_table", [
+        ColumnSchema(f"col{i + 1}", i + 1, t, t, charset=None, collation=None, generated=False,
+                     is_json=False, pk_ordinal=None) for i, t in enumerate(types)])
+    save_snapshot(spark, cfg, Snapshot("s-m8", dt.datetime(2023, 12, 26), "default", 1, None,
+                                       "8.2.0", "binlog.000001", 832, None,
+                                       {("test", "int_table"): table}, []))
+    assert run_silver(spark, cfg).quarantined == 0
+    expected = [(ts, thread) for ts, _, thread in _mysqlbinlog_changes(
+        corpus / RUST_US / "expected" / (name.rsplit("__", 1)[0] + "__dump.txt"))]
+    silver = _changes(spark, Lake.of(cfg), SILVER_EVENTS, ["commit_ts_us", "connection_id"],
+                      "test")
+    assert expected and all(ts for ts, _ in expected)
+    assert [(r["commit_ts_us"], r["connection_id"]) for r in silver] == expected
+    # Gold: the exporter itself into one hourly partition (`binlake gold` would first add
+    # every hour from 2023 to now: thousands of partitions for a 3-row test).
+    from pipelines.gold.ddl import create_events_sql, hour_floor
+    from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
+
+    dsn = mariadb.dsn("dbt_gold_m8")
+    mariadb.execute("DROP DATABASE IF EXISTS dbt_gold_m8")
+    mariadb.execute("CREATE DATABASE dbt_gold_m8")
+    try:
+        first = Lake.of(cfg).read(spark, SILVER_EVENTS).agg({"event_timestamp": "min"}) \
+            .collect()[0][0]
+        mariadb.execute(create_events_sql(hour_floor(first), 1), db="dbt_gold_m8")
+        done = sum_counts(export_rows(Lake.of(cfg).read(spark, SILVER_EVENTS), ExportOptions(
+            dsn, "dbt_gold_m8", "load_data", 1000)).collect())
+        assert done.rows_inserted == len(expected)
+        gold = mariadb.execute("SELECT commit_ts_us, connection_id FROM dbt_gold_m8."
+                               "binlog_events ORDER BY binlog_file, start_pos, row_in_event")
+        assert [(int(a), int(b)) for a, b in gold] == expected
+        capsys.readouterr()
+        for extra in ([], ["--gold-dsn", dsn]):
+            assert main(["--lake", cfg.lake.root, "query", "--schema", "test", "--format",
+                         "jsonl", "--connection-id", str(expected[0][1]), *extra]) == 0
+            got = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+            assert [(c["commit_ts_us"], c["connection_id"]) for c in got] == expected, extra
+            assert main(["--lake", cfg.lake.root, "query", "--schema", "test",
+                         "--connection-id", "9", *extra]) == 0
+            assert "no row changes match" in capsys.readouterr().err
+    finally:
+        mariadb.execute("DROP DATABASE IF EXISTS dbt_gold_m8")
