@@ -57,7 +57,7 @@ import pyarrow.compute as pc  # noqa: E402
 from pipelines.bronze.decode_task import decode_file_batches  # noqa: E402
 from pipelines.bronze.files import select_files  # noqa: E402
 from pipelines.config import Dsn, load_config  # noqa: E402
-from tests.support.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
+from devtools.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
 from workload import fill_binlog  # noqa: E402
 
 MAX_BINLOG_SIZE = 1 << 30  # the server's maximum: the whole workload stays in one file

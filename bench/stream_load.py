@@ -6,7 +6,7 @@
     .venv/bin/python bench/stream_load.py --seconds 60 --writers 4 --rows 50
     .venv/bin/python bench/stream_load.py --batch-interval-ms 500 --silver-lag 10
 
-A throwaway MariaDB (``tests/support/mariadb.py``, loopback only, its password never printed)
+A throwaway MariaDB (``devtools/mariadb.py``, loopback only, its password never printed)
 gets ``--writers`` threads writing transactions for ``--seconds``: a multi-row INSERT of
 ``--rows`` rows into a 10-column table (integers, DECIMAL, VARCHAR, DATETIME(6), JSON, BLOB),
 an UPDATE of a few earlier rows and, every 10th transaction, a DELETE. ``python -m
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.stream.progress import live_path, read_live  # noqa: E402
-from tests.support.mariadb import MariaDBServer  # noqa: E402
+from devtools.mariadb import MariaDBServer  # noqa: E402
 
 DDL = """
     CREATE TABLE bench.load (

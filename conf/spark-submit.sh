@@ -26,6 +26,8 @@ if [ -n "${SPARK_HOME:-}" ] && [ -x "$SPARK_HOME/bin/spark-submit" ]; then
 fi
 ENTRY=$("$PYTHON" -c 'import pipelines.cli as m; print(m.__file__)')
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PYTHON}"
+# A classic job: a Spark Connect setting left in the shell would turn the driver into a client.
+unset SPARK_REMOTE SPARK_CONNECT_MODE_ENABLED SPARK_LOCAL_REMOTE
 
 if [ -n "${DELTA_JARS:-}" ]; then
   JARS=$(ls "$DELTA_JARS"/*.jar | tr '\n' ',' | sed 's/,$//')

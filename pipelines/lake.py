@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pipelines.delta_ops import current_version, sql_string, table_exists
 from pipelines.errors import ConfigError, EngineError
+from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "table_dir",
-           "parse_catalog", "tables_markdown",
+           "parse_catalog", "tables_markdown", "with_declared_columns", "read_data_files",
            "BRONZE_EVENTS", "BRONZE_FILES", "SILVER_EVENTS", "SILVER_QUARANTINE",
            "SILVER_PROGRESS", "SCHEMA_SNAPSHOTS", "FK_CONSTRAINTS", "SOURCE_CHECKS",
            "BASELINE_ROWS", "BASELINES",
@@ -209,8 +210,8 @@ class Lake:
             reader = reader.option("versionAsOf", int(version))
         if self._parts:
             self.exists(spark, table)
-            return reader.table(self.ident(table))
-        return reader.load(self.path(table))
+            return with_declared_columns(reader.table(self.ident(table)), table)
+        return with_declared_columns(reader.load(self.path(table)), table)
 
     def location(self, spark, table: LakeTable) -> str | None:
         """Where the table's files are, for delta-rs: the path, or in catalog mode what
@@ -279,6 +280,10 @@ class Lake:
         self._write(df, table, "overwrite", {})
 
     def _write(self, df, table: LakeTable, mode: str, options: dict[str, str]) -> None:
+        if mode == "append" and self._missing_columns(df.sparkSession, table):
+            # A table written before columns were declared (a lake of an older binlake):
+            # Delta schema evolution adds them on this commit; older rows read them as NULL.
+            options = {**options, "mergeSchema": "true"}
         if self._parts:
             if not self.exists(df.sparkSession, table):  # registers one found at the path
                 self.create(df.sparkSession, table)
@@ -295,6 +300,15 @@ class Lake:
         if table.partition_by:
             writer = writer.partitionBy(*table.partition_by)
         writer.save(self.path(table))
+
+    def _missing_columns(self, spark, table: LakeTable) -> list[str]:
+        """Declared columns the existing table lacks (none when there is no table yet)."""
+        if not self.exists(spark, table):
+            return []
+        reader = spark.read.format("delta")
+        have = set((reader.table(self.ident(table)) if self._parts
+                    else reader.load(self.path(table))).columns)
+        return [c for c in table.column_names if c not in have]
 
     def delete_where(self, spark, table: LakeTable, predicate: str) -> None:
         """``DELETE FROM`` the table where ``predicate`` (SQL on partition columns: a
@@ -333,6 +347,8 @@ BRONZE_EVENTS = register("bronze", "binlog_events", [
     ("set_values", "array<array<string>>"), ("row_before", "array<binary>"),
     ("row_after", "array<binary>"), ("before_present", "array<boolean>"),
     ("after_present", "array<boolean>"), ("query", "string"),
+    # dbtrail's columns (docs/gold.md), added later: last, so an older table evolves to this.
+    ("query_text", "string"), ("commit_ts_us", "bigint"),
 ], partition_by=("source_id", "binlog_file"),
     description="Raw decoded events: one row per row change, DDL, incident, file end.")
 BRONZE_FILES = register(
@@ -352,6 +368,8 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     ("pk_values", "string"), ("pk_hash", "string"), ("pk_kind", "string"),
     ("changed_columns", "string"), ("row_before", "string"), ("row_after", "string"),
     ("absent_columns", "string"), ("schema_version", "string"),
+    # dbtrail's columns (docs/gold.md), added later: last, so an older table evolves to this.
+    ("query_text", "string"), ("commit_ts_us", "bigint"),
 ], partition_by=("event_date",),
     description="Row changes named by their schema: JSON images, changed columns, pk.")
 SILVER_QUARANTINE = register(

@@ -50,16 +50,36 @@ class _Made:
     engine: str
 
 
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+def _drop_connect_env() -> None:
+    """A Spark Connect client in a parent process (or the user's shell) leaves these set; with
+    them pyspark's classic builder turns into a Connect client."""
+    for var in _CONNECT_ENV:
+        os.environ.pop(var, None)
+
+
 def _active():
+    if _launched_by_spark():
+        return _launcher_session()
     try:
         from pyspark.sql import SparkSession
 
-        active = SparkSession.getActiveSession()
-        if active is None and _launched_by_spark():
-            active = SparkSession.builder.getOrCreate()  # the launcher's conf (master, Delta)
-        return active
+        return SparkSession.getActiveSession()
     except Exception:  # noqa: BLE001 - no classic Spark installed/started
         return None
+
+
+def _launcher_session():
+    """The session of the JVM that spark-submit or Databricks started this Python in."""
+    from pyspark.sql import SparkSession
+
+    _drop_connect_env()
+    try:
+        return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - py4j/JVM errors of many kinds
+        raise EngineError(f"could not attach to the Spark that launched binlake: {exc}") from exc
 
 
 def _launched_by_spark() -> bool:
@@ -178,10 +198,7 @@ def _local_spark(cfg: EngineConfig):
 
     conf = delta_spark_conf(cfg)  # raises EngineError (no jars) before anything changes
     os.environ["PYSPARK_PYTHON"] = sys.executable  # JVM workers run this venv's Python
-    # A Spark Connect client in the parent process (or the user's shell) leaves these set;
-    # with them, pyspark's classic builder turns into a Connect client.
-    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
-        os.environ.pop(var, None)
+    _drop_connect_env()
     builder = SparkSession.builder.master(cfg.master).appName("binlake")
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             conn.close()
     else:
-        from tests.support.mariadb import MariaDBServer
+        from devtools.mariadb import MariaDBServer
 
         with MariaDBServer() as srv:
             conn = srv.connect()

@@ -1,6 +1,6 @@
 """Make the shipped sample binlogs: ``python scripts/make_sample_binlog.py OUTDIR``.
 
-Starts a throwaway MariaDB (:class:`tests.support.mariadb.MariaDBServer`), runs
+Starts a throwaway MariaDB (:class:`devtools.mariadb.MariaDBServer`), runs
 :func:`tests.support.workload.run_mixed_workload`, rotates the log, reads every workload table
 back with ``SELECT`` (the ground truth for replay tests), shuts the server down cleanly (so
 no file is left flagged in use) and writes to OUTDIR:
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.support.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
+from devtools.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
 from tests.support.workload import (  # noqa: E402
     ORDER_BY, WORKLOAD_TABLES, WorkloadSummary, run_mixed_workload,
 )

@@ -26,7 +26,7 @@ from pipelines.silver.snapshot_store import load_snapshots, save_snapshot
 from pipelines.status import collect_status, render_status
 from pipelines.views import register_views
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 

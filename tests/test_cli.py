@@ -75,7 +75,7 @@ def test_status_json_and_sql(spark, tmp_path: Path, corpus: Path, capsys) -> Non
 @pytest.mark.spark
 @pytest.mark.mariadb
 def test_snapshot_command_on_a_real_server(tmp_path: Path, capsys) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
 
     with MariaDBServer(binlog_row_metadata="MINIMAL") as server:
         server.execute("CREATE DATABASE app")
@@ -96,7 +96,7 @@ def test_snapshot_command_on_a_real_server(tmp_path: Path, capsys) -> None:
 @pytest.mark.spark
 @pytest.mark.mariadb
 def test_index_with_gold_dsn_runs_every_stage(tmp_path: Path, capsys) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
 
     samples = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
     lake = str(tmp_path / "lake")

@@ -317,7 +317,7 @@ def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
     from pipelines.bronze.files import load_states
     from pipelines.stream.progress import live_path, read_live
     from tests.support.lake_runs import finish
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
 
     lake = tmp_path / "lake"
     lake.mkdir()

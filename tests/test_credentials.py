@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

@@ -16,7 +16,7 @@ import pytest
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
 from tests.support.binlog_verbose import read_row_changes
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.scenarios import assert_bronze_equals_reference as _compare
 from tests.support.scenarios import bronze_rows as _bronze_rows
 from tests.support.workload import run_mixed_workload

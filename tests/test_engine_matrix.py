@@ -33,7 +33,7 @@ import pytest
 from pipelines.config import load_config
 from tests.support.binlog_verbose import read_row_changes
 from tests.support.engine_cli import ENGINES, binlake, binlake_popen, engine_flags
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
 from tests.support.scenarios import (assert_bronze_equals_reference,
                                      assert_gold_equals_silver,

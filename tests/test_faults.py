@@ -185,7 +185,7 @@ def _silver_keys(spark, lake: Path) -> set[tuple]:
 
 @pytest.mark.mariadb
 def test_gold_server_stopped_mid_export_then_started_again(spark, tmp_path, silver_lake) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
     from tests.support.lake_runs import start_server_again, stop_server
 
     lake = _copy(silver_lake, tmp_path / "lake")
@@ -229,7 +229,7 @@ def test_gold_server_stopped_mid_export_then_started_again(spark, tmp_path, silv
 
 @pytest.mark.mariadb
 def test_source_restarted_mid_stream_resumes_exactly_once(spark, tmp_path) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
     from tests.support.lake_runs import start_server_again, stop_server
 
     lake = tmp_path / "lake"

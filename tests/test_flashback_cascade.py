@@ -21,7 +21,7 @@ from pipelines.history.times import parse_gtid_set
 from pipelines.silver.job import run_silver
 from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]

@@ -12,7 +12,7 @@ from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
 from pipelines.gold.job import run_gold
 from pipelines.silver.job import run_silver
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.scenarios import assert_gold_equals_silver
 from tests.support.workload import run_mixed_workload
 

@@ -111,6 +111,7 @@ def _silver_batch(**over) -> pa.RecordBatch:
         "changed_columns": '["note"]',
         "row_before": '{"big":18446744073709551615,"note":"it\'s\\t\\\\"}',
         "row_after": None, "schema_version": "binlog",
+        "query_text": "UPDATE orders SET note = 'it''s'", "commit_ts_us": 1703581289681456,
     }
     row.update(over)
     return pa.RecordBatch.from_pydict({k: v if isinstance(v, pa.Array) else [v]
@@ -123,7 +124,8 @@ def test_sql_tuple_escapes_quotes_and_backslashes() -> None:
     assert sql_rows(gold) == [
         "('default','mysql-bin.000001',256,556,1,'2024-03-10 12:30:05',NULL,NULL,'shop',"
         "'orders',2,'7|a\\\\|b\\\\\\\\c','[\"note\"]',"
-        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog')"]
+        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog',"
+        "'UPDATE orders SET note = \\'it\\'\\'s\\'',NULL,1703581289681456)"]
 
 
 def test_load_data_line_escapes_tabs_newlines_and_backslashes() -> None:
@@ -131,7 +133,7 @@ def test_load_data_line_escapes_tabs_newlines_and_backslashes() -> None:
     line = tsv_rows(gold).decode()
     assert line.endswith("\n") and line.count("\n") == 1
     fields = line[:-1].split("\t")
-    assert len(fields) == 16
+    assert len(fields) == 19
     assert fields[6] == fields[7] == "\\N"
     assert fields[11] == "7|a\\\\|b\\\\\\\\c"
     assert fields[14] == '{"a":"x\\ty\\nz"}'
@@ -193,3 +195,34 @@ def test_chunks_never_cross_an_hour() -> None:
     gold, _ = to_gold(batch)
     sizes = [c.num_rows for c in hour_chunks(gold, 2)]
     assert sizes == [2, 2, 1, 1]
+
+
+def test_query_text_is_capped_as_dbtrail_caps_it() -> None:
+    from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, TRUNCATION_MARKER, gold_query_text
+
+    short = "INSERT INTO t VALUES ('é')"
+    assert gold_query_text(short) == short and gold_query_text(None) is None
+    long = "INSERT INTO t VALUES ('" + "é" * 9000 + "')"  # 18 KB of UTF-8
+    cut = gold_query_text(long)
+    assert cut.endswith(TRUNCATION_MARKER)
+    body = cut[:-len(TRUNCATION_MARKER)]
+    assert long.startswith(body)  # cut at a character boundary, never inside 'é'
+    assert MAX_QUERY_TEXT_BYTES - 1 <= len(body.encode()) <= MAX_QUERY_TEXT_BYTES
+    gold, _ = to_gold(_silver_batch(query_text=long), lambda texts: {t: "d" for t in texts})
+    assert gold.column("query_text")[0].as_py() == cut
+    assert gold.column("query_hash")[0].as_py() == "d"  # the lookup decides (a cut text: NULL)
+    gold, _ = to_gold(_silver_batch(query_text=pa.array([None], pa.string())))
+    assert gold.column("query_hash")[0].as_py() is None
+
+
+def test_statement_digest_on_mariadb_is_null_and_asked_once(mariadb) -> None:
+    from pipelines.gold.digest import StatementDigests
+
+    conn = mariadb.connect()
+    try:
+        d = StatementDigests(conn)
+        assert d.lookup(["SELECT 1", "SELECT 2", None]) == {"SELECT 1": None, "SELECT 2": None}
+        assert d.available is False  # error 1305: MariaDB has no STATEMENT_DIGEST
+        assert d.lookup(["SELECT 3"]) == {"SELECT 3": None}
+    finally:
+        conn.close()

@@ -26,7 +26,7 @@ from tests.support.binlog_verbose import (
     printed_matches,
     read_row_changes,
 )
-from tests.support.mariadb import MariaDBServer, MariaDBStartError
+from devtools.mariadb import MariaDBServer, MariaDBStartError
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"

@@ -37,7 +37,7 @@ from pipelines.silver.job import run_silver
 from pipelines.silver.naming import position_key
 from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables, table_columns
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 

@@ -136,7 +136,7 @@ def test_files_added_skips_optimize_rewrites(tmp_path: Path) -> None:
 @pytest.mark.spark
 @pytest.mark.mariadb
 def test_gold_after_optimize_exports_only_new_rows(spark, tmp_path: Path, capsys) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
 
     lake = str(tmp_path / "lake")
     with MariaDBServer() as gold:

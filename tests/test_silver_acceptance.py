@@ -20,7 +20,7 @@ from pipelines.config import Dsn, load_config
 from pipelines.silver.job import run_silver
 from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
 from tests.support.scenarios import assert_pre_alter_orders_quarantined
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload

@@ -24,7 +24,7 @@ from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import BatchRenderer
 from pipelines.silver.render_worker import render_batches
 from pipelines.silver.snapshot_source import take_snapshot
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.silver_reference import reference_rows
 from tests.support.workload import run_mixed_workload
 

@@ -22,7 +22,7 @@ from pipelines.silver.snapshot_store import (
     save_snapshot, snapshots_path,
 )
 from pipelines.delta_ops import table_exists
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 
 pytestmark = [pytest.mark.mariadb]
 

@@ -41,13 +41,16 @@ def _spark_env(tmp_path: Path) -> dict[str, str]:
     if any(jars.glob("*.jar")):
         env["DELTA_JARS"] = str(jars)
     env.pop("BINLAKE_GOLD_DSN", None)
+    # A shell (or this pytest process, after any embedded-engine test) holding Spark Connect
+    # settings: the classic job must not become a Connect client (CI failed on exactly this).
+    env.update(SPARK_REMOTE="sc://127.0.0.1:1", SPARK_CONNECT_MODE_ENABLED="1")
     return env
 
 
 @pytest.mark.classic
 @pytest.mark.mariadb
 def test_spark_submit_runs_every_stage_on_jvm_spark(tmp_path: Path) -> None:
-    from tests.support.mariadb import MariaDBServer
+    from devtools.mariadb import MariaDBServer
 
     lake = tmp_path / "lake"
     env = _spark_env(tmp_path)

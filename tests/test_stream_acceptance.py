@@ -33,7 +33,7 @@ from pipelines.lake import Lake
 from pipelines.silver.job import KEY, run_silver
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.progress import live_path, read_live
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 

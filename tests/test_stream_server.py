@@ -15,7 +15,7 @@ from pipelines.errors import SourceError
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.job import run_stream
 from pipelines.stream.status import render_stream_status, stream_status
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

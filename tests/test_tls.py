@@ -20,7 +20,7 @@ from pipelines.cli import main
 from pipelines.errors import ConfigError, SourceError
 from pipelines.mysql_client import Dsn, connect
 from pipelines.stream.protocol import ConnectionLost, ReplicationConnection, StartAt
-from tests.support.mariadb import MariaDBServer
+from devtools.mariadb import MariaDBServer
 from tests.support.tls import Pki, make_pki, tls_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]

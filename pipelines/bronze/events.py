@@ -166,6 +166,9 @@ class Gtid(Event):
     gtid: str | None
     standalone: bool = False  # MariaDB: no BEGIN/COMMIT follow (DDL)
     commit_id: int | None = None
+    # MySQL 8.0.1+: immediate_commit_timestamp, microseconds since the epoch (dbtrail's
+    # commit_ts_us); None for MariaDB, older MySQL and a zero stamp.
+    commit_ts_us: int | None = None
 
 
 @dataclass(slots=True)
@@ -403,12 +406,27 @@ def _uuid(raw: bytes) -> str:
     return str(uuid.UUID(bytes=bytes(raw)))
 
 
+_COMMIT_TS_AT = 42  # flags 1 + sid 16 + gno 8 + clock type 1 + last_committed 8 + seq 8
+_ORIGINAL_FOLLOWS = 1 << 55
+
+
+def _commit_ts(body: bytes) -> int | None:
+    """immediate_commit_timestamp (MySQL 8.0.1+, ``Gtid_event``): 7 bytes little-endian after
+    the logical clock; bit 55 set means original_commit_timestamp (7 bytes) follows, else
+    the original equals it. Absent (older servers) or zero: None."""
+    if len(body) < _COMMIT_TS_AT + 7 or body[25] != 2:
+        return None
+    value = int.from_bytes(body[_COMMIT_TS_AT:_COMMIT_TS_AT + 7], "little") & ~_ORIGINAL_FOLLOWS
+    return value or None
+
+
 def decode_mysql_gtid(header: EventHeader, body: bytes, fde: FormatDescription) -> Gtid:
-    """MySQL GTID / ANONYMOUS_GTID: flags u8, source uuid (16), gno i64, then clocks."""
+    """MySQL GTID / ANONYMOUS_GTID: flags u8, source uuid (16), gno i64, logical clock
+    (type 2, last_committed, sequence_number), then the commit timestamps (8.0.1+)."""
     gno = struct.unpack_from("<q", body, 17)[0]
     if header.type_code == EventType.ANONYMOUS_GTID:
-        return Gtid(header, None)
-    return Gtid(header, f"{_uuid(body[1:17])}:{gno}")
+        return Gtid(header, None, commit_ts_us=_commit_ts(body))
+    return Gtid(header, f"{_uuid(body[1:17])}:{gno}", commit_ts_us=_commit_ts(body))
 
 
 _TAGGED_GTID_FIELDS = {0: "flags", 1: "sid", 2: "gno", 3: "tag"}
@@ -420,8 +438,9 @@ def decode_gtid_tagged(header: EventHeader, body: bytes, fde: FormatDescription)
     Serialization-library message (mysql-server ``libs/mysql/binlog/event/control_events``):
     version byte (2), payload size (varlen, counting the whole message), last non-ignorable
     field id, then (field id, value) pairs: 0 flags, 1 sid (16 varlen bytes), 2 gno (zigzag
-    signed), 3 tag (varlen length + bytes), 4.. clocks and versions (not needed: decoding
-    stops once sid, gno and tag are known).
+    signed), 3 tag (varlen length + bytes), 4 last_committed, 5 sequence_number,
+    6 immediate_commit_timestamp (microseconds), 7.. original timestamp, length, versions
+    (not needed: decoding stops at field 7).
     """
     if not body or body[0] != 2:
         raise DecodeError(f"GTID_TAGGED serialization version {body[:1].hex() or 'missing'} "
@@ -432,10 +451,13 @@ def decode_gtid_tagged(header: EventHeader, body: bytes, fde: FormatDescription)
     sid = bytearray()
     gno = None
     tag = ""
-    while pos < end and (gno is None or not sid or not tag):
+    commit_ts = None
+    while pos < end:
         fid, pos = read_varlen_uint(body, pos)
-        if fid == 0:
+        if fid in (0, 4, 5):
             _, pos = read_varlen_uint(body, pos)
+        elif fid == 6:
+            commit_ts, pos = read_varlen_uint(body, pos)
         elif fid == 1:
             sid.clear()
             for _ in range(16):
@@ -449,10 +471,11 @@ def decode_gtid_tagged(header: EventHeader, body: bytes, fde: FormatDescription)
             tag = body[pos:pos + n].decode("utf-8", "replace")
             pos += n
         else:
-            break  # clocks, lengths, versions: all varlen ints, not needed
+            break  # original timestamp, lengths, versions: not needed
     if gno is None or len(sid) != 16:
         raise DecodeError("GTID_TAGGED event without a source uuid and gno", preview=body[:32])
-    return Gtid(header, f"{_uuid(bytes(sid))}:{tag}:{gno}" if tag else f"{_uuid(bytes(sid))}:{gno}")
+    return Gtid(header, f"{_uuid(bytes(sid))}:{tag}:{gno}" if tag else f"{_uuid(bytes(sid))}:{gno}",
+                commit_ts_us=commit_ts or None)
 
 
 def decode_previous_gtids(header: EventHeader, body: bytes, fde: FormatDescription) -> PreviousGtids:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from dataclasses import asdict, dataclass
 
+from pipelines.binlog_names import binlog_order, is_binlog_file
 from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake
 
@@ -28,7 +28,6 @@ __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "
 
 DROPPED = "dropped"
 
-_NUMBERED = re.compile(r"\.(\d{6})$")  # MySQL/MariaDB binlogs: base.NNNNNN
 FILES_DDL = BRONZE_FILES.ddl()
 
 
@@ -54,8 +53,8 @@ def select_files(binlog_dir: str, *, all_files: bool = False,
     if all_files == bool(names):
         raise ConfigError("give exactly one of --all or --files")
     if all_files:
-        found = [n for n in os.listdir(binlog_dir) if _NUMBERED.search(n)]
-        found.sort(key=lambda n: (n[: _NUMBERED.search(n).start()], int(_NUMBERED.search(n).group(1))))
+        found = [n for n in os.listdir(binlog_dir) if is_binlog_file(n)]
+        found.sort(key=binlog_order)
         return [os.path.join(binlog_dir, n) for n in found]
     out = []
     for n in names or []:

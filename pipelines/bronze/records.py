@@ -8,8 +8,12 @@ the message, ``start_pos`` the position of the failing event). The closing row i
 decoding task reports to the driver through the same DataFrame.
 
 Transaction context is tracked here: the GTID (MySQL ``uuid:n``, MariaDB ``d-s-n``), the
-transaction's first event position (``trx_pos``) and the BEGIN's thread id
-(``connection_id``).
+transaction's first event position (``trx_pos``), the BEGIN's thread id (``connection_id``)
+and MySQL 8's microsecond commit time from the GTID event (``commit_ts_us``). Statement
+context: the text of the last ROWS_QUERY (MySQL, ``binlog_rows_query_log_events``) or
+ANNOTATE_ROWS (MariaDB, ``binlog_annotate_row_events``) event goes on each row change of that
+statement (``query_text``), up to the rows event flagged STMT_END. The columns are dbtrail's
+(docs/gold.md); NULL when the binlog has none.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches"]
 # (mapInArrow's return type) are derived from it.
 BRONZE_SCHEMA = BRONZE_EVENTS.arrow_schema()
 BRONZE_DDL = BRONZE_EVENTS.ddl()
+_STMT_END = 0x0001  # rows event flag: the statement's last rows event (Rows_log_event::STMT_END_F)
 _TM_FIELDS = ["column_count", "column_types", "column_meta", "column_nullable", "column_names",
               "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values"]
 
@@ -54,6 +59,8 @@ class BronzeBatcher:
         self.gtid: str | None = None
         self.trx_pos: int | None = None
         self.connection_id: int | None = None
+        self.commit_ts_us: int | None = None
+        self.query_text: str | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -61,6 +68,7 @@ class BronzeBatcher:
             "server_id", "start_pos", "end_pos", "row_in_event", "event_timestamp",
             "event_type", "gtid", "trx_pos", "connection_id", "schema_name", "table_name",
             "table_id", "row_before", "row_after", "before_present", "after_present", "query",
+            "query_text", "commit_ts_us",
         )}
         self._tm_index: list[int | None] = []
         self._tms: list[TableMap] = []
@@ -71,7 +79,8 @@ class BronzeBatcher:
 
     # -- transaction context ---------------------------------------------------------
     def _end_trx(self) -> None:
-        self.gtid = self.trx_pos = self.connection_id = None
+        self.gtid = self.trx_pos = self.connection_id = self.commit_ts_us = None
+        self.query_text = None
 
     def add(self, event: ev.Event) -> None:
         """Take one decoded event in binlog order."""
@@ -83,6 +92,10 @@ class BronzeBatcher:
             self.gtid = event.gtid
             self.trx_pos = event.header.pos
             self.connection_id = None
+            self.commit_ts_us = event.commit_ts_us  # never carried over from the last one
+            self.query_text = None
+        elif isinstance(event, ev.RowsQuery):
+            self.query_text = event.query.decode("utf-8", "replace")
         elif isinstance(event, ev.Xid):
             self._end_trx()
         elif isinstance(event, ev.Incident):
@@ -105,6 +118,7 @@ class BronzeBatcher:
         if upper.startswith(b"XA END"):
             return
         h = q.header
+        self.query_text = None  # a statement logged as text: its own rows event, if any, follows
         self._row(h, 0, "QUERY", schema=q.schema or None,
                   query=text.decode("utf-8", "replace"), connection_id=q.thread_id)
         if self.trx_pos is None or self.trx_pos == h.pos or self.connection_id is None:
@@ -129,6 +143,8 @@ class BronzeBatcher:
                      "after_present"):
             c[name].append(None)
         c["query"].append(query)
+        c["query_text"].append(None)
+        c["commit_ts_us"].append(self.commit_ts_us if etype == "QUERY" else None)
         self._tm_index.append(None)
 
     def _add_rows(self, e: ev.RowsEvent) -> None:
@@ -170,6 +186,10 @@ class BronzeBatcher:
                     present[i] = False
                 c["after_present"].append(present if cols else e.present_after)
         c["query"].extend(repeat(None, n))
+        c["query_text"].extend(repeat(self.query_text, n))
+        c["commit_ts_us"].extend(repeat(self.commit_ts_us, n))
+        if e.flags & _STMT_END:
+            self.query_text = None
         # Copies of a re-sent TABLE_MAP share their codecs (TableMap.rebound): one slot each.
         key = id(tm._codecs)
         slot = self._tm_slot.get(key)

@@ -78,7 +78,11 @@ def render_text(events: Iterable[ev.Event]) -> Iterator[str]:
             lines.append(f"#   thread_id={e.thread_id} schema={e.schema!r}")
             lines.append(e.query.decode("utf-8", "replace") + ";")
         elif isinstance(e, ev.Gtid):
-            lines.append(f"#   GTID {e.gtid or 'ANONYMOUS'}")
+            stamp = f" commit_ts_us={e.commit_ts_us}" if e.commit_ts_us is not None else ""
+            lines.append(f"#   GTID {e.gtid or 'ANONYMOUS'}{stamp}")
+        elif isinstance(e, ev.RowsQuery):
+            lines += ["#Q> " + line for line in
+                      e.query.decode("utf-8", "replace").split("\n")]
         elif isinstance(e, ev.Rotate):
             lines.append(f"#   next file {e.next_file} pos {e.position}")
         elif isinstance(e, ev.FormatDescription):
@@ -113,7 +117,9 @@ def render_jsonl(events: Iterable[ev.Event]) -> Iterator[str]:
             obj.update(thread_id=e.thread_id, schema=e.schema,
                        query=e.query.decode("utf-8", "replace"))
         elif isinstance(e, ev.Gtid):
-            obj.update(gtid=e.gtid)
+            obj.update(gtid=e.gtid, commit_ts_us=e.commit_ts_us)
+        elif isinstance(e, ev.RowsQuery):
+            obj.update(query=e.query.decode("utf-8", "replace"))
         elif isinstance(e, ev.Rotate):
             obj.update(next_file=e.next_file, position=e.position)
         elif isinstance(e, ev.Xid):

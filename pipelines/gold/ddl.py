@@ -26,7 +26,8 @@ __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "EVENT_COLUMNS", "EVENT_TYPE_CODES",
     "MAX_PARTITIONS", "Partition", "PartitionPlan", "hour_floor", "partition_name",
     "partition_hour", "partition_clause", "create_events_sql", "CREATE_SNAPSHOTS",
-    "CREATE_STATE", "read_partitions", "plan_partitions", "apply_plan", "utc_now",
+    "CREATE_STATE", "ADDED_COLUMNS", "add_missing_columns", "read_partitions",
+    "plan_partitions", "apply_plan", "utc_now",
 ]
 
 EVENTS_TABLE = "binlog_events"
@@ -43,6 +44,19 @@ EVENT_COLUMNS = (
     "source_id", "binlog_file", "start_pos", "end_pos", "row_in_event", "event_timestamp",
     "gtid", "connection_id", "schema_name", "table_name", "event_type", "pk_values",
     "changed_columns", "row_before", "row_after", "schema_version",
+    "query_text", "query_hash", "commit_ts_us",
+)
+# dbtrail's later columns (its indexer adds them to older tables the same way, after
+# schema_version): name → definition. query_hash is STATEMENT_DIGEST(query_text) computed
+# on the gold connection at export (gold/digest.py); NULL where the server has no such
+# function (MariaDB) or the text does not parse.
+ADDED_COLUMNS = (
+    ("query_text", "MEDIUMTEXT DEFAULT NULL COMMENT 'statement from ROWS_QUERY/ANNOTATE_ROWS; "
+                   "NULL unless binlog_rows_query_log_events / binlog_annotate_row_events'"),
+    ("query_hash", "CHAR(64) DEFAULT NULL COMMENT 'STATEMENT_DIGEST(query_text) on the gold "
+                   "connection at export'"),
+    ("commit_ts_us", "BIGINT UNSIGNED DEFAULT NULL COMMENT 'commit time, microseconds since "
+                     "the epoch (MySQL 8 GTID immediate_commit_timestamp); NULL on MariaDB'"),
 )
 
 # bintrail's binlog_events plus what exactly-once needs: source_id and row_in_event, and the
@@ -69,6 +83,7 @@ _EVENTS_BODY = """(
     row_before      JSON             DEFAULT NULL,
     row_after       JSON             DEFAULT NULL,
     schema_version  VARCHAR(64)      NOT NULL DEFAULT '0',
+""" + "".join(f"    {name:<15} {definition},\n" for name, definition in ADDED_COLUMNS) + """\
     PRIMARY KEY (event_id, event_timestamp),
     UNIQUE KEY uq_event_row (source_id, binlog_file, start_pos, row_in_event, event_timestamp),
     INDEX idx_row_lookup (schema_name, table_name, event_timestamp),
@@ -158,6 +173,31 @@ def partition_clause(hour: dt.datetime) -> str:
 
 def _future_clause() -> str:
     return f"PARTITION {FUTURE} VALUES LESS THAN MAXVALUE"
+
+
+def add_missing_columns(conn, database: str) -> list[str]:
+    """Add :data:`ADDED_COLUMNS` a ``binlog_events`` made before them lacks (idempotent:
+    a column another process added meanwhile, error 1060, counts as there); return the
+    names added."""
+    import pymysql
+
+    added = []
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, EVENTS_TABLE))
+        have = {str(r[0]).lower() for r in cur.fetchall()}
+        after = "schema_version"
+        for name, definition in ADDED_COLUMNS:
+            if name not in have:
+                try:
+                    cur.execute(f"ALTER TABLE {quote_ident(EVENTS_TABLE)} ADD COLUMN "
+                                f"{quote_ident(name)} {definition} AFTER {quote_ident(after)}")
+                    added.append(name)
+                except pymysql.err.OperationalError as exc:
+                    if not exc.args or exc.args[0] != 1060:  # ER_DUP_FIELDNAME
+                        raise
+            after = name
+    return added
 
 
 def create_events_sql(first_hour: dt.datetime, count: int) -> str:

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
-from pipelines.gold.rows import sql_rows, to_gold, tsv_rows
+from pipelines.gold.digest import StatementDigests
+from pipelines.gold.rows import SILVER_INPUT, sql_rows, to_gold, tsv_rows
 from pipelines.mysql_client import allow_local_file, error_text
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
@@ -173,12 +174,13 @@ def _task(opts: ExportOptions):
         counts = ExportCounts()
         dsn = Dsn.parse(opts.dsn_url, setting="gold.dsn")
         conn = connect(dsn, local_infile=opts.method == "load_data", autocommit=False)
+        digests = StatementDigests(conn)
         try:
             with tempfile.TemporaryDirectory(prefix="binlake-gold-") as tmpdir:
                 for batch in batches:
                     if batch.num_rows == 0:
                         continue
-                    gold, marked = to_gold(batch)
+                    gold, marked = to_gold(batch, digests.lookup)
                     counts.rows_read += gold.num_rows
                     counts.pk_marked += marked
                     for chunk in hour_chunks(gold, opts.batch_rows):
@@ -203,7 +205,7 @@ def export_rows(df, opts: ExportOptions):
 
     Nothing happens until the result is collected; collect it once.
     """
-    return df.select(*EVENT_COLUMNS).mapInArrow(_task(opts), RESULT_DDL)
+    return df.select(*SILVER_INPUT).mapInArrow(_task(opts), RESULT_DDL)
 
 
 def sum_counts(rows) -> ExportCounts:

@@ -30,7 +30,7 @@ from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.lease import holds_gold_lock, holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
-from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables
+from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables, read_data_files
 
 __all__ = ["InitResult", "GoldResult", "RotateResult", "run_init", "run_gold", "run_rotate",
            "run_vacuum", "gold_status", "resolve_dsn", "LAKE_TABLES"]
@@ -104,6 +104,7 @@ def run_init(cfg: Config, *, gold_dsn: str | None = None,
             cur.execute(ddl.create_events_sql(now, n))
             cur.execute(ddl.CREATE_SNAPSHOTS)
             cur.execute(ddl.CREATE_STATE)
+        ddl.add_missing_columns(conn, db)
         added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=n - 1))
         total = len(ddl.read_partitions(conn, db))
     except pymysql.err.MySQLError as exc:
@@ -151,7 +152,7 @@ def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: in
         if files is not None:
             if not files:
                 return None, "incremental", 0
-            return spark.read.parquet(*files), "incremental", len(files)
+            return read_data_files(spark, SILVER_EVENTS, files), "incremental", len(files)
         log.warning("silver log for version %s is gone: exporting the whole snapshot", watermark)
     return lake.read(spark, SILVER_EVENTS, target), "full", None
 

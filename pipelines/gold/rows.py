@@ -21,15 +21,23 @@ import hashlib
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
+from typing import Callable, Iterable, Mapping
 
-__all__ = ["PK_MAX_CHARS", "PK_MARK", "gold_pk_values", "to_gold", "sql_rows", "tsv_rows"]
+from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
+from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, gold_query_text
+
+__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "gold_pk_values", "to_gold", "sql_rows",
+           "tsv_rows"]
+
+# What the export reads from silver: gold's columns less query_hash (asked of the server).
+SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c != "query_hash")
 
 PK_MAX_CHARS = 512
 PK_MARK = "\\#"
 _PREFIX_CHARS = PK_MAX_CHARS - len(PK_MARK) - 64
 
-_INT_COLUMNS = {"start_pos", "end_pos", "row_in_event", "connection_id", "event_type"}
+_INT_COLUMNS = {"start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
+                "commit_ts_us"}
 
 
 def gold_pk_values(pk: str | None) -> str | None:
@@ -72,14 +80,39 @@ def _timestamp_text(arr: pa.Array) -> pa.Array:
     return arr.cast(pa.string())
 
 
-def to_gold(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
-    """Silver columns (at least :data:`EVENT_COLUMNS`) → gold values; and how many
-    ``pk_values`` were marked. Raises ValueError on an event_type gold cannot code."""
+def _query_text(arr: pa.Array) -> pa.Array:
+    long_rows = pc.indices_nonzero(pc.fill_null(
+        pc.greater(pc.binary_length(arr), MAX_QUERY_TEXT_BYTES), False)).to_pylist()
+    if not long_rows:
+        return arr
+    values = arr.to_pylist()
+    for i in long_rows:
+        values[i] = gold_query_text(values[i])
+    return pa.array(values, pa.string())
+
+
+Digests = Callable[[Iterable[str | None]], Mapping[str, str | None]]
+
+
+def to_gold(batch: pa.RecordBatch, digests: Digests | None = None
+            ) -> tuple[pa.RecordBatch, int]:
+    """Silver columns (at least :data:`SILVER_INPUT`) → gold values; and how many
+    ``pk_values`` were marked. ``digests`` maps statement texts to their query_hash
+    (``digest.StatementDigests.lookup``; without it query_hash is NULL). Raises ValueError
+    on an event_type gold cannot code."""
     cols = []
     marked = 0
+    texts = None
     for name in EVENT_COLUMNS:
-        arr = batch.column(batch.schema.get_field_index(name))
-        if name == "event_timestamp":
+        if name == "query_hash":
+            found = digests(texts.to_pylist()) if digests is not None else {}
+            cols.append(pa.array([found.get(t) if t is not None else None
+                                  for t in texts.to_pylist()], pa.string()))
+            continue
+        arr = batch.column(name)  # KeyError names a missing silver column
+        if name == "query_text":
+            arr = texts = _query_text(arr.cast(pa.string()))
+        elif name == "event_timestamp":
             arr = _timestamp_text(arr)
         elif name == "event_type":
             arr = _event_type(arr)

@@ -20,6 +20,8 @@ _QUERY_EXAMPLE = """example:
   binlake --lake ./lake query --table shop.orders --pk 42 --format jsonl
   binlake --lake ./lake query --table shop.orders --changed status \\
       --since '2026-11-23 09:00:00' --until 2026-11-23T11:00:00+01:00
+  binlake query --gold-dsn mysql://u:pw@gold:3306/binlake --table shop.orders --format jsonl \\
+      --query-hash DIGEST   # every change one statement shape made (dbtrail's query_hash)
 """
 _RECONSTRUCT_EXAMPLE = """example:
   binlake --lake ./lake reconstruct --table shop.orders --at '2026-11-23 09:30:00' --format csv
@@ -43,6 +45,9 @@ def _selection_arguments(p: argparse.ArgumentParser, *, with_where: bool) -> Non
     p.add_argument("--until", help="up to this time (inclusive), same forms as --since")
     p.add_argument("--gtid", help="one GTID or a set (0-1-5,0-1-9 or uuid:1-5)")
     p.add_argument("--event-type", help="INSERT, UPDATE, DELETE (comma-separated)")
+    p.add_argument("--connection-id", type=int, metavar="ID",
+                   help="changes made by this session (the server's CONNECTION_ID(); MySQL "
+                        "logs it with each transaction, MariaDB only with DDL)")
     if with_where:
         p.add_argument("--changed", metavar="COLUMN", help="UPDATEs that changed COLUMN")
         p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
@@ -58,6 +63,8 @@ def add_history_parsers(sub) -> None:
     p.add_argument("--limit", type=int, help="at most this many changes (oldest first)")
     p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
     p.add_argument("--gold-dsn", help="ask gold's binlog_events instead of silver")
+    p.add_argument("--query-hash", metavar="DIGEST",
+                   help="with --gold-dsn: changes whose statement has this STATEMENT_DIGEST")
     p.set_defaults(handler=cmd_query)
 
     p = sub.add_parser("reconstruct", help="a table's rows at a time, GTID or binlog position",
@@ -112,11 +119,14 @@ def _selection(args: argparse.Namespace):
         until=parse_time(args.until, "--until") if args.until else None,
         gtids=parse_gtid_set(args.gtid) if args.gtid else None, event_types=types,
         changed=getattr(args, "changed", None),
-        where=[parse_where(w) for w in getattr(args, "where", [])])
+        where=[parse_where(w) for w in getattr(args, "where", [])],
+        connection_id=getattr(args, "connection_id", None),
+        query_hash=getattr(args, "query_hash", None))
 
 
 def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.history.query import check_names, query_gold, query_silver, write_changes
+    from pipelines.history.query import (GOLD_OUTPUT_COLUMNS, OUTPUT_COLUMNS, before_history,
+                                         check_names, query_gold, query_silver, write_changes)
 
     sel = _selection(args)
     if args.pk is not None and sel.table is None:
@@ -124,6 +134,9 @@ def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
     if args.limit is not None and args.limit <= 0:
         raise ConfigError("--limit must be positive")
     gold = args.gold_dsn
+    if sel.query_hash is not None and not gold:
+        raise ConfigError("--query-hash is answered from gold only (add --gold-dsn): silver "
+                          "has no STATEMENT_DIGEST")
     if gold:
         rows = iter(query_gold(gold, sel, args.limit, cfg.gold))
     else:
@@ -133,11 +146,14 @@ def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
         rows = query_silver(spark, cfg, sel, args.limit)
     first = next(rows, None)
     if first is None:
+        note = ""
         if not gold:
             check_names(spark, cfg, sel)
-        print("query: no row changes match", file=sys.stderr)
+            note = before_history(spark, cfg, sel)
+        print(f"query: no row changes match{note}", file=sys.stderr)
         return 0
-    write_changes(itertools.chain([first], rows), args.format, sys.stdout)
+    write_changes(itertools.chain([first], rows), args.format, sys.stdout,
+                  GOLD_OUTPUT_COLUMNS if gold else OUTPUT_COLUMNS)
     return 0
 
 
@@ -181,9 +197,11 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
 
     sel = _selection(args)
-    if not any((sel.table, sel.schema, sel.pk, sel.since, sel.until, sel.gtids)):
-        raise ConfigError("flashback needs a selection: --since/--until, --gtid, --table "
-                          "or --pk (undoing the whole history is never what you want)")
+    if not any((sel.table, sel.schema, sel.pk, sel.since, sel.until, sel.gtids,
+                sel.connection_id is not None)):
+        raise ConfigError("flashback needs a selection: --since/--until, --gtid, --table, "
+                          "--pk or --connection-id (undoing the whole history is never what "
+                          "you want)")
     if args.apply and not args.target_dsn:
         raise ConfigError("--apply needs --target-dsn mysql://user:password@host:port/")
     if sel.pk is not None and sel.table is None:
@@ -193,10 +211,11 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     for w in plan.warnings:
         print(f"flashback: warning: {w}", file=sys.stderr)
     if plan.changes == 0:
-        from pipelines.history.query import check_names
+        from pipelines.history.query import before_history, check_names
 
         check_names(spark, cfg, sel)
-        print("flashback: no row changes match: nothing to undo", file=sys.stderr)
+        print(f"flashback: no row changes match: nothing to undo"
+              f"{before_history(spark, cfg, sel)}", file=sys.stderr)
         return 0
     if args.dry_run:
         print(f"flashback: {plan.changes} change(s) selected, {plan.statements} undo "

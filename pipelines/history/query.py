@@ -3,7 +3,8 @@
 From silver (the filters of :mod:`pipelines.history.selection`), or from gold's MySQL
 ``binlog_events`` with ``--gold-dsn`` (bintrail's lookup: ``schema_name, table_name,
 pk_hash`` on its ``idx_pk_hash`` index). Each change is printed with ``seq, event_timestamp,
-gtid, event_type, pk_values, changed_columns, row_before, row_after``; in jsonl the images
+gtid, event_type, pk_values, changed_columns, row_before, row_after`` and dbtrail's
+``connection_id, commit_ts_us, query_text`` (gold adds ``query_hash``); in jsonl the images
 are JSON objects with values in silver's forms (``docs/types.md``), copied as stored.
 """
 
@@ -23,10 +24,13 @@ from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.text_table import ascii_table
 
-__all__ = ["OUTPUT_COLUMNS", "query_silver", "query_gold", "write_changes", "check_names"]
+__all__ = ["OUTPUT_COLUMNS", "GOLD_OUTPUT_COLUMNS", "query_silver", "query_gold",
+           "write_changes", "check_names", "before_history"]
 
 OUTPUT_COLUMNS = ["seq", "event_timestamp", "gtid", "event_type", "pk_values",
-                  "changed_columns", "row_before", "row_after"]
+                  "changed_columns", "row_before", "row_after", "connection_id",
+                  "commit_ts_us", "query_text"]
+GOLD_OUTPUT_COLUMNS = OUTPUT_COLUMNS + ["query_hash"]
 
 
 def known_tables(spark, cfg: Config) -> set[tuple[str, str]]:
@@ -77,6 +81,29 @@ def check_names(spark, cfg: Config, sel: Selection) -> None:
                               f"{', '.join(columns)})")
 
 
+def before_history(spark, cfg: Config, sel: Selection) -> str:
+    """For an empty result: ``""``, or a note saying where the history of the selected
+    table (schema, lake) starts when ``--until`` lies before it."""
+    if sel.until is None:
+        return ""
+    df, what = lake.silver(spark, cfg), "the lake"
+    if sel.table:
+        df = df.where(f"schema_name = {sql_string(sel.table[0])} AND "
+                      f"table_name = {sql_string(sel.table[1])}")
+        what = f"{sel.table[0]}.{sel.table[1]}"
+    elif sel.schema:
+        df, what = df.where(f"schema_name = {sql_string(sel.schema)}"), sel.schema
+    first = df.agg({"event_timestamp": "min"}).collect()[0][0]
+    if first is None or _naive_utc(first) <= _naive_utc(sel.until):
+        return ""
+    return (f" (--until {_ts(sel.until)} is before the history of {what}, which starts at "
+            f"{_ts(first)})")
+
+
+def _naive_utc(t: dt.datetime) -> dt.datetime:
+    return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+
+
 def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
                  ) -> Iterator[dict[str, Any]]:
     """The selected changes from silver, oldest first, at most ``limit``; streamed from the
@@ -96,7 +123,7 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None,
     """The selected changes from gold's ``binlog_events`` (parameters, never pasted values).
 
     Supported there: --table/--schema, --pk (by pk_hash), --since/--until, --event-type,
-    --gtid (MariaDB GTIDs and single MySQL GTIDs, exact).
+    --gtid (MariaDB GTIDs and single MySQL GTIDs, exact), --connection-id, --query-hash.
     """
     from pipelines.gold.client import connect
 
@@ -128,8 +155,15 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None,
                                            for n in range(a, min(b, a + 10000) + 1)]
         conds.append("gtid IN (" + ", ".join(["%s"] * len(gtids)) + ")")
         params += gtids
+    if sel.connection_id is not None:
+        conds.append("connection_id = %s")
+        params.append(sel.connection_id)
+    if sel.query_hash is not None:
+        conds.append("query_hash = %s")
+        params.append(sel.query_hash)
     sql = ("SELECT binlog_file, start_pos, row_in_event, event_timestamp, gtid, event_type, "
-           "pk_values, changed_columns, row_before, row_after FROM binlog_events"
+           "pk_values, changed_columns, row_before, row_after, connection_id, commit_ts_us, "
+           "query_text, query_hash FROM binlog_events"
            + (" WHERE " + " AND ".join(conds) if conds else "")
            + " ORDER BY binlog_file, start_pos, row_in_event"
            + (" LIMIT %s" % int(limit) if limit is not None else ""))
@@ -148,11 +182,13 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None,
     finally:
         conn.close()
     out = []
-    for f, pos, row_in_event, ts, gtid, et, pk, changed, before, after in rows:
+    for (f, pos, row_in_event, ts, gtid, et, pk, changed, before, after, conn_id, commit_ts,
+         text, digest) in rows:
         out.append({"seq": position_key(f, pos) + row_in_event, "event_timestamp": ts,
                     "gtid": gtid, "event_type": _GOLD_TYPES.get(et, str(et)),
                     "pk_values": pk, "changed_columns": changed, "row_before": before,
-                    "row_after": after})
+                    "row_after": after, "connection_id": conn_id, "commit_ts_us": commit_ts,
+                    "query_text": text, "query_hash": digest})
     return out
 
 
@@ -166,9 +202,9 @@ def _ts(value: Any) -> str | None:
     return str(value)
 
 
-def _jsonl(r: dict[str, Any]) -> str:
+def _jsonl(r: dict[str, Any], columns: list[str]) -> str:
     parts = []
-    for c in OUTPUT_COLUMNS:
+    for c in columns:
         v = r[c]
         if c in ("changed_columns", "row_before", "row_after"):
             text = v if v is not None else "null"  # already JSON text: copied as stored
@@ -187,22 +223,25 @@ def _cell(c: str, v: Any, width: int | None) -> str:
     return text
 
 
-def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> int:
-    """Print the changes in ``fmt`` (table|jsonl|csv); return how many were printed."""
+def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO,
+                  columns: list[str] | None = None) -> int:
+    """Print the changes in ``fmt`` (table|jsonl|csv) with ``columns`` (default
+    :data:`OUTPUT_COLUMNS`); return how many were printed."""
+    columns = columns or OUTPUT_COLUMNS
     n = 0
     if fmt == "jsonl":
         for r in rows:
-            out.write(_jsonl(r) + "\n")
+            out.write(_jsonl(r, columns) + "\n")
             n += 1
         return n
     if fmt == "csv":
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(OUTPUT_COLUMNS)
+        w.writerow(columns)
         for r in rows:
-            w.writerow(["" if r[c] is None else _cell(c, r[c], None) for c in OUTPUT_COLUMNS])
+            w.writerow(["" if r[c] is None else _cell(c, r[c], None) for c in columns])
             n += 1
         return n
-    cells = [[_cell(c, r[c], 70) for c in OUTPUT_COLUMNS] for r in rows]
-    out.write(ascii_table(OUTPUT_COLUMNS, cells) + "\n")
+    cells = [[_cell(c, r[c], 70) for c in columns] for r in rows]
+    out.write(ascii_table(columns, cells) + "\n")
     return len(cells)
 

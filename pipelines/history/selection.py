@@ -58,6 +58,8 @@ class Selection:
     event_types: tuple[str, ...] = ()
     changed: str | None = None
     where: list[tuple[str, str | None]] = field(default_factory=list)
+    connection_id: int | None = None  # the session that made the change (dbtrail's column)
+    query_hash: str | None = None  # gold only: STATEMENT_DIGEST of the statement
 
     def columns_named(self) -> list[str]:
         return ([self.changed] if self.changed else []) + [c for c, _ in self.where]
@@ -97,6 +99,11 @@ def apply_selection(df, sel: Selection):
         preds.append(sel.gtids.sql_predicate("gtid"))
     if sel.event_types:
         preds.append("event_type IN (" + ", ".join(f"'{t}'" for t in sel.event_types) + ")")
+    if sel.connection_id is not None:
+        preds.append(f"connection_id = {int(sel.connection_id)}")
+    if sel.query_hash is not None:
+        raise ConfigError("--query-hash is answered from gold only (add --gold-dsn): silver "
+                          "has no STATEMENT_DIGEST")
     if sel.changed:
         preds.append(f"array_contains(from_json(changed_columns, 'array<string>'), "
                      f"{sql_string(sel.changed)})")

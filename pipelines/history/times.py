@@ -11,6 +11,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from pipelines.binlog_names import split_binlog_name
 from pipelines.errors import ConfigError
 from pipelines.silver.naming import position_key
 
@@ -97,7 +98,7 @@ def parse_position(text: str, flag: str = "--pos") -> tuple[str, int, int]:
     name, sep, pos = (text or "").rpartition(":")
     if not sep or not name or not pos.isdigit():
         raise ConfigError(f"{flag} {text!r}: expected FILE:POS, e.g. mysql-bin.000042:1234")
-    if not re.search(r"\.\d+$", name):
+    if split_binlog_name(name) is None:
         raise ConfigError(f"{flag} {text!r}: the file name needs its numeric suffix "
                           "(mysql-bin.000042)")
     return name, int(pos), position_key(name, int(pos))

@@ -35,7 +35,7 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.delta_ops import current_version, files_added, sql_string, table_exists
 from pipelines.errors import EngineError
-from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog
+from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog, read_data_files
 from pipelines.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
@@ -128,7 +128,7 @@ def _silver_batch(spark, lake, path: str | None, since: int, target: int):
     if since >= 0 and path:
         files = files_added(path, since, target)
         if files is not None:
-            return spark.read.parquet(*files) if files else None
+            return read_data_files(spark, SILVER_EVENTS, files) if files else None
         log.warning("silver log for version %s is gone: mirroring from the whole table", since)
     return lake.read(spark, SILVER_EVENTS, target)
 

@@ -36,7 +36,8 @@ from pyspark.sql.window import Window as W
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 from pipelines.delta_ops import files_added
-from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
+from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
+                            read_data_files)
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
@@ -126,7 +127,7 @@ def _rows_of_commit(spark, lake: Lake, table: DataFrame, version: int) -> DataFr
         by_day.setdefault(m.group(1) if m else None, []).append(f)
     parts = []
     for day, day_files in sorted(by_day.items(), key=lambda kv: kv[0] or ""):
-        df = spark.read.parquet(*day_files)
+        df = read_data_files(spark, SILVER_EVENTS, day_files)
         if "event_date" not in df.columns:
             df = df.withColumn("event_date", F.lit(day).cast("date"))
         parts.append(df.select(*table.columns))

@@ -21,7 +21,6 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pipelines.config import Config
@@ -29,6 +28,9 @@ from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import Outcome, failing_rows, validate
 from pipelines.quality.datasets import (
     KEY, REPORT_COLUMNS, Window, context_frame, quarantine_frame, silver_frame, silver_slice,
+)
+from pipelines.quality.result import (
+    QualityResult, RuleResult, TableCounts, exit_code, render_result, result_to_json, summary_line,
 )
 from pipelines.quality.rules import Action, Expect, Rule, RuleSet, load_rules
 
@@ -39,66 +41,6 @@ __all__ = ["RuleResult", "TableCounts", "QualityResult", "run_quality", "summary
 RESULTS_DDL = QUALITY_RESULTS.ddl()
 FAILURES_DDL = QUALITY_FAILURES.ddl()
 _STATUS = {Action.WARN: "warned", Action.QUARANTINE: "quarantined", Action.FAIL: "failed"}
-
-
-@dataclass(frozen=True)
-class RuleResult:
-    """One rule on one dataset in one run (a row of ``<lake>/quality/results``)."""
-
-    name: str
-    dataset: str
-    action: str
-    status: str
-    passed_records: int
-    failed_records: int
-    expectation: str = ""
-    description: str = ""
-    failing: tuple[dict[str, Any], ...] = ()
-    error: str | None = None
-    check: str = ""
-
-
-@dataclass
-class TableCounts:
-    """Rows checked and rows failing per rule for one MySQL table of one dataset."""
-
-    dataset: str
-    schema_name: str | None
-    table_name: str | None
-    rows: int = 0
-    failed: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class QualityResult:
-    run_id: str
-    run_time: dt.datetime
-    window: str
-    silver_version: int | None
-    rules: list[RuleResult] = field(default_factory=list)
-    tables: list[TableCounts] = field(default_factory=list)
-    rows_checked: dict[str, int] = field(default_factory=dict)
-    report_path: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def status(self) -> str:
-        """``failed`` (a fail rule failed or errored), ``warned``, ``passed``."""
-        if any(_blocks(r) for r in self.rules):
-            return "failed"
-        if any(r.status not in ("passed", "skipped") for r in self.rules):
-            return "warned"
-        return "passed"
-
-    def rule(self, name: str, dataset: str) -> RuleResult:
-        for r in self.rules:
-            if r.name == name and r.dataset == dataset:
-                return r
-        raise KeyError((name, dataset))
-
-
-def _blocks(r: RuleResult) -> bool:
-    return r.action == Action.FAIL and r.status in ("failed", "error")
 
 
 def _rule_result(o: Outcome) -> RuleResult:
@@ -232,51 +174,6 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
     res.report_path = latest
 
 
-def exit_code(result: QualityResult) -> int:
-    """1 when a ``fail`` rule failed (or could not be evaluated), else 0."""
-    return 1 if any(_blocks(r) for r in result.rules) else 0
-
-
-def summary_line(result: QualityResult) -> str:
-    """One line for ``binlake index``: counts by status and the failing ``fail`` rules."""
-    counted = [r for r in result.rules if r.status != "skipped"]
-    by: dict[str, int] = {}
-    for r in counted:
-        by[r.status] = by.get(r.status, 0) + 1
-    parts = [f"{n} {s}" for s, n in sorted(by.items(), key=lambda kv: _ORDER.get(kv[0], 9))]
-    line = (f"quality: {result.status.upper()}, {len(counted)} rule(s) over "
-            f"{result.rows_checked.get('silver', 0)} silver row(s) ({result.window}) and "
-            f"{result.rows_checked.get('quarantine', 0)} quarantined: {', '.join(parts) or 'none'}")
-    bad = [r for r in result.rules if r.status in ("failed", "error", "warned", "quarantined")]
-    if bad:
-        line += " [" + "; ".join(f"{r.name} ({r.dataset}): {r.failed_records} {r.status}"
-                                 if r.status != "error" else f"{r.name} ({r.dataset}): error"
-                                 for r in bad) + "]"
-    if result.report_path:
-        line += f" -> {result.report_path}"
-    return line
-
-
-_ORDER = {"failed": 0, "error": 1, "quarantined": 2, "warned": 3, "passed": 4}
-
-
-def render_result(result: QualityResult, fmt: str = "text") -> str:
-    """``binlake quality`` output: JSON (``fmt="json"``), or the summary line and one line per
-    rule and dataset with its counts and status."""
-    if fmt == "json":
-        return json.dumps(result_to_json(result), indent=2, default=str)
-    lines = [summary_line(result)]
-    width = max((len(f"{r.name} ({r.dataset})") for r in result.rules), default=0)
-    for r in result.rules:
-        label = f"{r.name} ({r.dataset})".ljust(width)
-        line = (f"  {label}  {r.action:<10} passed {r.passed_records:>8,}  failed "
-                f"{r.failed_records:>8,}  {r.status}")
-        if r.error:
-            line += f": {r.error}"
-        lines.append(line)
-    return "\n".join(lines)
-
-
 def render_last(last: dict[str, Any] | None) -> str:
     """One line for ``binlake status`` from :func:`last_quality`."""
     if last is None:
@@ -287,24 +184,6 @@ def render_last(last: dict[str, Any] | None) -> str:
         line += "; " + ", ".join(f"{r['name']} ({r['dataset']}): {r['failed_records']} "
                                  f"{r['status']}" for r in last["not_passed"])
     return line
-
-
-def result_to_json(result: QualityResult) -> dict[str, Any]:
-    """A JSON-able form of ``result`` (``binlake quality --format json``)."""
-    return {
-        "run_id": result.run_id, "run_time": result.run_time.isoformat() + "Z",
-        "window": result.window, "silver_version": result.silver_version,
-        "status": result.status, "exit_code": exit_code(result),
-        "rows_checked": result.rows_checked, "report": result.report_path,
-        "rules": [{"name": r.name, "dataset": r.dataset, "action": r.action,
-                   "status": r.status, "passed_records": r.passed_records,
-                   "failed_records": r.failed_records, "expectation": r.expectation,
-                   "check": r.check,
-                   "error": r.error, "failing": list(r.failing)} for r in result.rules],
-        "tables": [{"dataset": t.dataset, "schema_name": t.schema_name,
-                    "table_name": t.table_name, "rows": t.rows, "failed": t.failed}
-                   for t in result.tables],
-    }
 
 
 def last_quality(spark, cfg: Config) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
-    from pipelines.quality.job import QualityResult, RuleResult
+    from pipelines.quality.result import QualityResult, RuleResult
 
 __all__ = ["render_report"]
 

@@ -17,10 +17,10 @@ Rules (issue 3, ``docs/silver.md``):
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from pipelines.binlog_names import file_number
 from pipelines.bronze import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.charsets import charset_for_collation
@@ -29,14 +29,7 @@ from pipelines.silver.render import ColumnSpec
 
 __all__ = ["position_key", "file_number", "TableSpec", "NamingPlan", "BronzeTableMap"]
 
-_SUFFIX = re.compile(r"\.(\d+)$")
 _NO_PK = "all_columns"
-
-
-def file_number(binlog_file: str) -> int:
-    """The numeric suffix of ``mysql-bin.000042`` (42); 0 when the name has none."""
-    m = _SUFFIX.search(binlog_file or "")
-    return int(m.group(1)) if m else 0
 
 
 def position_key(binlog_file: str, pos: int) -> int:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from pipelines.binlog_names import split_binlog_name
 from pipelines.lake import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS
 
 __all__ = [
@@ -39,7 +40,6 @@ CHECK_COLUMNS: tuple[tuple[str, str], ...] = SOURCE_CHECKS.columns
 
 _TEMPORAL_FSP = ("datetime", "timestamp", "time")
 _FSP = re.compile(r"^\w+\((\d+)\)")
-_NUMBERED = re.compile(r"\.(\d+)$")
 # Backslash escapes MySQL writes in COLUMN_TYPE (sql/sql_show.cc append_unescaped) and the
 # SQL-standard ones a parser accepts; any other "\x" is "x".
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
@@ -95,10 +95,10 @@ def parse_enum_values(column_type: str) -> list[str]:
 
 def binlog_file_number(binlog_file: str) -> int:
     """``mysql-bin.000042`` → 42; raises :class:`ValueError` when there is no numeric suffix."""
-    m = _NUMBERED.search(binlog_file)
-    if not m:
+    parts = split_binlog_name(binlog_file)
+    if parts is None:
         raise ValueError(f"binlog file name without a numeric suffix: {binlog_file!r}")
-    return int(m.group(1))
+    return parts[1]
 
 
 @dataclass(frozen=True)

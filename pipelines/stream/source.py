@@ -14,10 +14,10 @@ not in ``SHOW BINARY LOGS`` (purged, or the binlogs were reset). By GTID: MySQL'
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from pipelines.binlog_names import binlog_order
 from pipelines.mysql_client import Dsn, connect, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import SourceCheck
@@ -30,13 +30,7 @@ __all__ = ["SourceServer", "Gap", "binlog_number"]
 _VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
               "binlog_row_value_options", "server_id", "server_uuid", "version",
               "binlog_checksum", "gtid_mode")
-_NUMBERED = re.compile(r"^(.*)\.(\d+)$")
-
-
-def binlog_number(name: str) -> tuple[str, int]:
-    """``mysql-bin.000012`` → (``mysql-bin``, 12): binlog files in server order."""
-    m = _NUMBERED.match(name or "")
-    return (m.group(1), int(m.group(2))) if m else (name or "", -1)
+binlog_number = binlog_order  # binlog files in server order (pipelines.binlog_names)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Pytest fixtures around :class:`~tests.support.mariadb.MariaDBServer`.
+"""Pytest fixtures around :class:`~devtools.mariadb.MariaDBServer`.
 
 Import with ``from tests.support.fixtures import *`` in a conftest. ``mariadb`` is one server
 per test session (``binlog_row_metadata=FULL``); tests that need other binlog settings start
@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.mariadb import MariaDBServer, mariadb_available
+from devtools.mariadb import MariaDBServer, mariadb_available
 
 __all__ = ["mariadb"]
 

@@ -137,6 +137,6 @@ def stop_server(server) -> None:
 
 def start_server_again(server) -> None:
     """Start a server stopped by :func:`stop_server` on the same port and data dir."""
-    from tests.support.mariadb import find_mariadbd
+    from devtools.mariadb import find_mariadbd
 
     server._spawn(find_mariadbd())

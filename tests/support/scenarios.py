@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipelines.gold.digest import TRUNCATION_MARKER, gold_query_text
 from tests.support.binlog_verbose import is_unsigned, printed_matches
 
 __all__ = ["bronze_rows", "assert_bronze_equals_reference", "ORDERS_CHANGES_AFTER_ALTER",
@@ -88,8 +89,14 @@ def assert_gold_equals_silver(server: Any, db: str, silver: list[dict]) -> None:
         "WHERE p.TABLE_SCHEMA = %s AND p.TABLE_NAME = 'binlog_events'", (db,), db=db)[0][0]
     assert misplaced == n  # every row's hour has its partition
     silver_json = {(r["binlog_file"], r["start_pos"], r["row_in_event"]):
-                   (r["row_before"], r["row_after"], r["pk_values"]) for r in silver}
-    gold_json = {(f, int(s), int(i)): (b, a, p) for f, s, i, b, a, p in server.execute(
-        "SELECT binlog_file, start_pos, row_in_event, row_before, row_after, pk_values "
-        "FROM binlog_events", db=db)}
+                   (r["row_before"], r["row_after"], r["pk_values"],
+                    gold_query_text(r["query_text"]),  # over 16 KiB: cut as dbtrail cuts
+                    r["commit_ts_us"], r["connection_id"]) for r in silver}
+    gold_json = {(f, int(s), int(i)): (b, a, p, q, None if c is None else int(c),
+                                       None if t is None else int(t))
+                 for f, s, i, b, a, p, q, c, t in server.execute(
+        "SELECT binlog_file, start_pos, row_in_event, row_before, row_after, pk_values, "
+        "query_text, commit_ts_us, connection_id FROM binlog_events", db=db)}
     assert gold_json == silver_json
+    # MariaDB annotates row events by default: the statements reached gold (dbtrail's column)
+    assert any(v[3] and not v[3].endswith(TRUNCATION_MARKER) for v in gold_json.values())

@@ -1,4 +1,4 @@
-"""A throwaway MariaDB server for end-to-end tests.
+"""A throwaway MariaDB server for end-to-end tests, benchmarks and the sample-binlog script.
 
 :class:`MariaDBServer` initialises a fresh data directory with ``mariadb-install-db`` in a
 temporary directory, starts ``mariadbd`` on ``127.0.0.1`` with a free port (running as root,
