@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/delta-jars
 
-.PHONY: setup demo test test-soak mariadb chromium sample bench clean
+.PHONY: setup demo test test-jvm test-soak mariadb chromium sample bench clean
 
 setup: $(STAMP) $(JARS)/.fetched
 
@@ -36,8 +36,14 @@ chromium:
 demo: setup
 	$(PY) -m pipelines.demo
 
+# Everything but the tests that start a JVM Spark (marked `jvm` by tests/conftest.py).
 test: setup mariadb chromium
-	$(PY) -m pytest -q -m 'not soak'
+	$(PY) -m pytest -q -m 'not soak and not jvm'
+
+# The JVM engines (issue 9): the engine matrix's local-Spark and Spark Connect legs, interop,
+# catalog tables, spark-submit, classic conformance. CI (.ci/run) runs it after `make test`.
+test-jvm: setup mariadb
+	$(PY) -m pytest -q -m 'jvm and not soak'
 
 # The long JVM Spark re-runs (concurrent JVM writers, history on JVM catalog tables).
 test-soak: setup mariadb

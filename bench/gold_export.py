@@ -5,7 +5,7 @@ multi-row INSERTs and single-row INSERTs, side by side in one run.
 ``python bench/gold_export.py [--rows 200000] [--single-rows 20000] [--rounds 3]``
 
 A throwaway MariaDB (``devtools/mariadb.py``, its tmpdir private) and a realistic silver
-table (``tests/test_gold_silver.py``: ~600-byte JSON images with 64-bit extremes and long
+table (``devtools/silver_rows.py``: ~600-byte JSON images with 64-bit extremes and long
 decimals, escaped pk_values, 12 hours) written on the embedded Sail engine. Two tables:
 
 1. **Writer** — the wire methods alone: the silver rows read once into Arrow, turned into
@@ -46,7 +46,7 @@ from pipelines.gold.job import run_gold  # noqa: E402
 from pipelines.gold.rows import to_gold  # noqa: E402
 from pipelines.session import get_spark  # noqa: E402
 from devtools.mariadb import MariaDBServer  # noqa: E402
-from tests.test_gold_silver import write_silver  # noqa: E402
+from devtools.silver_rows import write_silver  # noqa: E402
 
 DEFAULT_CHUNK = GoldConfig().batch_rows
 

@@ -17,6 +17,22 @@ if not CORPUS.is_dir():  # CI clones main beside shared/
     CORPUS = Path(os.environ.get("BINLAKE_CORPUS", "../shared/corpus")).resolve()
 
 
+_JVM_FIXTURES = {"jvm_spark", "delta_spark", "spark_connect_url", "classic"}
+_JVM_ENGINES = ("[spark]", "[connect]", "[sail-spark]", "[spark-sail]")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark ``jvm`` every test that starts a JVM Spark: it uses a JVM fixture, is marked
+    ``classic``, or is a JVM leg of the engine matrix. ``make test`` leaves them to
+    ``make test-jvm`` (CI runs both), which keeps ``make test`` short on 2 cores."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if (names & _JVM_FIXTURES or item.get_closest_marker("classic")
+                or (item.get_closest_marker("matrix") and item.name.endswith(_JVM_ENGINES))
+                or item.get_closest_marker("packaging") and "provided_pyspark" in item.name):
+            item.add_marker(pytest.mark.jvm)
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The embedded engine, started once (``pipelines.session.get_spark``)."""

@@ -18,8 +18,8 @@ import pytest
 
 from pipelines.config import load_config
 from pipelines.gold.job import gold_status, run_gold, run_init, run_rotate, run_vacuum
-from tests.test_gold_silver import (BIG_NEGATIVE, BIG_UNSIGNED, DECIMAL_TEXT, ESCAPED_PK_TAIL,
-                                    LONG_PK, RAW_DECIMAL, write_silver)
+from devtools.silver_rows import (BIG_NEGATIVE, BIG_UNSIGNED, DECIMAL_TEXT, ESCAPED_PK_TAIL,
+                                  LONG_PK, RAW_DECIMAL, write_silver)
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.spark]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring
 
-from pipelines.bronze.events import read_packed_int
+from pipelines.bronze.packed_ints import read_packed_int
 from pipelines.bronze.json_binary import json_binary_to_text
 from pipelines.errors import TruncatedError, ValueDecodeError
 

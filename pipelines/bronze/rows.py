@@ -21,7 +21,8 @@ from typing import Callable
 
 from pipelines.bronze import coltypes as T
 from pipelines.bronze.events import EventType as E
-from pipelines.bronze.events import RowsEvent, maria_uncompress, read_packed_int
+from pipelines.bronze.events import RowsEvent, maria_uncompress
+from pipelines.bronze.packed_ints import read_packed_int
 from pipelines.bronze.framing import EventHeader
 from pipelines.bronze.json_diff import JsonDiffError, apply_json_diff, read_json_diff
 from pipelines.bronze.rowcodegen import RowsFn, image_function, rows_function

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from pipelines.bronze import coltypes as T
-from pipelines.bronze.events import read_packed_int
+from pipelines.bronze.packed_ints import read_packed_int
 from pipelines.bronze.framing import EventHeader
 from pipelines.errors import DecodeError, TruncatedError
 
