@@ -71,6 +71,9 @@ class BronzeConfig:
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     min_chunk_mb: int = 16  # a file is split among idle cores in chunks of at least this
     target_file_mb: int = 128  # bronze data files roll over at about this size
+    # Keep the ROWS_QUERY/ANNOTATE_ROWS statement on every row change (dbtrail's query_text):
+    # a statement of N rows is stored N times, so it is off unless asked for (docs/gold.md).
+    statement_text: bool = False
     commit_mb: float = 64.0  # binlog MB per bronze commit: bounds the writer's memory; 0 = one commit
 
 

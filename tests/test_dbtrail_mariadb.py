@@ -82,7 +82,8 @@ def trail(spark, mariadb, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dbtrail")
     binlogs = tmp / "binlogs"
     binlogs.mkdir()
-    cfg = load_config(env={}, overrides={"lake.root": str(tmp / "lake")})
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp / "lake"),
+                                         "bronze.statement_text": True})
     lake = Lake.of(cfg)
     mariadb.execute(f"DROP DATABASE IF EXISTS {DB}")
     mariadb.flush_logs()
@@ -249,7 +250,8 @@ def test_mysql8_commit_time_and_session_reach_silver_and_gold(spark, mariadb, co
     binlogs = tmp_path / "m8"
     binlogs.mkdir()
     shutil.copy(corpus / RUST_US / name, binlogs / "binlog.000001")
-    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
+                                         "bronze.statement_text": True})
     assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
     # MINIMAL metadata: the table is named by a snapshot (its CREATE TABLE, expected/…sql.sql)
     # taken after the DDL (the next transaction starts at 832).

@@ -19,7 +19,6 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from pipelines.bronze import decode_worker
 from pipelines.bronze.parser import ChecksumPolicy
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
@@ -29,13 +28,13 @@ __all__ = ["decode_file_batches", "main"]
 
 
 def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-            checksum: str, chunk: int = 0, chunks: int = 1, start_at: int = 4
-            ) -> Iterator[pa.RecordBatch]:
+            checksum: str, chunk: int = 0, chunks: int = 1, start_at: int = 4,
+            statement_text: bool = False) -> Iterator[pa.RecordBatch]:
     name = os.path.basename(path)
     reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name, chunk=chunk,
                               chunks=chunks, start_at=start_at)
     batcher = BronzeBatcher(source_id=source_id, binlog_file=name, server_uuid=server_uuid,
-                            batch_rows=batch_rows)
+                            batch_rows=batch_rows, statement_text=statement_text)
     yield from file_batches(reader, batcher, reader)
 
 
@@ -50,31 +49,46 @@ def _error_batch(path: str, source_id: str, message: str, chunk: int, chunks: in
 def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = None,
                         batch_rows: int = 20000, checksum: str = "raise",
                         subprocess: bool = True, chunk: int = 0, chunks: int = 1,
-                        start_at: int = 4) -> Iterator[pa.RecordBatch]:
+                        start_at: int = 4, statement_text: bool = False
+                        ) -> Iterator[pa.RecordBatch]:
     """Bronze batches of one file; the last batch ends with the file's END/ERROR row.
 
     ``start_at``: a known event start at or before the chunk (``reader.chunk_start``).
+    ``statement_text``: keep ROWS_QUERY/ANNOTATE_ROWS text per row change (``bronze.statement_text``).
 
     Never raises for bad input: a decoding failure, or a worker that dies, becomes the ERROR
     row so the other files of the job still commit.
     """
     if not subprocess:
         yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks,
-                           start_at)
+                           start_at, statement_text)
         return
-    args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks, start_at)
+    args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks, start_at,
+            statement_text)
     run = _forked if forkserver_is_safe() else _spawned
     yield from run(*args)
 
 
+def _worker_body(conn, *args) -> None:
+    """Forked worker body: decode inline, send each bronze batch, serialised, through ``conn``.
+    The forkserver (``pipelines.workers``) has this module imported already: a forked worker
+    starts in milliseconds instead of re-importing pyarrow and the decoder."""
+    try:
+        for batch in _inline(*args):
+            conn.send_bytes(batch.serialize())
+    finally:
+        conn.close()
+
+
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-            checksum: str, chunk: int, chunks: int, start_at: int) -> Iterator[pa.RecordBatch]:
+            checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool
+            ) -> Iterator[pa.RecordBatch]:
     """Decode in a worker forked from the preloaded forkserver; batches come back serialised."""
     ctx = forkserver()
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=decode_worker.run, daemon=True,
+    proc = ctx.Process(target=_worker_body, daemon=True,
                        args=(send, path, source_id, server_uuid, batch_rows, checksum, chunk,
-                             chunks, start_at))
+                             chunks, start_at, statement_text))
     proc.start()
     send.close()
     closed = False
@@ -97,13 +111,16 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
 
 
 def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-             checksum: str, chunk: int, chunks: int, start_at: int) -> Iterator[pa.RecordBatch]:
+             checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool
+             ) -> Iterator[pa.RecordBatch]:
     """Decode in a fresh ``python -m pipelines.bronze.decode_worker`` (Arrow IPC on stdout)."""
     cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id",
            source_id, "--batch-rows", str(batch_rows), "--checksum", checksum, "--chunk",
            str(chunk), "--chunks", str(chunks), "--start-at", str(start_at)]
     if server_uuid:
         cmd += ["--server-uuid", server_uuid]
+    if statement_text:
+        cmd += ["--statement-text"]
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -144,11 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=0)
     ap.add_argument("--chunks", type=int, default=1)
     ap.add_argument("--start-at", type=int, default=4)
+    ap.add_argument("--statement-text", action="store_true")
     args = ap.parse_args(argv)
     out = pa.output_stream(sys.stdout.buffer)
     with pa.ipc.new_stream(out, BRONZE_SCHEMA) as writer:
         for batch in _inline(args.path, args.source_id, args.server_uuid, args.batch_rows,
-                             args.checksum, args.chunk, args.chunks, args.start_at):
+                             args.checksum, args.chunk, args.chunks, args.start_at,
+                             args.statement_text):
             writer.write_batch(batch)
     return 0
 

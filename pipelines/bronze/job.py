@@ -69,7 +69,8 @@ def _decode_partition(cfg: Config):
                     path, source_id=source_id, server_uuid=server_uuid,
                     batch_rows=b.batch_rows, checksum=b.checksum,
                     subprocess=b.decode_in_subprocess, chunk=chunk or 0, chunks=chunks or 1,
-                    start_at=_start_at(path, chunk or 0, chunks or 1))
+                    start_at=_start_at(path, chunk or 0, chunks or 1),
+                    statement_text=b.statement_text)
 
     return run
 

@@ -12,7 +12,8 @@ transaction's first event position (``trx_pos``), the BEGIN's thread id (``conne
 and MySQL 8's microsecond commit time from the GTID event (``commit_ts_us``). Statement
 context: the text of the last ROWS_QUERY (MySQL, ``binlog_rows_query_log_events``) or
 ANNOTATE_ROWS (MariaDB, ``binlog_annotate_row_events``) event goes on each row change of that
-statement (``query_text``), up to the rows event flagged STMT_END. The columns are dbtrail's
+statement (``query_text``), up to the rows event flagged STMT_END, when ``statement_text`` is
+on (``bronze.statement_text``: a statement of N rows is stored N times, off by default). The columns are dbtrail's
 (docs/gold.md); NULL when the binlog has none.
 """
 
@@ -50,8 +51,9 @@ class BronzeBatcher:
     """Accumulates bronze rows column by column and emits Arrow batches of ``batch_rows``."""
 
     def __init__(self, *, source_id: str, binlog_file: str, server_uuid: str | None = None,
-                 batch_rows: int = 20000) -> None:
+                 batch_rows: int = 20000, statement_text: bool = False) -> None:
         self.source_id = source_id
+        self.statement_text = statement_text  # keep ROWS_QUERY/ANNOTATE_ROWS text per row
         self.binlog_file = binlog_file
         self.server_uuid = server_uuid
         self.batch_rows = batch_rows
@@ -94,7 +96,7 @@ class BronzeBatcher:
             self.connection_id = None
             self.commit_ts_us = event.commit_ts_us  # never carried over from the last one
             self.query_text = None
-        elif isinstance(event, ev.RowsQuery):
+        elif isinstance(event, ev.RowsQuery) and self.statement_text:
             self.query_text = event.query.decode("utf-8", "replace")
         elif isinstance(event, ev.Xid):
             self._end_trx()

@@ -20,8 +20,9 @@ __all__ = ["MicroBatch"]
 
 class MicroBatch:
     def __init__(self, *, source_id: str, server_uuid: str | None, batch_rows: int,
-                 binlog_file: str, row_changes: int = 0) -> None:
+                 binlog_file: str, row_changes: int = 0, statement_text: bool = False) -> None:
         self.source_id = source_id
+        self.statement_text = statement_text
         self.server_uuid = server_uuid
         self.batch_rows = batch_rows
         self.batches: list[pa.RecordBatch] = []
@@ -33,7 +34,8 @@ class MicroBatch:
 
     def _new_batcher(self, binlog_file: str, row_changes: int) -> BronzeBatcher:
         b = BronzeBatcher(source_id=self.source_id, binlog_file=binlog_file,
-                          server_uuid=self.server_uuid, batch_rows=self.batch_rows)
+                          server_uuid=self.server_uuid, batch_rows=self.batch_rows,
+                          statement_text=self.statement_text)
         b.row_changes = row_changes
         return b
 

@@ -148,7 +148,8 @@ class StreamJob:
         self.committer.file_opened(file, row_changes)
         self.mb = MicroBatch(source_id=self.source_id, server_uuid=self.server_uuid,
                              batch_rows=self.cfg.bronze.batch_rows, binlog_file=file,
-                             row_changes=row_changes)
+                             row_changes=row_changes,
+                             statement_text=self.cfg.bronze.statement_text)
         self._new_parser()
 
     def _new_parser(self) -> None:
