@@ -182,9 +182,11 @@ def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
           f"{res.seconds:.1f}s -> {_where(cfg, 'silver', 'binlog_events')}")
     code = 0
     if args.command == "index":
-        from pipelines.quality import run_quality, summary_line
+        from pipelines.quality import Window, run_quality, summary_line
 
-        print(summary_line(run_quality(spark, cfg)))
+        # Every row this run's silver added (silver commits once per silver.commit_mb).
+        window = Window(since=res.version_before if res.version_before is not None else -1)
+        print(summary_line(run_quality(spark, cfg, window=window)))
         if cfg.gold.dsn:
             from pipelines.gold.commands import cmd_gold
 

@@ -13,10 +13,11 @@ Datasets (the names rules use in ``conf/quality.toml``):
 
 Windows (``--window``):
 
-- ``last-run`` (default): the rows the latest silver commit added. Silver is append-only and an
-  empty append makes no commit, so these are version N minus version N-1 as multisets
-  (``exceptAll`` over Delta time travel: every engine, no extra column; a row appended twice
-  stays in the window once). Running ``binlake quality`` twice gives the same answer.
+- ``last-run`` (default): the rows the latest silver commit added — the data files it added
+  (``delta_ops.files_added``), or version N minus version N-1 as multisets (``exceptAll``)
+  when the log cannot say. Running ``binlake quality`` twice gives the same answer.
+  ``binlake index`` passes ``since`` = silver's version before its silver run: silver commits
+  once per ``silver.commit_mb`` of binlog, and every row the run added is checked.
 - ``all``: every silver row.
 - ``<N>h`` / ``<N>d``: rows whose ``event_timestamp`` is within the last N hours/days (UTC).
 
@@ -60,6 +61,9 @@ class Window:
 
     kind: str = "last-run"  # last-run | all | recent
     hours: int = 0
+    # last-run after a known silver version (``binlake index``: the version before its silver
+    # run, which may commit several times): every row added since; None: the latest commit.
+    since: int | None = None
 
     @classmethod
     def parse(cls, text: str | None) -> "Window":
@@ -103,19 +107,24 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
                            >= F.current_timestamp() - F.expr(f"INTERVAL {window.hours} HOURS"))
     elif version is None or version == 0:
         rows = table
+    elif window.since is not None:  # -1: silver did not exist before, every row is new
+        rows = table if window.since < 0 else _rows_added(spark, lake, table, window.since,
+                                                          version)
     else:
-        rows = _rows_of_commit(spark, lake, table, version)
+        rows = _rows_added(spark, lake, table, version - 1, version)
     return SilverSlice(rows, table, version, window)
 
 
-def _rows_of_commit(spark, lake: Lake, table: DataFrame, version: int) -> DataFrame:
-    """The rows silver's commit ``version`` appended: the data files that commit added (cost
-    follows the commit, not the table); the whole table minus the previous version when the
-    log cannot say (cleaned up, unreadable by delta-rs)."""
+def _rows_added(spark, lake: Lake, table: DataFrame, since: int, version: int) -> DataFrame:
+    """The rows silver's commits after ``since`` up to ``version`` appended: the data files
+    those commits added (cost follows the commits, not the table); the whole table minus
+    version ``since`` when the log cannot say (cleaned up, unreadable by delta-rs)."""
+    if since >= version:
+        return table.limit(0)
     path = lake.location(spark, SILVER_EVENTS)
-    files = files_added(path, version - 1, version) if path else None
+    files = files_added(path, since, version) if path else None
     if files is None:
-        previous = lake.read(spark, SILVER_EVENTS, version - 1)
+        previous = lake.read(spark, SILVER_EVENTS, since)
         return table.exceptAll(previous.select(*table.columns))
     if not files:
         return table.limit(0)

@@ -41,6 +41,7 @@ class SilverResult:
     appended: int = 0
     quarantined: int = 0
     silver_version: int | None = None
+    version_before: int | None = None  # silver's version when the run began (None: no table)
     seconds: float = 0.0
 
 
@@ -63,6 +64,8 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     lake = Lake.of(cfg)
     if not lake.exists(spark, BRONZE_EVENTS):
         return res
+    if lake.exists(spark, SILVER_EVENTS):
+        res.version_before = lake.version(spark, SILVER_EVENTS)
     bronze_files = load_states(spark, lake)
     seen = {}
     if lake.exists(spark, SILVER_PROGRESS):
