@@ -12,7 +12,8 @@ statement's affected-row count on the target and rolls back a transaction whose 
 since (reported as a conflict).
 
 Foreign-key cascades (:mod:`pipelines.history.cascade`): undoing a parent's DELETE also inserts
-the child rows InnoDB's unlogged ``ON DELETE CASCADE`` removed, from their last images.
+the child rows InnoDB's unlogged ``ON DELETE CASCADE`` removed, from their last images, and
+undoing a parent's DELETE or key UPDATE sets back the FK columns ``SET NULL`` cleared.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
 
 __all__ = ["Statement", "UndoTransaction", "Conflict", "FlashbackPlan", "plan_flashback",
-           "undo_statement", "render_script", "apply_plan", "insert_sql"]
+           "undo_statement", "render_script", "apply_plan", "insert_sql",
+           "child_sql"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,24 @@ def undo_statement(schema: str, table: str, event_type: str, spec: TableSpec,
         current = {**(before or {}), **(after or {})}
         return f"UPDATE {ref} SET {sets} WHERE {_match(spec, current)} LIMIT 1"
     raise ConfigError(f"cannot undo event type {event_type}")
+
+
+def child_sql(child, generated: frozenset[str] = frozenset()) -> str:
+    """The statement restoring one cascade child (:class:`~pipelines.history.cascade.Child`):
+    its INSERT, or the UPDATE setting its FK columns back where SET NULL left them NULL."""
+    if not child.set_columns:
+        return insert_sql(child.schema, child.table, child.spec, child.values, generated)
+    sets = ", ".join(f"{quote_ident(c)} = {sql_literal(_column(child.spec, c), child.values[c])}"
+                     for c in child.set_columns)
+    return (f"UPDATE {_table_ref(child.schema, child.table)} SET {sets} WHERE "
+            f"{_match(child.spec, child.current())} LIMIT 1")
+
+
+def _column(spec: TableSpec, name: str):
+    for c in spec.columns:
+        if c.name == name:
+            return c
+    raise ConfigError(f"foreign-key column {name} is not in the table's columns")
 
 
 def generated_columns(spark, cfg: Config) -> dict[tuple[str, str], frozenset[str]]:
@@ -232,10 +252,8 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
         for child in children_of.get(d["seq"], []):
             if (child.schema, child.table, child.key) in blocked:
                 continue
-            stmts.append(Statement(insert_sql(child.schema, child.table, child.spec,
-                                              child.values,
-                                              generated.get((child.schema, child.table),
-                                                            frozenset())),
+            stmts.append(Statement(child_sql(child, generated.get((child.schema, child.table),
+                                                                  frozenset())),
                                    (child.schema, child.table), child.key, d["seq"]))
         # Reversed later: the parent's INSERT must come before its children's.
         txn.statements.extend(reversed(stmts))
