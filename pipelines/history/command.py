@@ -90,8 +90,9 @@ def add_history_parsers(sub) -> None:
                    help="print the script for the mariadb/mysql client (default)")
     p.add_argument("--target-dsn", help="mysql://user:password@host:port/ for --apply")
     p.add_argument("--cascade", action=argparse.BooleanOptionalAction, default=None,
-                   help="restore children removed by ON DELETE CASCADE (default: on when "
-                        "the snapshot shows such foreign keys)")
+                   help="restore children that ON DELETE CASCADE removed or ON DELETE / "
+                        "ON UPDATE SET NULL cleared (default: on when the snapshot shows such "
+                        "foreign keys)")
     p.set_defaults(handler=cmd_flashback)
 
 
