@@ -114,7 +114,7 @@ def _children_at(spark, cfg: Config, rule: ForeignKeyRule, parent_values: dict[s
                       f"get_json_object(row_before, {path}) = {sql_string(v)})")
     state: dict[str, tuple[dict[str, str], TableSpec, int]] = {}
     for d, spec in lake.with_specs(spark, cfg, df):
-        before, after = raw_values(d["row_before"]), raw_values(d["row_after"])
+        after = raw_values(d["row_after"])
         names = [spec.columns[i].name for i in spec.pk]
         if d["event_type"] in ("UPDATE", "DELETE"):
             state.pop(d["pk_values"], None)
