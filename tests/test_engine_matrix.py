@@ -144,7 +144,9 @@ def test_full_metadata_every_stage(engine, flags, full_source: Source, spark,
     lake, src, db = tmp_path / "lake", full_source, f"gold_{engine}"
     _snapshot(flags, lake, src)
     # One process runs bronze → silver → quality → gold; killed -9 during gold's load, re-run.
-    env = {"BINLAKE_GOLD_DSN": src.server.dsn(db), "BINLAKE_GOLD_BATCH_ROWS": "40"}
+    # bronze.statement_text on: the statements reach gold, the one over 16 KiB cut (dbtrail).
+    env = {"BINLAKE_GOLD_DSN": src.server.dsn(db), "BINLAKE_GOLD_BATCH_ROWS": "40",
+           "BINLAKE_BRONZE_STATEMENT_TEXT": "true"}
     args = ["--binlog-dir", str(src.binlogs), "--all"]
     print(f"{engine} index:", _kill_index_mid_gold(flags, lake, args, env, src.server, db))
     rerun = binlake(flags, lake, "index", *args, env=env)

@@ -25,7 +25,8 @@ def test_index_then_gold_over_a_real_server(spark, tmp_path) -> None:
             run_mixed_workload(conn)
         server.flush_logs()
         cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
-                                             "gold.dsn": server.dsn("gold_accept")})
+                                             "gold.dsn": server.dsn("gold_accept"),
+                                             "bronze.statement_text": True})
         run_bronze(spark, cfg, binlog_dir=str(server.binlog_dir), all_files=True)
         run_silver(spark, cfg)
         silver = spark.read.format("delta").load(cfg.table_path("silver", "binlog_events"))

@@ -98,5 +98,6 @@ def assert_gold_equals_silver(server: Any, db: str, silver: list[dict]) -> None:
         "SELECT binlog_file, start_pos, row_in_event, row_before, row_after, pk_values, "
         "query_text, commit_ts_us, connection_id FROM binlog_events", db=db)}
     assert gold_json == silver_json
-    # MariaDB annotates row events by default: the statements reached gold (dbtrail's column)
+    # MariaDB annotates row events by default: with bronze.statement_text the statements
+    # reached gold (dbtrail's column); the callers turn it on
     assert any(v[3] and not v[3].endswith(TRUNCATION_MARKER) for v in gold_json.values())
