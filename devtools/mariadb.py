@@ -399,6 +399,16 @@ class MariaDBServer:
         """Rotate to a new binlog file (FLUSH BINARY LOGS)."""
         self.execute("FLUSH BINARY LOGS")
 
+    def copy_closed_binlogs(self, dest: Path, first: str | None = None) -> list[Path]:
+        """Rotate, then copy every closed binlog (from ``first`` on) into ``dest``; the copies."""
+        self.flush_logs()
+        dest.mkdir(parents=True, exist_ok=True)
+        out = []
+        for f in self.binlog_files()[:-1]:  # the last one is the file being written
+            if first is None or f.name >= first:
+                out.append(Path(shutil.copy(f, dest / f.name)))
+        return out
+
     def version(self) -> str:
         """The server's ``VERSION()`` string."""
         return str(self.execute("SELECT VERSION()")[0][0])

@@ -58,10 +58,7 @@ def _run(conns: dict, steps: list[tuple[str, str]]) -> None:
 
 
 def _index(spark, cfg, server: MariaDBServer, binlogs: Path, first: str) -> None:
-    server.flush_logs()
-    for f in server.binlog_files()[:-1]:
-        if f.name >= first:
-            shutil.copy(f, binlogs / f.name)
+    server.copy_closed_binlogs(binlogs, first)
     res = run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True)
     assert not res.failed
     run_silver(spark, cfg)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import time
 from dataclasses import dataclass
@@ -59,9 +58,7 @@ def _source(tmp_path_factory, metadata: str) -> Iterator[Source]:
     with MariaDBServer(binlog_row_metadata=metadata) as server:
         with server.connect() as conn:
             summary = run_mixed_workload(conn, alter_mid_stream=True)
-        server.flush_logs()
-        for f in server.binlog_files()[:-1]:  # the last one is still being written
-            shutil.copy(f, binlogs / f.name)
+        server.copy_closed_binlogs(binlogs)
         with server.connect() as conn:
             expected = server_tables(conn, WORKLOAD_TABLES)
         reference = [rc for f in sorted(binlogs.iterdir()) for rc in read_row_changes(f)]

@@ -7,7 +7,6 @@ in silver, using the FK rules recorded by the snapshot. Truth is the server's SE
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
@@ -84,11 +83,8 @@ def test_flashback_of_parent_deletes_restores_cascaded_children(spark, tmp_path,
             g_b = _gtid(conn)
             after = server_tables(conn, TABLES)
             assert after["fk.child"] != truth["fk.child"]  # the cascade removed children
-            server.flush_logs()
             binlogs = tmp_path / "binlogs"
-            binlogs.mkdir()
-            for f in server.binlog_files()[:-1]:
-                shutil.copy(f, binlogs / f.name)
+            server.copy_closed_binlogs(binlogs)
             assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
             run_silver(spark, cfg)
 

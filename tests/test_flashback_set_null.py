@@ -9,7 +9,6 @@ changes the parent key back. Truth is the server's SELECT.
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
@@ -71,11 +70,8 @@ def test_flashback_restores_set_null_and_update_cascade_children(spark, tmp_path
             g_b = _gtid(conn)
             after = server_tables(conn, TABLES)
             assert after["sn.kid"] != truth["sn.kid"] and after["sn.pet"] != truth["sn.pet"]
-            server.flush_logs()
             binlogs = tmp_path / "binlogs"
-            binlogs.mkdir()
-            for f in server.binlog_files()[:-1]:
-                shutil.copy(f, binlogs / f.name)
+            server.copy_closed_binlogs(binlogs)
             assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
             run_silver(spark, cfg)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import subprocess
 import time
 from decimal import Decimal
@@ -93,11 +92,7 @@ def _bad_window(conn) -> None:
 
 
 def _index(spark, cfg, server: MariaDBServer, binlogs: Path, first: str | None = None) -> None:
-    server.flush_logs()  # every indexed file is closed: a later run sees only new files
-    binlogs.mkdir(exist_ok=True)
-    for f in server.binlog_files()[:-1]:
-        if first is None or f.name >= first:
-            shutil.copy(f, binlogs / f.name)
+    server.copy_closed_binlogs(binlogs, first)  # closed files only: a later run sees new ones
     res = run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True)
     assert not res.failed
     run_silver(spark, cfg)
