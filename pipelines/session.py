@@ -224,6 +224,8 @@ def get_spark(cfg: EngineConfig | None = None):
     if active is not None:
         _CURRENT = _Made(active, "active")
         return active
+    if _CURRENT is not None and _CURRENT.engine == "active":
+        _CURRENT = None  # that session was stopped: make one as below
     if _CURRENT is not None:
         return _CURRENT.spark
     if cfg.remote:
