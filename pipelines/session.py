@@ -20,8 +20,8 @@ from pathlib import Path
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 
-__all__ = ["get_spark", "engine_name", "stop_engine", "start_sail_server", "delta_jar_paths", "delta_spark_conf",
-           "default_delta_jars_dir"]
+__all__ = ["get_spark", "engine_name", "stop_engine", "start_sail_server", "delta_jar_paths",
+           "delta_spark_conf", "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
 
