@@ -21,7 +21,7 @@ from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 
 __all__ = ["get_spark", "engine_name", "stop_engine", "start_sail_server", "delta_jar_paths",
-           "delta_spark_conf", "default_delta_jars_dir"]
+           "delta_spark_conf", "local_spark_conf", "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +188,11 @@ def delta_jar_paths(cfg: EngineConfig) -> list[str]:
     return jars
 
 
+def local_spark_conf() -> dict[str, str]:
+    """binlake's confs for a small local JVM Spark (partitions, VACUUM listing, no UI)."""
+    return dict(_LOCAL_CONF)
+
+
 def delta_spark_conf(cfg: EngineConfig) -> dict[str, str]:
     """Spark confs for a JVM Spark with Delta (jars, SQL extension, catalog)."""
     return {"spark.jars": ",".join(delta_jar_paths(cfg)), **_DELTA_EXTENSIONS}
@@ -202,7 +207,7 @@ def _local_spark(cfg: EngineConfig):
     builder = SparkSession.builder.master(cfg.master).appName("binlake")
     for key, value in conf.items():
         builder = builder.config(key, value)
-    for key, value in _LOCAL_CONF.items():
+    for key, value in local_spark_conf().items():
         builder = builder.config(key, value)
     try:
         return builder.getOrCreate()

@@ -47,11 +47,14 @@ def _session() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     from pipelines.config import EngineConfig
-    from pipelines.session import delta_spark_conf
+    from pipelines.session import delta_spark_conf, local_spark_conf
 
     with tempfile.TemporaryDirectory(prefix="binlake-warehouse-") as warehouse:
         builder = SparkSession.builder.master("local[2]").appName("binlake-tests")
-        conf = {**delta_spark_conf(EngineConfig()), **_CONF, "spark.sql.warehouse.dir": warehouse}
+        # binlake's local confs too: VACUUM lists files with 10,000 tasks by default (minutes
+        # per table on a small lake).
+        conf = {**delta_spark_conf(EngineConfig()), **local_spark_conf(), **_CONF,
+                "spark.sql.warehouse.dir": warehouse}
         for key, value in conf.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
