@@ -16,7 +16,7 @@ from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import CHECKPOINT, Checkpoint, checkpoint_batch, gap_batch
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.protocol import StartAt, packet_event
-from pipelines.stream.source import binlog_number
+from pipelines.binlog_names import binlog_order
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "binlogs" / "mariadb-bin.000003"
 
@@ -68,9 +68,9 @@ def test_start_at_modes() -> None:
     assert str(StartAt("f.000002", 120)) == "f.000002:120"
 
 
-def test_binlog_numbers_sort_numerically() -> None:
+def test_binlog_orders_sort_numerically() -> None:
     names = ["b.000010", "b.000009", "b.1000000"]
-    assert sorted(names, key=binlog_number) == ["b.000009", "b.000010", "b.1000000"]
+    assert sorted(names, key=binlog_order) == ["b.000009", "b.000010", "b.1000000"]
 
 
 # -- GTID state -------------------------------------------------------------------------------

@@ -25,12 +25,11 @@ from pipelines.silver.snapshot_source import server_checks
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.protocol import StartAt
 
-__all__ = ["SourceServer", "Gap", "binlog_number"]
+__all__ = ["SourceServer", "Gap"]
 
 _VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
               "binlog_row_value_options", "server_id", "server_uuid", "version",
               "binlog_checksum", "gtid_mode")
-binlog_number = binlog_order  # binlog files in server order (pipelines.binlog_names)
 
 
 @dataclass(frozen=True)
@@ -180,7 +179,7 @@ class SourceServer:
                 return Gap(want, resume, f"{want.file} is only {sizes[want.file]} bytes long, "
                                          f"not {want.pos} (binlogs reset?)")
             return None
-        if binlog_number(want.file or "") < binlog_number(first):
+        if binlog_order(want.file or "") < binlog_order(first):
             reason = f"{want.file} was purged (the oldest binlog is {first})"
         else:
             reason = f"{want.file} is unknown to the server (binlogs reset?)"

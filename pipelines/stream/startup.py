@@ -25,7 +25,8 @@ from pipelines.stream.files_state import StreamFiles
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.position import StreamPosition, Where
 from pipelines.stream.protocol import StartAt
-from pipelines.stream.source import Gap, SourceServer, binlog_number
+from pipelines.binlog_names import binlog_order
+from pipelines.stream.source import Gap, SourceServer
 
 __all__ = ["Startup"]
 
@@ -65,11 +66,11 @@ class Startup:
 
     def takeover(self, first_file: str) -> None:
         """Make the stream the only writer of ``first_file`` and the later files."""
-        key = binlog_number(first_file)
+        key = binlog_order(first_file)
         df = self._bronze("")
         present = [] if df is None else [r[0] for r in
                                          df.select("binlog_file").distinct().collect()]
-        names = {n for n in present if binlog_number(n) >= key}
+        names = {n for n in present if binlog_order(n) >= key}
         if names:
             log.warning("stream takes over %s: their bronze rows are replaced by streamed ones",
                         ", ".join(sorted(names)))
@@ -91,9 +92,9 @@ class Startup:
             raise SourceError(f"{self.src.dsn.host}:{self.src.dsn.port}: the server lists no "
                               "binlogs")
         done = sorted((st.binlog_file for (s, _), st in self.files.states().items()
-                       if s == self.source_id and st.status == "completed"), key=binlog_number)
+                       if s == self.source_id and st.status == "completed"), key=binlog_order)
         if done:
-            later = [n for n in logs if binlog_number(n) > binlog_number(done[-1])]
+            later = [n for n in logs if binlog_order(n) > binlog_order(done[-1])]
             if later:
                 return StartAt(later[0], 4)
         return StartAt(logs[0], 4)
