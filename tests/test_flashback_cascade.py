@@ -50,17 +50,33 @@ def _gtid(conn) -> str:
         return cur.fetchone()[0]
 
 
+def _create_and_snapshot(spark, cfg, conn, dsn: str, ddl: list[str], schema: str) -> list:
+    """Run ``ddl``, take and store the schema snapshot (FK rules included); its checks."""
+    _run(conn, *ddl)
+    snapshot, checks = take_snapshot(Dsn.parse(dsn), source_id=cfg.source.name, schemas=[schema])
+    save_snapshot(spark, cfg, snapshot, checks)
+    return checks
+
+
+def _index_window(spark, cfg, server, tmp_path, g_a: str, g_b: str) -> str:
+    """Index the server's closed binlogs into bronze and silver; the GTIDs after ``g_a`` up to
+    ``g_b`` as a ``--gtid`` list."""
+    binlogs = tmp_path / "binlogs"
+    server.copy_closed_binlogs(binlogs)
+    assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
+    run_silver(spark, cfg)
+    first, last = int(g_a.split("-")[2]) + 1, int(g_b.split("-")[2])
+    return ",".join(f"0-1-{n}" for n in range(first, last + 1))
+
+
 def test_flashback_of_parent_deletes_restores_cascaded_children(spark, tmp_path, capsys):
     cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
     (tmp_path / "server_tmp").mkdir()
     with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
         dsn = server.dsn()
         with server.connect() as conn:
-            _run(conn, *DDL)
-            snapshot, checks = take_snapshot(Dsn.parse(dsn), source_id=cfg.source.name,
-                                             schemas=["fk"])
+            checks = _create_and_snapshot(spark, cfg, conn, dsn, DDL, "fk")
             assert any(c.name == "fk_cascade" and c.level == "warn" for c in checks)
-            save_snapshot(spark, cfg, snapshot, checks)
             _run(conn,
                  "INSERT INTO fk.parent VALUES (1, 'one'), (2, 'two'), (3, 'three'), (4, 'four')",
                  "INSERT INTO fk.child VALUES (10, 1, 'a', 1.50), (11, 1, NULL, 2.00), "
@@ -83,13 +99,7 @@ def test_flashback_of_parent_deletes_restores_cascaded_children(spark, tmp_path,
             g_b = _gtid(conn)
             after = server_tables(conn, TABLES)
             assert after["fk.child"] != truth["fk.child"]  # the cascade removed children
-            binlogs = tmp_path / "binlogs"
-            server.copy_closed_binlogs(binlogs)
-            assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
-            run_silver(spark, cfg)
-
-            first, last = int(g_a.split("-")[2]) + 1, int(g_b.split("-")[2])
-            gtids = ",".join(f"0-1-{n}" for n in range(first, last + 1))
+            gtids = _index_window(spark, cfg, server, tmp_path, g_a, g_b)
             off = plan_flashback(spark, cfg, Selection(gtids=parse_gtid_set(gtids)),
                                  cascade=False)
             assert any("--no-cascade" in w for w in off.warnings)

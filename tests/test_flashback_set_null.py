@@ -13,18 +13,15 @@ import time
 
 import pytest
 
-from pipelines.bronze.job import run_bronze
 from pipelines.cli import main
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
 from pipelines.history.flashback import plan_flashback
 from pipelines.history.selection import Selection
 from pipelines.history.times import parse_gtid_set
-from pipelines.silver.job import run_silver
-from pipelines.silver.snapshot_source import take_snapshot
-from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables
-from tests.test_flashback_cascade import _gtid, _run
+from tests.test_flashback_cascade import (_create_and_snapshot, _gtid, _index_window,
+                                          _run)
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 
@@ -49,10 +46,7 @@ def test_flashback_restores_set_null_and_update_cascade_children(spark, tmp_path
     with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
         dsn = server.dsn()
         with server.connect() as conn:
-            _run(conn, *DDL)
-            snapshot, checks = take_snapshot(Dsn.parse(dsn), source_id=cfg.source.name,
-                                             schemas=["sn"])
-            save_snapshot(spark, cfg, snapshot, checks)
+            _create_and_snapshot(spark, cfg, conn, dsn, DDL, "sn")
             _run(conn,
                  "INSERT INTO sn.parent VALUES (1, 'one'), (2, 'two'), (3, 'three'), (4, 'four')",
                  "INSERT INTO sn.kid VALUES (10, 1, 'a', 1.50), (11, 1, NULL, 2.00), "
@@ -70,13 +64,7 @@ def test_flashback_restores_set_null_and_update_cascade_children(spark, tmp_path
             g_b = _gtid(conn)
             after = server_tables(conn, TABLES)
             assert after["sn.kid"] != truth["sn.kid"] and after["sn.pet"] != truth["sn.pet"]
-            binlogs = tmp_path / "binlogs"
-            server.copy_closed_binlogs(binlogs)
-            assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
-            run_silver(spark, cfg)
-
-            first, last = int(g_a.split("-")[2]) + 1, int(g_b.split("-")[2])
-            gtids = ",".join(f"0-1-{n}" for n in range(first, last + 1))
+            gtids = _index_window(spark, cfg, server, tmp_path, g_a, g_b)
             sel = Selection(gtids=parse_gtid_set(gtids))
             off = plan_flashback(spark, cfg, sel, cascade=False)
             assert any("--no-cascade" in w for w in off.warnings)
@@ -93,7 +81,7 @@ def test_flashback_restores_set_null_and_update_cascade_children(spark, tmp_path
             _run(conn, "DELETE FROM sn.parent WHERE id = 1",  # kid 10 → NULL again
                  "UPDATE sn.kid SET note = 'later' WHERE id = 10")
             before_retry = server_tables(conn, TABLES)
-            assert main(["--lake", cfg.lake.root, "flashback", "--gtid", f"0-1-{first}",
+            assert main(["--lake", cfg.lake.root, "flashback", "--gtid", gtids.split(",")[0],
                          "--apply", "--target-dsn", dsn]) == 1
             out = capsys.readouterr().out
             assert "0 transaction(s) applied, 1 rolled back" in out and "sn.kid" in out
