@@ -21,7 +21,7 @@ from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.records import BRONZE_SCHEMA
 from pipelines.config import Dsn
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.render_batch import TM_COLUMNS, BatchRenderer, table_map_of
+from pipelines.silver.render_batch import BatchRenderer
 from pipelines.silver.render_worker import render_batches
 from pipelines.silver.snapshot_source import take_snapshot
 from devtools.mariadb import MariaDBServer
@@ -71,41 +71,22 @@ def _named(batch: pa.RecordBatch, charset: int) -> pa.RecordBatch:
     return batch
 
 
-def _hashed(batches: list[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], dict]:
-    """The batches as silver's transform hands them to the tasks: each row's TABLE_MAP
-    columns replaced by a number (``tm_hash``), and the TABLE_MAP of each number."""
-    ids: dict = {}
-    out = []
-    for b in batches:
-        tms = [table_map_of(r) for r in b.select(TM_COLUMNS).to_pylist()]
-        hashes = pa.array([ids.setdefault(tm, 1000 + len(ids)) for tm in tms], pa.int64())
-        out.append(b.drop_columns(TM_COLUMNS).append_column("tm_hash", hashes))
-    return out, {h: tm for tm, h in ids.items()}
-
-
 def _both(batches: list[pa.RecordBatch], plan: NamingPlan) -> tuple[tuple, tuple]:
-    """(silver, quarantine) of the batch renderer (checked equal whether the TABLE_MAPs come
-    as columns or by hash), and of the reference renderer."""
-    def key(r):
-        return tuple(r[k] for k in _KEY)
-
-    results = []
-    hashed, table_maps = _hashed(batches)
-    for given, maps in ((batches, None), (hashed, table_maps)):
-        renderer = BatchRenderer(plan, maps)
-        new_silver, new_held = [], []
-        for b in given:
-            silver, held = renderer.render(b)
-            new_silver += silver.to_pylist()
-            new_held += held.to_pylist()
-        results.append((sorted(new_silver, key=key), sorted(new_held, key=key)))
-    assert results[1] == results[0], "TABLE_MAPs by hash render otherwise than as columns"
-    old_silver, old_held = [], []
+    renderer = BatchRenderer(plan)
+    new_silver, new_held, old_silver, old_held = [], [], [], []
     for b in batches:
+        silver, held = renderer.render(b)
+        new_silver += silver.to_pylist()
+        new_held += held.to_pylist()
         s, q = reference_rows(b.to_pylist(), plan)
         old_silver += s
         old_held += q
-    return results[0], (sorted(old_silver, key=key), sorted(old_held, key=key))
+
+    def key(r):
+        return tuple(r[k] for k in _KEY)
+
+    return ((sorted(new_silver, key=key), sorted(new_held, key=key)),
+            (sorted(old_silver, key=key), sorted(old_held, key=key)))
 
 
 def _assert_same(new: list[dict], old: list[dict], what: str) -> None:

@@ -1,10 +1,7 @@
 """Pure: one Arrow batch of bronze row changes → its silver rows and its quarantine rows.
 
 The batch is split into groups that one :class:`TableSpec` names: rows of one table, in one
-schema epoch (between two DDLs touching it), with one TABLE_MAP (``naming.py``). A batch
-carries its TABLE_MAP facts either as bronze's eight columns on every row, or as one
-``tm_hash`` per row whose facts the renderer was given (``table_maps``: silver's transform
-collects the run's few distinct TABLE_MAPs once, so the task does not move them per row). Each group is
+schema epoch (between two DDLs touching it), with one TABLE_MAP (``naming.py``). Each group is
 named once and rendered column by column (``images.TableRenderer``, built once per spec and
 kept for the next batches); every row lands in exactly one of the two outputs.
 """
@@ -17,18 +14,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.errors import LakeFaultError, SchemaMismatchError
+from pipelines.errors import SchemaMismatchError
 from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
 
-__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "TM_COLUMNS", "table_map_of"]
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "table_map_of"]
 
 # Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
 # (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
 RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
 QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
-TM_COLUMNS = _TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
+_TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
        "primary_key", "enum_values", "set_values"]
 _IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
@@ -72,29 +69,17 @@ def _fingerprint(col: pa.Array) -> pa.Array:
 class BatchRenderer:
     """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached)."""
 
-    def __init__(self, plan: NamingPlan,
-                 table_maps: Mapping[int, BronzeTableMap] | None = None) -> None:
+    def __init__(self, plan: NamingPlan) -> None:
         self.plan = plan
-        self.table_maps = table_maps or {}
         self._renderers: dict[TableSpec, TableRenderer] = {}
         self._start_pos = np.empty(0, dtype=np.int64)
 
     def _groups(self, batch: pa.RecordBatch) -> Iterator[tuple[np.ndarray, object]]:
         """(row positions, TableSpec or the SchemaMismatchError naming them) per group."""
         keys = ["source_id", "schema_name", "table_name", "binlog_file"]
-        if "tm_hash" in batch.schema.names:  # one group_by over the rows
-            table = pa.table([batch.column(k) for k in keys + ["tm_hash"]]
-                             + [pa.array(np.arange(batch.num_rows))], names=keys + ["tm", "i"])
-            grouped = table.group_by(keys + ["tm"], use_threads=False).aggregate([("i", "list")])
-            members = grouped.column("i_list").combine_chunks()
-            hashes = grouped.column("tm").to_pylist()
-            for g, key in enumerate(grouped.select(keys).to_pylist()):
-                rows = members[g].values.to_numpy(zero_copy_only=False).astype(np.int64)
-                yield from self._epochs(key, rows, self._hashed_table_map(hashes[g], key))
-            return
-        # Bronze's columns: the rows of one rows event share its TABLE_MAP, so fingerprint
-        # one row per event (an event: a position and a table; the inner events of a
-        # TRANSACTION_PAYLOAD share their position).
+        # The rows of one rows event share its TABLE_MAP, so fingerprint one row per event
+        # (an event: a position and a table; the inner events of a TRANSACTION_PAYLOAD share
+        # their position).
         ev = pa.table([batch.column("source_id"), batch.column("binlog_file"),
                        batch.column("start_pos"), batch.column("schema_name"),
                        batch.column("table_name"), pa.array(np.arange(batch.num_rows))],
@@ -132,14 +117,6 @@ class BatchRenderer:
                 spec = exc
             yield part, spec
             rows, pos = rows[~inside], pos[~inside]
-
-    def _hashed_table_map(self, h: int, key: dict) -> BronzeTableMap:
-        tm = self.table_maps.get(h)
-        if tm is None:  # the transform collected every row's: bronze changed meanwhile?
-            raise LakeFaultError(f"bronze {key['binlog_file']}: the TABLE_MAP of rows of "
-                                 f"{key['schema_name']}.{key['table_name']} (hash {h}) was not "
-                                 "among the run's; re-run silver")
-        return tm
 
     def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""

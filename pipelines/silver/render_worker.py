@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipelines.errors import EngineError
-from pipelines.silver.naming import BronzeTableMap, NamingPlan
+from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import QUARANTINE, RENDERED, BatchRenderer
 from pipelines.workers import forkserver, forkserver_is_safe
 
@@ -69,7 +69,7 @@ def serve(conn) -> None:
             kind, data = data[:1], memoryview(data)[_KIND:]
             try:
                 if kind == b"P":
-                    renderer = BatchRenderer(*pickle.loads(data))
+                    renderer = BatchRenderer(pickle.loads(data))
                     continue
                 out = _pick(renderer, _from_bytes(data), kind == b"Q")
             except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
@@ -186,9 +186,7 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
 
 
 def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quarantine: bool,
-                   workers: int, batch_rows: int = 32768,
-                   table_maps: dict[int, BronzeTableMap] | None = None
-                   ) -> Iterator[pa.RecordBatch]:
+                   workers: int, batch_rows: int = 32768) -> Iterator[pa.RecordBatch]:
     """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order,
     rendered ``batch_rows`` at a time (the memory bound: ``workers`` × ``batch_rows`` rows)."""
     batches = _coalesced(batches, batch_rows)
@@ -198,14 +196,14 @@ def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quara
         workers = 0
     batches = itertools.chain([b for b in (first, second) if b is not None], batches)
     if workers <= 0 or not forkserver_is_safe():
-        renderer = BatchRenderer(plan, table_maps)
+        renderer = BatchRenderer(plan)
         for batch in batches:
             out = _pick(renderer, batch, quarantine)
             if out.num_rows:
                 yield out
         return
     schema = QUARANTINE if quarantine else RENDERED
-    plan_bytes = pickle.dumps((plan, table_maps))
+    plan_bytes = pickle.dumps(plan)
     digest = hashlib.sha256(plan_bytes).digest()
     pool: _Pool | None = None
     in_flight: deque[int] = deque()
