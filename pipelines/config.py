@@ -23,7 +23,7 @@ from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; k
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "LeaseConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -130,6 +130,18 @@ class LeaseConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Object-store access for an ``s3://`` lake root (``pipelines/s3_client.py``,
+    docs/concurrency.md); an empty key falls back to the usual ``AWS_*`` variable."""
+
+    endpoint: str = ""  # http(s)://host:port of MinIO, R2 …; empty: AWS (AWS_ENDPOINT_URL)
+    region: str = ""  # empty: AWS_REGION, else us-east-1
+    access_key_id: str = ""  # empty: AWS_ACCESS_KEY_ID
+    secret_access_key: str = field(default="", repr=False)  # empty: AWS_SECRET_ACCESS_KEY
+    session_token: str = field(default="", repr=False)  # empty: AWS_SESSION_TOKEN
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeConfig = LakeConfig()
     engine: EngineConfig = EngineConfig()
@@ -139,9 +151,14 @@ class Config:
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
     lease: LeaseConfig = LeaseConfig()
+    storage: StorageConfig = StorageConfig()
 
     @property
     def lake_root(self) -> str:
+        """The root as an absolute path, or the URL itself for an object store (``s3://``)."""
+        if re.match(r"^[a-z][a-z0-9+.-]*://", self.lake.root) and not self.lake.root.startswith(
+                "file://"):
+            return self.lake.root.rstrip("/")
         return os.path.abspath(self.lake.root)
 
     def table_path(self, layer: str, name: str) -> str:
@@ -153,7 +170,8 @@ class Config:
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
                                    "gold": GoldConfig, "stream": StreamConfig,
-                                   "lease": LeaseConfig, "silver": SilverConfig}
+                                   "lease": LeaseConfig, "silver": SilverConfig,
+                                   "storage": StorageConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}
