@@ -257,13 +257,17 @@ class S3Client:
         for attempt in range(_RETRIES):
             if attempt:
                 time.sleep(0.2 * 2 ** (attempt - 1))
-            signed = sign_v4(self.settings, method, self._host, path, query, headers or {},
-                             payload, dt.datetime.now(dt.timezone.utc))
+            # Only host and x-amz-* are signed (what SigV4 requires); the conditional headers
+            # travel unsigned, so a store that drops them is caught by the lease's probe.
+            signed = sign_v4(self.settings, method, self._host, path, query, {}, payload,
+                             dt.datetime.now(dt.timezone.utc))
             try:
-                ans = self._send(method, target, body, signed)
+                ans = self._send(method, target, body, {**signed, **(headers or {})})
             except (OSError, http.client.HTTPException) as exc:
                 error = f"cannot reach {self.settings.endpoint}: {exc}"
                 continue
+            if ans.status == 404 and _error_code(ans.body) == "NoSuchBucket":
+                self._refuse(method, where, ans)
             if ans.status in ok or ans.status in soft:
                 return ans
             if ans.status >= 500 or ans.status == 429:
