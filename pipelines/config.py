@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
-from pipelines.lake import parse_catalog, table_dir
+from pipelines.lake import parse_catalog, resolve_root, table_dir
 from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
 
 __all__ = [
@@ -156,10 +156,7 @@ class Config:
     @property
     def lake_root(self) -> str:
         """The root as an absolute path, or the URL itself for an object store (``s3://``)."""
-        if re.match(r"^[a-z][a-z0-9+.-]*://", self.lake.root) and not self.lake.root.startswith(
-                "file://"):
-            return self.lake.root.rstrip("/")
-        return os.path.abspath(self.lake.root)
+        return resolve_root(self.lake.root)
 
     def table_path(self, layer: str, name: str) -> str:
         """``<lake root>/<layer>/<name>`` (the registry's path; see ``pipelines.lake.Lake``

@@ -196,8 +196,9 @@ class LocalLeaseStore:
 
 def _url_root(cfg: Config) -> str | None:
     """The lake root's URL scheme (``s3``), or None for a local or mounted path."""
-    m = re.match(r"^([a-z][a-z0-9+.-]*)://", cfg.lake.root)
-    return None if m is None or m.group(1) == "file" else m.group(1)
+    from pipelines.lake import is_url_root
+
+    return cfg.lake.root.split("://", 1)[0] if is_url_root(cfg.lake.root) else None
 
 
 def _store(cfg: Config, stage: str) -> LeaseStore:

@@ -47,7 +47,8 @@ from urllib.parse import quote, urlsplit
 
 from pipelines.errors import ConfigError, LakeFaultError
 
-__all__ = ["S3Settings", "S3Location", "S3Client", "parse_s3_url", "sign_v4", "is_s3_url"]
+__all__ = ["S3Settings", "S3Location", "S3Client", "parse_s3_url", "sign_v4", "is_s3_url",
+           "export_engine_env"]
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,27 @@ class S3Settings:
                    env.get("AWS_CA_BUNDLE", ""))
 
 
+def export_engine_env(storage: object, root: str, env: dict[str, str] | None = None) -> None:
+    """Hand the ``[storage]`` settings of an ``s3://`` lake to the engine and delta-rs.
+
+    The embedded Sail and delta-rs read the standard ``AWS_*`` variables of this process, so
+    the resolved settings are put there (settings given in ``[storage]`` win over the
+    environment), with ``AWS_ALLOW_HTTP=true`` when the endpoint is ``http://`` (both refuse
+    plain HTTP otherwise). Nothing is logged. No-op for a lake root that is not ``s3://``.
+    """
+    if not is_s3_url(root):
+        return
+    env = os.environ if env is None else env
+    s = S3Settings.resolve(storage, env)
+    env.update({"AWS_ACCESS_KEY_ID": s.access_key_id, "AWS_SECRET_ACCESS_KEY": s.secret_access_key,
+                "AWS_REGION": s.region})
+    if s.session_token:
+        env["AWS_SESSION_TOKEN"] = s.session_token
+    if s.path_style:  # an explicit endpoint (MinIO, R2 …): path-style requests to it
+        env["AWS_ENDPOINT_URL"] = s.endpoint
+        env.setdefault("AWS_ALLOW_HTTP", "true" if s.endpoint.startswith("http://") else "false")
+
+
 def _uri_encode(text: str, *, slash: bool) -> str:
     return quote(text, safe="-_.~" + ("/" if not slash else ""))
 
@@ -195,10 +217,10 @@ class S3Client:
     # -- the calls -------------------------------------------------------------------------
 
     def put(self, key: str, data: bytes, *, if_none_match: bool = False,
-            if_match: str | None = None) -> str | None:
+            if_match: str | None = None, content_type: str = "application/json") -> str | None:
         """PutObject; the new ETag, or None when the condition failed (412, or 409 for a
         conditional write racing another one)."""
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": content_type}
         if if_none_match:
             headers["if-none-match"] = "*"
         if if_match is not None:
