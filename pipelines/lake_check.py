@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
+from pipelines.lake_files import lake_file_sizes, list_lake_dir, read_lake_file
 
 __all__ = ["STAGE_READS", "table_faults", "lake_faults", "check_tables"]
 
@@ -42,7 +43,7 @@ def _tables(layers: tuple[str, ...] = ("bronze", "silver")) -> list[tuple[str, s
 
 def _commits(log_dir: str) -> list[tuple[int, str]]:
     out = []
-    for name in os.listdir(log_dir):
+    for name in list_lake_dir(log_dir) or []:
         stem, _, ext = name.partition(".")
         if ext == "json" and stem.isdigit():
             out.append((int(stem), os.path.join(log_dir, name)))
@@ -51,8 +52,8 @@ def _commits(log_dir: str) -> list[tuple[int, str]]:
 
 def _checkpoint_version(log_dir: str) -> int:
     try:
-        with open(os.path.join(log_dir, "_last_checkpoint"), "rb") as fh:
-            return int(json.loads(fh.read())["version"])
+        return int(json.loads(read_lake_file(os.path.join(log_dir, "_last_checkpoint")))[
+            "version"])
     except (OSError, ValueError, KeyError, TypeError):
         return -1
 
@@ -60,8 +61,7 @@ def _checkpoint_version(log_dir: str) -> int:
 def _torn(path: str) -> str | None:
     """Why a commit file cannot be replayed, or None."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_lake_file(path)
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
     if not data.strip():
@@ -81,7 +81,7 @@ def _torn(path: str) -> str | None:
 def table_faults(path: str, label: str) -> list[dict[str, Any]]:
     """The damage found in the Delta table at ``path`` (``label`` e.g. ``bronze/files``)."""
     log_dir = os.path.join(path, "_delta_log")
-    if not os.path.isdir(log_dir):
+    if list_lake_dir(log_dir) is None:
         return []
     commits = _commits(log_dir)
     latest = commits[-1][0] if commits else -1
@@ -111,11 +111,12 @@ def table_faults(path: str, label: str) -> list[dict[str, Any]]:
     sizes = adds.column("size_bytes").to_pylist()
     binlogs = (adds.column("partition.binlog_file").to_pylist()
                if "partition.binlog_file" in cols else [None] * len(files))
+    listed = lake_file_sizes(path)  # an object store: one listing instead of a stat per file
     for rel, size, binlog in zip(files, sizes, binlogs):
-        full = rel if os.path.isabs(rel) else os.path.join(path, unquote(rel))
+        full = rel if os.path.isabs(rel) or "://" in rel else os.path.join(path, unquote(rel))
         try:
-            have = os.path.getsize(full)
-        except OSError:
+            have = listed[unquote(rel)] if listed is not None else os.path.getsize(full)
+        except (OSError, KeyError):
             problem = f"data file {rel} is missing"
         else:
             if have == size:

@@ -1,4 +1,10 @@
-"""Small non-table files under the lake root (quality reports): a path or an ``s3://`` URL."""
+"""Small non-table files under the lake root, on a filesystem or an ``s3://`` object store.
+
+Quality reports are written here, and ``pipelines/lake_check.py`` reads Delta logs and sizes
+data files through these calls. On an object store the client's settings are the
+``[storage]`` section when given, else the ``AWS_*`` environment (``binlake`` exports the
+resolved settings there at start, :func:`pipelines.s3_client.export_engine_env`).
+"""
 
 from __future__ import annotations
 
@@ -6,22 +12,62 @@ import os
 
 from pipelines.lake import is_url_root
 
-__all__ = ["write_lake_file"]
+__all__ = ["write_lake_file", "read_lake_file", "list_lake_dir", "lake_file_sizes"]
 
 
-def write_lake_file(storage: object, path: str, data: bytes) -> None:
+def _s3(path: str, storage: object | None):
+    from pipelines.s3_client import S3Client, S3Settings, parse_s3_url
+
+    loc = parse_s3_url(path, setting=path)
+    return S3Client(S3Settings.resolve(storage), loc.bucket), loc.prefix
+
+
+def write_lake_file(storage: object | None, path: str, data: bytes) -> None:
     """Write ``data`` at ``path`` whole: a temporary file renamed over it on a filesystem, one
     PUT on an object store (``storage`` is the ``[storage]`` section, ``pipelines/s3_client``)."""
     if is_url_root(path):
-        from pipelines.s3_client import S3Client, S3Settings, parse_s3_url
-
-        loc = parse_s3_url(path)
+        client, key = _s3(path, storage)
         kind = "text/html" if path.endswith(".html") else "application/octet-stream"
-        S3Client(S3Settings.resolve(storage), loc.bucket).put(loc.prefix, data,
-                                                              content_type=kind)
+        client.put(key, data, content_type=kind)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "wb") as fh:
         fh.write(data)
     os.replace(tmp, path)
+
+
+def read_lake_file(path: str, storage: object | None = None) -> bytes:
+    """The bytes at ``path``; :class:`FileNotFoundError` when there is nothing there."""
+    if not is_url_root(path):
+        with open(path, "rb") as fh:
+            return fh.read()
+    client, key = _s3(path, storage)
+    got = client.get(key)
+    if got is None:
+        raise FileNotFoundError(2, "No such object", path)
+    return got[0]
+
+
+def list_lake_dir(path: str, storage: object | None = None) -> list[str] | None:
+    """The names directly in directory ``path`` (on S3: under the prefix ``path/``, one level);
+    None when there is no such directory (no key under the prefix)."""
+    if not is_url_root(path):
+        try:
+            return os.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    client, key = _s3(path, storage)
+    base = key.rstrip("/") + "/"
+    names = {k[len(base):].split("/", 1)[0] for k in client.list(base)}
+    return sorted(names) or None
+
+
+def lake_file_sizes(path: str, storage: object | None = None) -> dict[str, int] | None:
+    """For an object-store directory: every file under it (relative name → bytes), from one
+    listing; None for a filesystem path (``os.path.getsize`` per file is as cheap)."""
+    if not is_url_root(path):
+        return None
+    client, key = _s3(path, storage)
+    base = key.rstrip("/") + "/"
+    return {k[len(base):]: n for k, n in client.sizes(base).items()}

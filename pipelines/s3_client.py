@@ -245,7 +245,11 @@ class S3Client:
 
     def list(self, prefix: str) -> list[str]:
         """Every key under ``prefix`` (ListObjectsV2, following continuation tokens)."""
-        keys: list[str] = []
+        return list(self.sizes(prefix))
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """Every key under ``prefix`` with its size in bytes, in key order."""
+        keys: dict[str, int] = {}
         token = ""
         while True:
             query = {"list-type": "2", "prefix": prefix}
@@ -254,7 +258,8 @@ class S3Client:
             ans = self._call("GET", "", query=query, ok=(200,), where=f"s3://{self.bucket}/{prefix}*")
             root = ET.fromstring(ans.body)
             ns = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
-            keys += [el.text or "" for el in root.iter(f"{ns}Key")]
+            for item in root.iter(f"{ns}Contents"):
+                keys[item.findtext(f"{ns}Key") or ""] = int(item.findtext(f"{ns}Size") or 0)
             if (root.findtext(f"{ns}IsTruncated") or "").lower() != "true":
                 return keys
             token = root.findtext(f"{ns}NextContinuationToken") or ""
