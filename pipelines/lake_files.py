@@ -9,10 +9,12 @@ resolved settings there at start, :func:`pipelines.s3_client.export_engine_env`)
 from __future__ import annotations
 
 import os
+import shutil
 
 from pipelines.lake import is_url_root
 
-__all__ = ["write_lake_file", "read_lake_file", "list_lake_dir", "lake_file_sizes"]
+__all__ = ["write_lake_file", "read_lake_file", "list_lake_dir", "lake_file_sizes",
+           "lake_path_exists", "move_lake_path"]
 
 
 def _s3(path: str, storage: object | None):
@@ -71,3 +73,27 @@ def lake_file_sizes(path: str, storage: object | None = None) -> dict[str, int] 
     client, key = _s3(path, storage)
     base = key.rstrip("/") + "/"
     return {k[len(base):]: n for k, n in client.sizes(base).items()}
+
+
+def lake_path_exists(path: str) -> bool:
+    """A file or a non-empty directory at ``path``."""
+    if not is_url_root(path):
+        return os.path.exists(path)
+    client, key = _s3(path, None)
+    return client.get(key) is not None or bool(client.list(key.rstrip("/") + "/"))
+
+
+def move_lake_path(src: str, dest: str) -> None:
+    """Move a file or a whole directory (on S3: every key under it, copied then deleted)."""
+    if not is_url_root(src):
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.move(src, dest)
+        return
+    client, key = _s3(src, None)
+    _, dest_key = _s3(dest, None)
+    moves = [(key, dest_key)] if client.get(key) is not None else []
+    base = key.rstrip("/") + "/"
+    moves += [(k, dest_key.rstrip("/") + "/" + k[len(base):]) for k in client.list(base)]
+    for old, new in moves:
+        client.copy(old, new)
+        client.delete(old)

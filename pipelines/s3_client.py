@@ -236,6 +236,11 @@ class S3Client:
         ans = self._call("GET", key, ok=(200,), soft=(404,))
         return None if ans.status == 404 else (ans.body, ans.headers.get("etag", ""))
 
+    def copy(self, source_key: str, key: str) -> None:
+        """CopyObject within the bucket (server side: the bytes do not travel here)."""
+        self._call("PUT", key, ok=(200,), signed={
+            "x-amz-copy-source": _uri_encode(f"/{self.bucket}/{source_key}", slash=False)})
+
     def create_bucket(self) -> None:
         """CreateBucket (tests and ``devtools/minio.py``; binlake never creates buckets)."""
         self._call("PUT", "", ok=(200,))
@@ -272,7 +277,8 @@ class S3Client:
 
     def _call(self, method: str, key: str, *, body: bytes = b"",
               query: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
-              ok: tuple[int, ...], soft: tuple[int, ...] = (), where: str = "") -> _Answer:
+              ok: tuple[int, ...], soft: tuple[int, ...] = (), where: str = "",
+              signed: Mapping[str, str] | None = None) -> _Answer:
         where = where or f"s3://{self.bucket}/{key}"
         query = dict(query or {})
         path = self._path(key)
@@ -286,10 +292,10 @@ class S3Client:
                 time.sleep(0.2 * 2 ** (attempt - 1))
             # Only host and x-amz-* are signed (what SigV4 requires); the conditional headers
             # travel unsigned, so a store that drops them is caught by the lease's probe.
-            signed = sign_v4(self.settings, method, self._host, path, query, {}, payload,
-                             dt.datetime.now(dt.timezone.utc))
+            auth = sign_v4(self.settings, method, self._host, path, query, signed or {},
+                           payload, dt.datetime.now(dt.timezone.utc))
             try:
-                ans = self._send(method, target, body, {**signed, **(headers or {})})
+                ans = self._send(method, target, body, {**auth, **(headers or {})})
             except (OSError, http.client.HTTPException) as exc:
                 error = f"cannot reach {self.settings.endpoint}: {exc}"
                 continue

@@ -3,7 +3,8 @@
 Real ``python -m pipelines.cli`` processes with the embedded engine (Sail) write bronze and
 silver of the shipped samples into MinIO; two ``binlake silver`` started at the same moment
 leave every row once (the object-store lease, ``pipelines/lease_s3.py``); ``binlake status``
-names a holder; a truncated data file on the store is found before anything is written.
+names a holder; a truncated data file on the store is found before anything is written and
+``binlake repair`` then the re-runs it prints restore every row once.
 The tables are read back with delta-rs straight from the store.
 """
 
@@ -120,6 +121,16 @@ def test_bronze_and_silver_of_the_samples_into_s3(minio, bucket, tmp_path) -> No
     rc, out, err = _run(minio, tmp_path, root, "silver")
     assert rc == 1 and "is damaged, nothing was written" in err, out + err
     assert "truncated" in err and "binlake bronze --files mariadb-bin.000003" in err
+    # The documented repair, on the store: set it aside, re-index the file, re-run silver.
+    rc, out, err = _run(minio, tmp_path, root, "repair")
+    assert rc == 0 and f"{root}/_binlake/damaged/" in out, out + err
+    assert "--files mariadb-bin.000003" in out and "binlake silver" in out, out
+    assert _run(minio, tmp_path, root, "bronze", "--binlog-dir", str(SAMPLES),
+                "--files", "mariadb-bin.000003")[0] == 0
+    rc, out, err = _run(minio, tmp_path, root, "silver")
+    assert rc == 0, out + err
+    assert _silver_once(minio, bucket, root) == SAMPLE_ROW_CHANGES
+    assert sorted(os.listdir(tmp_path)) == [], "nothing of the lake was written locally"
 
 
 def test_two_silver_runs_at_once_on_s3_append_each_row_once(minio, bucket, tmp_path) -> None:
