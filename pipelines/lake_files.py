@@ -75,22 +75,22 @@ def lake_file_sizes(path: str, storage: object | None = None) -> dict[str, int] 
     return {k[len(base):]: n for k, n in client.sizes(base).items()}
 
 
-def lake_path_exists(path: str) -> bool:
+def lake_path_exists(path: str, storage: object | None = None) -> bool:
     """A file or a non-empty directory at ``path``."""
     if not is_url_root(path):
         return os.path.exists(path)
-    client, key = _s3(path, None)
+    client, key = _s3(path, storage)
     return client.get(key) is not None or bool(client.list(key.rstrip("/") + "/"))
 
 
-def move_lake_path(src: str, dest: str) -> None:
+def move_lake_path(src: str, dest: str, storage: object | None = None) -> None:
     """Move a file or a whole directory (on S3: every key under it, copied then deleted)."""
     if not is_url_root(src):
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.move(src, dest)
         return
-    client, key = _s3(src, None)
-    _, dest_key = _s3(dest, None)
+    client, key = _s3(src, storage)
+    _, dest_key = _s3(dest, storage)
     moves = [(key, dest_key)] if client.get(key) is not None else []
     base = key.rstrip("/") + "/"
     moves += [(k, dest_key.rstrip("/") + "/" + k[len(base):]) for k in client.list(base)]
