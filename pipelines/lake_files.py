@@ -8,13 +8,14 @@ resolved settings there at start, :func:`pipelines.s3_client.export_engine_env`)
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 
 from pipelines.lake import is_url_root
 
 __all__ = ["write_lake_file", "read_lake_file", "list_lake_dir", "lake_file_sizes",
-           "lake_path_exists", "move_lake_path"]
+           "lake_path_exists", "move_lake_path", "delta_tables_under"]
 
 
 def _s3(path: str, storage: object | None):
@@ -33,7 +34,7 @@ def write_lake_file(storage: object | None, path: str, data: bytes) -> None:
         client.put(key, data, content_type=kind)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
         fh.write(data)
     os.replace(tmp, path)
@@ -97,3 +98,19 @@ def move_lake_path(src: str, dest: str, storage: object | None = None) -> None:
     for old, new in moves:
         client.copy(old, new)
         client.delete(old)
+
+
+def delta_tables_under(base: str, depth: int, storage: object | None = None) -> list[str]:
+    """The Delta tables exactly ``depth`` directories below ``base`` (``<base>/a/b`` for 2),
+    found by their ``_delta_log``; on S3 from one listing of the prefix."""
+    if not is_url_root(base):
+        pattern = os.path.join(base, *["*"] * depth, "_delta_log")
+        return sorted(os.path.dirname(p) for p in glob.glob(pattern) if os.path.isdir(p))
+    client, key = _s3(base, storage)
+    prefix = key.rstrip("/") + "/"
+    found = set()
+    for k in client.list(prefix):
+        parts = k[len(prefix):].split("/")
+        if len(parts) > depth + 1 and parts[depth] == "_delta_log":
+            found.add(base.rstrip("/") + "/" + "/".join(parts[:depth]))
+    return sorted(found)

@@ -130,6 +130,11 @@ def test_bronze_and_silver_of_the_samples_into_s3(minio, bucket, tmp_path) -> No
     rc, out, err = _run(minio, tmp_path, root, "silver")
     assert rc == 0, out + err
     assert _silver_once(minio, bucket, root) == SAMPLE_ROW_CHANGES
+    # The mirror's tables are found on the store by vacuum.
+    rc, out, err = _run(minio, tmp_path, root, "mirror")
+    assert rc == 0 and f"-> {root}/mirror/shop/orders" in out, out + err
+    rc, out, err = _run(minio, tmp_path, root, "vacuum")
+    assert rc == 0 and "vacuum: mirror/shop/orders:" in out and "mirror_state/tables" in out, err
     assert sorted(os.listdir(tmp_path)) == [], "nothing of the lake was written locally"
 
 

@@ -351,3 +351,34 @@ def test_a_holder_whose_lease_object_was_overwritten_learns_it_is_lost(minio, ro
     assert lease.lost and "rewritten by someone else" in lease.lost
     lease.release()
     assert store.read(me.generation) == b'{"overwritten": true}'
+
+
+# -- other lake files on the store ------------------------------------------------------------
+
+def test_lake_files_answer_alike_on_s3_and_on_a_filesystem(minio, bucket, tmp_path,
+                                                           monkeypatch) -> None:
+    from pipelines.lake_files import (delta_tables_under, lake_path_exists, list_lake_dir,
+                                      move_lake_path, read_lake_file, write_lake_file)
+    from pipelines.stream.progress import read_live, write_live
+
+    for name, value in minio.env().items():
+        monkeypatch.setenv(name, value)
+    layout = ["a/b/_delta_log/00000000000000000000.json", "a/b/part-0.parquet",
+              "a/c/part-0.parquet", "d/_delta_log/00000000000000000000.json", "e/f/g/x.json"]
+    for base in (str(tmp_path / "lake"), f"s3://{bucket}/files/{uuid.uuid4().hex[:8]}"):
+        for rel in layout:
+            write_lake_file(None, f"{base}/{rel}", rel.encode())
+        assert read_lake_file(f"{base}/a/c/part-0.parquet") == b"a/c/part-0.parquet", base
+        with pytest.raises(FileNotFoundError):
+            read_lake_file(f"{base}/a/c/none")
+        assert delta_tables_under(base, 2) == [f"{base}/a/b"], base
+        assert delta_tables_under(base, 1) == [f"{base}/d"], base
+        assert sorted(list_lake_dir(f"{base}/a")) == ["b", "c"] and list_lake_dir(
+            f"{base}/zz") is None, base
+        move_lake_path(f"{base}/a", f"{base}/moved/a")
+        assert not lake_path_exists(f"{base}/a") and lake_path_exists(f"{base}/moved/a/b")
+        assert read_lake_file(f"{base}/moved/a/b/part-0.parquet") == b"a/b/part-0.parquet"
+        live = f"{base}/bronze/stream_status/default.json"
+        assert read_live(live) is None
+        write_live(live, {"state": "running", "pos": 4})
+        assert read_live(live)["state"] == "running" and read_live(live)["pos"] == 4
