@@ -80,6 +80,9 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 def parse_s3_url(url: str, *, setting: str = "lake.root") -> S3Location:
     """``s3://bucket/prefix`` (or ``s3a://``) → :class:`S3Location`; ConfigError otherwise."""
+    if "@" in url.split("://", 1)[-1].split("/", 1)[0]:  # never echo what may be a secret
+        raise ConfigError(f"{setting}: no credentials in an s3:// URL; give them in [storage] "
+                          "or as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY")
     parts = urlsplit(url)
     if parts.scheme not in ("s3", "s3a") or not parts.netloc:
         raise ConfigError(f"{setting}: expected s3://bucket/prefix, got {url!r}")
@@ -143,6 +146,7 @@ def export_engine_env(storage: object, root: str, env: dict[str, str] | None = N
     """
     if not is_s3_url(root):
         return
+    parse_s3_url(root)
     env = os.environ if env is None else env
     s = S3Settings.resolve(storage, env)
     env.update({"AWS_ACCESS_KEY_ID": s.access_key_id, "AWS_SECRET_ACCESS_KEY": s.secret_access_key,

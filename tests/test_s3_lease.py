@@ -113,6 +113,20 @@ def test_refused_credentials_and_a_missing_bucket_are_config_errors(minio, bucke
         _client(minio, "no-such-bucket").get("x")
 
 
+def test_lake_root_urls_are_checked_without_echoing_credentials() -> None:
+    from pipelines.s3_client import parse_s3_url
+
+    loc = parse_s3_url("s3://my-bucket/a/b/")
+    assert (loc.bucket, loc.prefix, loc.key("_binlake", "leases")) == (
+        "my-bucket", "a/b", "a/b/_binlake/leases")
+    with pytest.raises(ConfigError) as exc:
+        parse_s3_url("s3://AKIDEXAMPLE:hush-hush@my-bucket/lake")
+    assert "hush-hush" not in str(exc.value) and "[storage]" in str(exc.value)
+    for bad in ("s3://Bad_Bucket/x", "s3:///x", "s3://b-1/x?versionId=2"):
+        with pytest.raises(ConfigError, match="lake.root"):
+            parse_s3_url(bad)
+
+
 def test_store_follows_the_lake_roots_scheme(minio, root, tmp_path) -> None:
     assert isinstance(_store(_cfg(minio, root), "silver"), S3LeaseStore)
     local = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
