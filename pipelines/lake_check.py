@@ -113,7 +113,7 @@ def table_faults(path: str, label: str, storage: object | None = None) -> list[d
     sizes = adds.column("size_bytes").to_pylist()
     binlogs = (adds.column("partition.binlog_file").to_pylist()
                if "partition.binlog_file" in cols else [None] * len(files))
-    listed = lake_file_sizes(path, storage)  # an object store: one listing instead of a stat per file
+    listed = lake_file_sizes(path, storage)  # object store: one listing, not a stat per file
     for rel, size, binlog in zip(files, sizes, binlogs):
         full = rel if os.path.isabs(rel) or "://" in rel else os.path.join(path, unquote(rel))
         try:

@@ -47,8 +47,8 @@ from pipelines.config import Config
 from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHeldError,
                               LeaseLostError)
 
-__all__ = ["Holder", "LeaseStore", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease", "current_holders",
-           "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
+__all__ = ["Holder", "LeaseStore", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease",
+           "current_holders", "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
 
 log = logging.getLogger(__name__)
 

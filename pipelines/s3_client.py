@@ -8,15 +8,15 @@ No SDK: the package list is fixed, and these calls are all the lease needs.
 Settings (:class:`S3Settings`), each from the ``[storage]`` section of the configuration,
 else the usual AWS environment variable:
 
-=====================  =========================================  ==============================
-``storage.``           environment                                 default
-=====================  =========================================  ==============================
-``endpoint``           ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``  ``https://s3.<region>.amazonaws.com``
-``region``             ``AWS_REGION``, ``AWS_DEFAULT_REGION``       ``us-east-1``
-``access_key_id``      ``AWS_ACCESS_KEY_ID``                        (required)
-``secret_access_key``  ``AWS_SECRET_ACCESS_KEY``                    (required)
-``session_token``      ``AWS_SESSION_TOKEN``                        none
-=====================  =========================================  ==============================
+=====================  ==============================================  =====================
+``storage.``           environment                                     default
+=====================  ==============================================  =====================
+``endpoint``           ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``     AWS S3 of the region
+``region``             ``AWS_REGION``, ``AWS_DEFAULT_REGION``            ``us-east-1``
+``access_key_id``      ``AWS_ACCESS_KEY_ID``                             (required)
+``secret_access_key``  ``AWS_SECRET_ACCESS_KEY``                         (required)
+``session_token``      ``AWS_SESSION_TOKEN``                             none
+=====================  ==============================================  =====================
 
 Plain HTTP is used only when the endpoint itself says ``http://`` (a local MinIO); otherwise
 HTTPS with the system's CAs (``AWS_CA_BUNDLE`` names another bundle). An explicit endpoint is
@@ -35,7 +35,6 @@ import datetime as dt
 import hashlib
 import hmac
 import http.client
-import logging
 import os
 import re
 import ssl
@@ -49,8 +48,6 @@ from pipelines.errors import ConfigError, LakeFaultError
 
 __all__ = ["S3Settings", "S3Location", "S3Client", "parse_s3_url", "sign_v4", "is_s3_url",
            "export_engine_env"]
-
-log = logging.getLogger(__name__)
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _RETRIES = 4  # attempts for a connection error or a 5xx answer (0.2 s, 0.4 s, 0.8 s apart)
@@ -131,8 +128,10 @@ class S3Settings:
             raise ConfigError("storage.access_key_id / storage.secret_access_key: an s3:// lake "
                               "needs credentials (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY "
                               "in the environment)")
-        return cls(f"{ep.scheme}://{ep.netloc}", region, key_id, secret,
-                   pick("session_token", "AWS_SESSION_TOKEN"), path_style,
+        # Keys from [storage] never pair with a token of another identity in the environment.
+        token = (pick("session_token") if getattr(storage, "access_key_id", "")
+                 else pick("session_token", "AWS_SESSION_TOKEN"))
+        return cls(f"{ep.scheme}://{ep.netloc}", region, key_id, secret, token, path_style,
                    env.get("AWS_CA_BUNDLE", ""))
 
 
@@ -264,7 +263,8 @@ class S3Client:
             query = {"list-type": "2", "prefix": prefix}
             if token:
                 query["continuation-token"] = token
-            ans = self._call("GET", "", query=query, ok=(200,), where=f"s3://{self.bucket}/{prefix}*")
+            ans = self._call("GET", "", query=query, ok=(200,),
+                             where=f"s3://{self.bucket}/{prefix}*")
             root = ET.fromstring(ans.body)
             ns = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
             for item in root.iter(f"{ns}Contents"):

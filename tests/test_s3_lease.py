@@ -142,7 +142,8 @@ _RACE = """
 import json, sys, time
 from pipelines.lease_s3 import S3LeaseStore
 from pipelines.s3_client import S3Client, S3Settings
-bucket, prefix, me, t0, rounds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+bucket, prefix, me = sys.argv[1:4]
+t0, rounds = float(sys.argv[4]), int(sys.argv[5])
 store = S3LeaseStore(S3Client(S3Settings.resolve(), bucket), prefix)
 print("late" if time.time() > t0 else "ready", flush=True)
 for r in range(rounds):
