@@ -21,7 +21,7 @@ from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.records import BRONZE_SCHEMA
 from pipelines.config import Dsn
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.render_batch import BatchRenderer
+from pipelines.silver.render_batch import TM_COLUMNS, BatchRenderer, table_map_of
 from pipelines.silver.render_worker import render_batches
 from pipelines.silver.snapshot_source import take_snapshot
 from devtools.mariadb import MariaDBServer
@@ -71,22 +71,41 @@ def _named(batch: pa.RecordBatch, charset: int) -> pa.RecordBatch:
     return batch
 
 
-def _both(batches: list[pa.RecordBatch], plan: NamingPlan) -> tuple[tuple, tuple]:
-    renderer = BatchRenderer(plan)
-    new_silver, new_held, old_silver, old_held = [], [], [], []
+def _hashed(batches: list[pa.RecordBatch]) -> tuple[list[pa.RecordBatch], dict]:
+    """The batches as silver's transform hands them to the tasks: each row's TABLE_MAP
+    columns replaced by a number (``tm_hash``), and the TABLE_MAP of each number."""
+    ids: dict = {}
+    out = []
     for b in batches:
-        silver, held = renderer.render(b)
-        new_silver += silver.to_pylist()
-        new_held += held.to_pylist()
-        s, q = reference_rows(b.to_pylist(), plan)
-        old_silver += s
-        old_held += q
+        tms = [table_map_of(r) for r in b.select(TM_COLUMNS).to_pylist()]
+        hashes = pa.array([ids.setdefault(tm, 1000 + len(ids)) for tm in tms], pa.int64())
+        out.append(b.drop_columns(TM_COLUMNS).append_column("tm_hash", hashes))
+    return out, {h: tm for tm, h in ids.items()}
 
+
+def _both(batches: list[pa.RecordBatch], plan: NamingPlan) -> tuple[tuple, tuple]:
+    """(silver, quarantine) of the batch renderer (checked equal whether the TABLE_MAPs come
+    as columns or by hash), and of the reference renderer."""
     def key(r):
         return tuple(r[k] for k in _KEY)
 
-    return ((sorted(new_silver, key=key), sorted(new_held, key=key)),
-            (sorted(old_silver, key=key), sorted(old_held, key=key)))
+    results = []
+    hashed, table_maps = _hashed(batches)
+    for given, maps in ((batches, None), (hashed, table_maps)):
+        renderer = BatchRenderer(plan, maps)
+        new_silver, new_held = [], []
+        for b in given:
+            silver, held = renderer.render(b)
+            new_silver += silver.to_pylist()
+            new_held += held.to_pylist()
+        results.append((sorted(new_silver, key=key), sorted(new_held, key=key)))
+    assert results[1] == results[0], "TABLE_MAPs by hash render otherwise than as columns"
+    old_silver, old_held = [], []
+    for b in batches:
+        s, q = reference_rows(b.to_pylist(), plan)
+        old_silver += s
+        old_held += q
+    return results[0], (sorted(old_silver, key=key), sorted(old_held, key=key))
 
 
 def _assert_same(new: list[dict], old: list[dict], what: str) -> None:
@@ -225,3 +244,31 @@ def test_a_worker_failure_names_its_cause() -> None:
     with pytest.raises(EngineError, match="silver rendering failed in process"):
         list(render_batches([batch, batch], NamingPlan.build([], []), quarantine=False,
                             workers=1, batch_rows=1))
+
+
+def test_rows_events_of_two_tables_at_one_position() -> None:
+    """A TRANSACTION_PAYLOAD's inner rows events share the payload's position and number
+    their rows on: each row is named by its own table's TABLE_MAP, not the first one's."""
+    import datetime as dt
+
+    ts = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
+    other = dict(table_name="u", column_count=2, column_types=[T.VARCHAR, T.LONG],
+                 column_meta=[40, 0], column_names=["name", "n"], column_charsets=[45, None],
+                 primary_key=[1], enum_values=None)
+    rows = [
+        _row(start_pos=100, row_in_event=0, event_type="INSERT", event_timestamp=ts,
+             row_after=[b"1", b"2", b"ok"]),
+        _row(start_pos=100, row_in_event=1, event_type="INSERT", event_timestamp=ts,
+             row_after=[b"abc", b"7"], **other),
+        _row(start_pos=100, row_in_event=2, event_type="INSERT", event_timestamp=ts,
+             row_after=[b"2", b"1", b"x"]),
+        _row(start_pos=100, row_in_event=3, event_type="DELETE", event_timestamp=ts,
+             row_before=[b"d", b"8"], **other),
+    ]
+    batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
+    (silver, quarantine), (ref_silver, ref_quarantine) = _both([batch], NamingPlan.build([], []))
+    _assert_same(silver, ref_silver, "silver")
+    _assert_same(quarantine, ref_quarantine, "quarantine")
+    assert not quarantine
+    assert [(r["table_name"], r["pk_values"]) for r in silver] == [
+        ("t", "1"), ("u", "7"), ("t", "2"), ("u", "8")]

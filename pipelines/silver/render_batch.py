@@ -1,7 +1,10 @@
 """Pure: one Arrow batch of bronze row changes → its silver rows and its quarantine rows.
 
 The batch is split into groups that one :class:`TableSpec` names: rows of one table, in one
-schema epoch (between two DDLs touching it), with one TABLE_MAP (``naming.py``). Each group is
+schema epoch (between two DDLs touching it), with one TABLE_MAP (``naming.py``). A batch
+carries its TABLE_MAP facts either as bronze's eight columns on every row, or as one
+``tm_hash`` per row whose facts the renderer was given (``table_maps``: silver's transform
+collects the run's few distinct TABLE_MAPs once, so the task does not move them per row). Each group is
 named once and rendered column by column (``images.TableRenderer``, built once per spec and
 kept for the next batches); every row lands in exactly one of the two outputs.
 """
@@ -14,18 +17,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.errors import SchemaMismatchError
+from pipelines.errors import LakeFaultError, SchemaMismatchError
 from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
 
-__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "table_map_of"]
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "TM_COLUMNS", "table_map_of"]
 
 # Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
 # (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
 RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
 QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
-_TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
+TM_COLUMNS = _TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
        "primary_key", "enum_values", "set_values"]
 _IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
@@ -69,21 +72,37 @@ def _fingerprint(col: pa.Array) -> pa.Array:
 class BatchRenderer:
     """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached)."""
 
-    def __init__(self, plan: NamingPlan) -> None:
+    def __init__(self, plan: NamingPlan,
+                 table_maps: Mapping[int, BronzeTableMap] | None = None) -> None:
         self.plan = plan
+        self.table_maps = table_maps or {}
         self._renderers: dict[TableSpec, TableRenderer] = {}
         self._start_pos = np.empty(0, dtype=np.int64)
 
     def _groups(self, batch: pa.RecordBatch) -> Iterator[tuple[np.ndarray, object]]:
         """(row positions, TableSpec or the SchemaMismatchError naming them) per group."""
-        # The rows of one rows event share its TABLE_MAP: fingerprint one row per event.
+        keys = ["source_id", "schema_name", "table_name", "binlog_file"]
+        if "tm_hash" in batch.schema.names:  # one group_by over the rows
+            table = pa.table([batch.column(k) for k in keys + ["tm_hash"]]
+                             + [pa.array(np.arange(batch.num_rows))], names=keys + ["tm", "i"])
+            grouped = table.group_by(keys + ["tm"], use_threads=False).aggregate([("i", "list")])
+            members = grouped.column("i_list").combine_chunks()
+            hashes = grouped.column("tm").to_pylist()
+            for g, key in enumerate(grouped.select(keys).to_pylist()):
+                rows = members[g].values.to_numpy(zero_copy_only=False).astype(np.int64)
+                yield from self._epochs(key, rows, self._hashed_table_map(hashes[g], key))
+            return
+        # Bronze's columns: the rows of one rows event share its TABLE_MAP, so fingerprint
+        # one row per event (an event: a position and a table; the inner events of a
+        # TRANSACTION_PAYLOAD share their position).
         ev = pa.table([batch.column("source_id"), batch.column("binlog_file"),
-                       batch.column("start_pos"), pa.array(np.arange(batch.num_rows))],
-                      names=["s", "f", "p", "i"])
-        events = ev.group_by(["s", "f", "p"], use_threads=False).aggregate([("i", "list")])
+                       batch.column("start_pos"), batch.column("schema_name"),
+                       batch.column("table_name"), pa.array(np.arange(batch.num_rows))],
+                      names=["s", "f", "p", "d", "t", "i"])
+        events = ev.group_by(["s", "f", "p", "d", "t"], use_threads=False).aggregate(
+            [("i", "list")])
         event_rows = events.column("i_list").combine_chunks()
         first = pc.list_element(event_rows, 0)
-        keys = ["source_id", "schema_name", "table_name", "binlog_file"]
         tm_cols = [batch.column(c).take(first) for c in _TM]
         table = pa.table([batch.column(k).take(first) for k in keys]
                          + [_fingerprint(c) for c in tm_cols]
@@ -93,20 +112,34 @@ class BatchRenderer:
         for g, key in enumerate(grouped.select(keys).to_pylist()):
             evs = members[g].values
             rows = event_rows.take(evs).flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-            source, schema, name, binlog_file = (key[k] for k in keys)
-            tm = _table_map(tm_cols, int(evs[0].as_py()))
-            pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
-            while len(rows):
-                start, end = self.plan.epoch(source, schema, name, int(pos.min()))
-                inside = (pos > start) & (pos <= end)
-                part = rows[inside]
-                try:  # the epoch, not the row, decides: any row of the group names it
-                    spec = self.plan.resolve(source, schema, name, binlog_file,
-                                             int(self._start_pos[part[0]]), tm)
-                except SchemaMismatchError as exc:
-                    spec = exc
-                yield part, spec
-                rows, pos = rows[~inside], pos[~inside]
+            yield from self._epochs(key, rows, _table_map(tm_cols, int(evs[0].as_py())))
+
+    def _epochs(self, key: dict, rows: np.ndarray, tm: BronzeTableMap
+                ) -> Iterator[tuple[np.ndarray, object]]:
+        """``rows`` (one table, one TABLE_MAP) split by the table's schema epochs."""
+        source, schema, name, binlog_file = (key[k] for k in
+                                             ("source_id", "schema_name", "table_name",
+                                              "binlog_file"))
+        pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
+        while len(rows):
+            start, end = self.plan.epoch(source, schema, name, int(pos.min()))
+            inside = (pos > start) & (pos <= end)
+            part = rows[inside]
+            try:  # the epoch, not the row, decides: any row of the group names it
+                spec = self.plan.resolve(source, schema, name, binlog_file,
+                                         int(self._start_pos[part[0]]), tm)
+            except SchemaMismatchError as exc:
+                spec = exc
+            yield part, spec
+            rows, pos = rows[~inside], pos[~inside]
+
+    def _hashed_table_map(self, h: int, key: dict) -> BronzeTableMap:
+        tm = self.table_maps.get(h)
+        if tm is None:  # the transform collected every row's: bronze changed meanwhile?
+            raise LakeFaultError(f"bronze {key['binlog_file']}: the TABLE_MAP of rows of "
+                                 f"{key['schema_name']}.{key['table_name']} (hash {h}) was not "
+                                 "among the run's; re-run silver")
+        return tm
 
     def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""

@@ -13,9 +13,10 @@ from pyspark.sql import functions as F
 
 from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
+from pipelines.silver.render_batch import TM_COLUMNS, table_map_of
 from pipelines.silver.render_worker import render_batches
 
-__all__ = ["BRONZE_INPUT", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
+__all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
            "render_workers"]
 
 BRONZE_INPUT = [
@@ -39,23 +40,45 @@ def render_workers(setting: int, in_subprocess: bool) -> int:
     return setting or max(os.cpu_count() or 1, 1)
 
 
-def _process(plan: NamingPlan, quarantine: bool, workers: int):
+CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver names
+
+
+def _process(plan: NamingPlan, quarantine: bool, workers: int, table_maps):
     def run(batches):
-        yield from render_batches(batches, plan, quarantine=quarantine, workers=workers)
+        yield from render_batches(batches, plan, quarantine=quarantine, workers=workers,
+                                  table_maps=table_maps)
 
     return run
 
 
 def _changes(bronze):
-    return bronze.where(F.col("event_type").isin("INSERT", "UPDATE", "DELETE")).select(*BRONZE_INPUT)
+    """Bronze's row changes, and the TABLE_MAPs of their rows events by hash (None: as
+    columns). Every row of a rows event repeats its TABLE_MAP's eight list columns, and a run
+    holds only a few distinct ones: they are collected once from each event's first row, and
+    the rows carry ``xxhash64`` of them instead, so the rendering tasks do not move them.
+    Two different TABLE_MAPs with one hash (checked here, exactly) keep the columns. (Every
+    row, not each event's first: the inner rows events of a TRANSACTION_PAYLOAD share one
+    position and number their rows on.)"""
+    changes = bronze.where(F.col("event_type").isin(*CHANGE_TYPES))
+    tm_hash = F.xxhash64(*TM_COLUMNS)
+    found = changes.select(tm_hash.alias("tm_hash"), *TM_COLUMNS).distinct().collect()
+    table_maps = {}
+    for row in found:
+        tm = table_map_of(row.asDict())
+        if table_maps.setdefault(row["tm_hash"], tm) != tm:
+            return changes.select(*BRONZE_INPUT), None
+    slim = [c for c in BRONZE_INPUT if c not in TM_COLUMNS]
+    return changes.select(*slim, tm_hash.alias("tm_hash")), table_maps
 
 
 def to_silver(bronze, plan: NamingPlan, workers: int = 0):
     """Bronze rows → silver rows (``SILVER_COLUMNS``) for every change a schema names."""
-    rendered = _changes(bronze).mapInArrow(_process(plan, False, workers), _RENDERED_DDL)
+    changes, table_maps = _changes(bronze)
+    rendered = changes.mapInArrow(_process(plan, False, workers, table_maps), _RENDERED_DDL)
     return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
 
 
 def to_quarantine(bronze, plan: NamingPlan, workers: int = 0):
     """Bronze rows → quarantine rows (bronze key and reason) for changes no schema names."""
-    return _changes(bronze).mapInArrow(_process(plan, True, workers), QUARANTINE_DDL)
+    changes, table_maps = _changes(bronze)
+    return changes.mapInArrow(_process(plan, True, workers, table_maps), QUARANTINE_DDL)
