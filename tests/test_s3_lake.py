@@ -180,3 +180,39 @@ def test_status_names_the_holder_on_s3(minio, bucket, tmp_path) -> None:
     assert leases["bronze"]["state"] == "held" and leases["bronze"]["pid"] == holder.pid
     assert leases["bronze"]["command"] == "test holder of bronze" and status["lake"] == root
     assert rc2 == 75 and f"pid {holder.pid}" in err2 and f"{root}/_binlake/leases/bronze" in err2
+
+
+@pytest.mark.mariadb
+def test_stream_into_s3_then_silver_each_row_once(minio, bucket, tmp_path, monkeypatch) -> None:
+    from devtools.mariadb import MariaDBServer
+    from pipelines.stream.progress import read_live
+    from tests.support.lake_runs import wait_for
+
+    for name, value in minio.env().items():
+        monkeypatch.setenv(name, value)
+    root = f"s3://{bucket}/lakes/stream-{uuid.uuid4().hex[:6]}"
+    live = f"{root}/bronze/stream_status/default.json"
+    with MariaDBServer() as server:
+        server.execute("CREATE DATABASE app")
+        server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
+        env = dict(_env(minio), BINLAKE_SOURCE_DSN=server.dsn(),
+                   BINLAKE_STREAM_BATCH_INTERVAL_MS="200", BINLAKE_STREAM_SILVER_LAG_SECONDS="1")
+        stream = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--lake", root,
+                                   "stream", "--server-id", "4545"], cwd=tmp_path, env=env,
+                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert wait_for(lambda: (read_live(live) or {}).get("state") == "running", 300, 0.3)
+            for i in range(60):
+                server.execute("INSERT INTO app.t VALUES (%s, %s)", (i, i))
+            server.execute("UPDATE app.t SET v = v + 1 WHERE id < 10")
+            assert wait_for(lambda: (read_live(live) or {}).get("row_changes", 0) >= 70, 300, 0.3)
+        finally:
+            stream.terminate()
+            out, err = stream.communicate(timeout=300)
+        assert stream.returncode == 0, err[-3000:]
+        assert minio.secret not in out + err
+    rc, out, err = _run(minio, tmp_path, root, "silver")
+    assert rc == 0, out + err
+    assert _silver_once(minio, bucket, root) == 70
+    assert read_live(live)["state"] == "stopped"
+    assert sorted(os.listdir(tmp_path)) == [], "nothing of the lake was written locally"
