@@ -86,31 +86,40 @@ class MinioServer:
         return self._password
 
     def start(self) -> "MinioServer":
-        binary = find_minio()
-        if binary is None:
+        if find_minio() is None:
             raise MinioStartError(f"no minio binary: run `make minio` (builds {MINIO_VERSION} "
                                   f"into {default_binary().parent}) or set BINLAKE_MINIO_BIN")
         self._workdir = Path(tempfile.mkdtemp(prefix="binlake-minio-"))
-        log = open(self._workdir / "minio.log", "wb")
         for _ in range(5):  # a free port can be taken between probing and binding
             self.port = _free_port()
-            console = _free_port()
-            env = dict(os.environ, MINIO_ROOT_USER=self.user, MINIO_ROOT_PASSWORD=self._password,
-                       MINIO_REGION=self.region, MINIO_BROWSER="off",
-                       MINIO_UPDATE="off", MINIO_CI_CD="1")
-            self._proc = subprocess.Popen(
-                [binary, "server", str(self._workdir / "data"), "--quiet",
-                 "--address", f"127.0.0.1:{self.port}",
-                 "--console-address", f"127.0.0.1:{console}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-            if self._wait_live():
-                log.close()
+            if self._launch():
                 return self
             self._kill()
-        log.close()
         tail = (self._workdir / "minio.log").read_text(errors="replace")[-3000:]
         self.stop()
         raise MinioStartError(f"minio did not come up within {START_TIMEOUT_S:.0f}s:\n{tail}")
+
+    def _launch(self) -> bool:
+        """Start the process on ``self.port`` with the data directory; True once it is live."""
+        env = dict(os.environ, MINIO_ROOT_USER=self.user, MINIO_ROOT_PASSWORD=self._password,
+                   MINIO_REGION=self.region, MINIO_BROWSER="off", MINIO_UPDATE="off",
+                   MINIO_CI_CD="1")
+        with open(self._workdir / "minio.log", "ab") as log:
+            self._proc = subprocess.Popen(
+                [find_minio(), "server", str(self._workdir / "data"), "--quiet",
+                 "--address", f"127.0.0.1:{self.port}",
+                 "--console-address", f"127.0.0.1:{_free_port()}"],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+        return self._wait_live()
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Kill the server (SIGKILL), stay down ``down_seconds``, start it again on the same
+        port and data: an object store that goes away for a while."""
+        self._kill()
+        time.sleep(down_seconds)
+        if not self._launch():
+            raise MinioStartError("minio did not come back on port "
+                                  f"{self.port} within {START_TIMEOUT_S:.0f}s")
 
     def _wait_live(self) -> bool:
         end = time.monotonic() + START_TIMEOUT_S

@@ -397,3 +397,22 @@ def test_lake_files_answer_alike_on_s3_and_on_a_filesystem(minio, bucket, tmp_pa
         assert read_live(live) is None
         write_live(live, {"state": "running", "pos": 4})
         assert read_live(live)["state"] == "running" and read_live(live)["pos"] == 4
+
+
+def test_a_store_gone_for_a_while_does_not_lose_a_renewed_lease(minio, root, caplog) -> None:
+    """MinIO killed and restarted while a lease is held: renewals fail (logged), then go on;
+    nobody else can take the stage meanwhile and the holder keeps its lease."""
+    store = _store(_cfg(minio, root), "silver")
+    lease = Lease(store, "silver", "me", expiry=6, wait=0, say=_quiet)
+    me = lease.acquire()
+    with caplog.at_level("WARNING", logger="pipelines.lease"):
+        minio.restart(down_seconds=3.0)  # > one heartbeat (2 s), < the expiry (6 s)
+        time.sleep(2.5)
+    assert any("renewal failed" in r.message for r in caplog.records), "no renewal was missed"
+    assert not lease.lost
+    with pytest.raises(LeaseHeldError, match="'me'"):
+        Lease(_store(_cfg(minio, root), "silver"), "silver", "other", expiry=6, wait=0,
+              say=_quiet).acquire()
+    assert json.loads(store.read(me.generation))["expires"] > me.expires
+    lease.release()
+    assert json.loads(store.read(me.generation))["released"]
