@@ -40,10 +40,13 @@ def _pick(renderer: BatchRenderer, batch: pa.RecordBatch, quarantine: bool) -> p
     return held if quarantine else silver
 
 
+_KIND = 8  # a message's kind, padded so that the Arrow buffers after it stay 8-byte aligned
+
+
 def _message(kind: bytes, batch: pa.RecordBatch) -> pa.Buffer:
     """``kind`` followed by ``batch`` as an Arrow IPC stream, in one buffer (no copies)."""
     sink = pa.BufferOutputStream()
-    sink.write(kind)
+    sink.write(kind.ljust(_KIND, b"\0"))
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
     return sink.getvalue()
@@ -63,7 +66,7 @@ def serve(conn) -> None:
                 data = conn.recv_bytes()
             except EOFError:
                 return
-            kind, data = data[:1], memoryview(data)[1:]
+            kind, data = data[:1], memoryview(data)[_KIND:]
             try:
                 if kind == b"P":
                     renderer = BatchRenderer(*pickle.loads(data))
@@ -98,7 +101,7 @@ class _Pool:
         """Send every process the naming plan, unless it is the one they have."""
         if digest != self.plan_digest:
             for w in range(len(self.conns)):
-                self._send(w, b"P" + plan)
+                self._send(w, b"P".ljust(_KIND, b"\0") + plan)
             self.plan_digest = digest
 
     def _send(self, w: int, data) -> None:
