@@ -23,7 +23,8 @@ from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; k
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
+    "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")

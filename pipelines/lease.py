@@ -5,7 +5,9 @@ A lease is a generation-numbered file under ``<lake>/_binlake/leases/<stage>/``
 the stage by creating generation ``top + 1`` with **create-if-absent** (the same primitive
 Delta's ``_delta_log`` relies on: the first writer of version N wins), and only when ``top``
 is released, expired, or held by a dead process on this host. Two writers that both see a
-free lease both try ``top + 1``; exactly one create succeeds, the other looks again.
+free lease both try ``top + 1``; exactly one create succeeds, the other looks again. On an
+``s3://`` lake the files are objects and create-if-absent is a conditional PUT
+(``pipelines/lease_s3.py``).
 
 The holder's file says who (host, pid, the process start time, the command, since when) and
 until when (``expires``); a heartbeat thread renews ``expires`` every third of
