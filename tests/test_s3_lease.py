@@ -205,9 +205,10 @@ def test_list_read_and_delete(minio, bucket) -> None:
 
 def test_a_store_ignoring_conditional_puts_is_refused(minio, bucket) -> None:
     from pipelines import lease_s3
-    from tests.support.s3_proxy import ConditionStrippingProxy
+    from tests.support.s3_proxy import S3Proxy
 
-    with ConditionStrippingProxy(minio.endpoint) as url:
+    with S3Proxy(minio.endpoint, strip_conditions=True) as proxy:
+        url = proxy.url
         root = f"s3://{bucket}/lakes/{uuid.uuid4().hex[:10]}"
         cfg = load_config(env={}, overrides={
             "lake.root": root, "storage.endpoint": url,
@@ -222,6 +223,28 @@ def test_a_store_ignoring_conditional_puts_is_refused(minio, bucket) -> None:
     assert f"lake.root {root}" in text and "does not honour conditional PUTs" in text
     assert "second PUT with If-None-Match" in text and "wrong ETag succeeded" in text
     assert _client(minio, bucket).list(root.split("/", 3)[3] + "/") == [], "probe cleaned up"
+
+
+def test_a_conditional_put_whose_answer_was_lost_counts_when_the_object_is_ours(
+        minio, bucket) -> None:
+    """The store wrote, the answer never came: the retry gets 412 and the store reads the
+    object back; our bytes → won, another writer's bytes → lost."""
+    from tests.support.s3_proxy import S3Proxy
+
+    prefix = f"lost-answer/{uuid.uuid4().hex}"
+    with S3Proxy(minio.endpoint) as proxy:
+        via = S3Client(S3Settings.resolve(env=dict(minio.env(), AWS_ENDPOINT_URL=proxy.url)),
+                       bucket)
+        mine = S3LeaseStore(via, prefix)
+        proxy.lose_answers = 1
+        assert mine.create(1, b'{"v": "mine"}') and proxy.lost == 1
+        proxy.lose_answers = 1
+        assert mine.replace(1, b'{"v": "renewed"}') is True and proxy.lost == 2
+        assert mine.replace(1, b'{"v": "again"}') is True, "the read-back ETag is current"
+        other = S3LeaseStore(via, prefix)
+        proxy.lose_answers = 1
+        assert not other.create(1, b'{"v": "other"}')  # 412 for real: someone else's bytes
+        assert mine.read(1) == b'{"v": "again"}'
 
 
 # -- the lease on the object store ------------------------------------------------------------
