@@ -151,6 +151,20 @@ def test_two_silver_runs_at_once_on_s3_append_each_row_once(minio, bucket, tmp_p
         assert _silver_once(minio, bucket, root) == SAMPLE_ROW_CHANGES
 
 
+def test_two_bronze_runs_at_once_on_s3_decode_each_file_once(minio, bucket, tmp_path) -> None:
+    root = f"s3://{bucket}/lakes/bronze-pair-{uuid.uuid4().hex[:6]}"
+    args = ("bronze", "--binlog-dir", str(SAMPLES), "--all")
+    procs = [_start(minio, tmp_path, root, *args) for _ in range(2)]
+    res = [(p, *p.communicate(timeout=900)) for p in procs]
+    assert all(p.returncode == 0 for p, _, _ in res), res
+    decoded = sorted(line.split(":")[1].strip() for _, out, _ in res for line in out.splitlines()
+                     if line.startswith("bronze: mariadb-bin.0") and ": completed" in line)
+    assert decoded == SAMPLE_FILES, "each file decoded by exactly one of the two"
+    keys = _rows(minio, f"{root}/bronze/binlog_events", KEY + ["event_type"])
+    assert len(keys) == len({k[:4] for k in keys}), "a bronze key appears twice"
+    assert sum(k[4] in ("INSERT", "UPDATE", "DELETE") for k in keys) == SAMPLE_ROW_CHANGES
+
+
 _HOLD = """
 import sys, time
 from pipelines.config import load_config
