@@ -62,7 +62,7 @@ def list_lake_dir(path: str, storage: object | None = None) -> list[str] | None:
             return None
     client, key = _s3(path, storage)
     base = key.rstrip("/") + "/"
-    names = {k[len(base):].split("/", 1)[0] for k in client.list(base)}
+    names = {k[len(base):].split("/", 1)[0] for k in client.list(base)} - {""}  # "dir/" markers
     return sorted(names) or None
 
 

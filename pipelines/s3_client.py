@@ -148,17 +148,25 @@ def export_engine_env(storage: object, root: str, env: dict[str, str] | None = N
     parse_s3_url(root)
     env = os.environ if env is None else env
     s = S3Settings.resolve(storage, env)
-    env.update({"AWS_ACCESS_KEY_ID": s.access_key_id, "AWS_SECRET_ACCESS_KEY": s.secret_access_key,
-                "AWS_REGION": s.region})
+    env.update({"AWS_ACCESS_KEY_ID": s.access_key_id, "AWS_REGION": s.region,
+                "AWS_SECRET_ACCESS_KEY": s.secret_access_key})
     if s.session_token:
         env["AWS_SESSION_TOKEN"] = s.session_token
+    else:  # a token of another identity must not pair with these keys
+        env.pop("AWS_SESSION_TOKEN", None)
     if s.path_style:  # an explicit endpoint (MinIO, R2 …): path-style requests to it
         env["AWS_ENDPOINT_URL"] = s.endpoint
         env.setdefault("AWS_ALLOW_HTTP", "true" if s.endpoint.startswith("http://") else "false")
 
 
-def _uri_encode(text: str, *, slash: bool) -> str:
-    return quote(text, safe="-_.~" + ("/" if not slash else ""))
+def _uri_encode(text: str, *, encode_slash: bool) -> str:
+    return quote(text, safe="-_.~" if encode_slash else "-_.~/")
+
+
+def _query_string(query: Mapping[str, str]) -> str:
+    """SigV4's canonical query string (also what is sent): sorted, every part encoded."""
+    return "&".join(f"{_uri_encode(k, encode_slash=True)}={_uri_encode(v, encode_slash=True)}"
+                    for k, v in sorted(query.items()))
 
 
 def sign_v4(settings: S3Settings, method: str, host: str, path: str,
@@ -177,9 +185,7 @@ def sign_v4(settings: S3Settings, method: str, host: str, path: str,
         signed["x-amz-security-token"] = settings.session_token
     signed.update({k.lower(): str(v).strip() for k, v in headers.items()})
     names = sorted(signed)
-    canonical_query = "&".join(f"{_uri_encode(k, slash=True)}={_uri_encode(v, slash=True)}"
-                               for k, v in sorted(query.items()))
-    canonical = "\n".join([method, path, canonical_query,
+    canonical = "\n".join([method, path, _query_string(query),
                            "".join(f"{n}:{signed[n]}\n" for n in names), ";".join(names),
                            payload_sha256])
     scope = f"{day}/{settings.region}/s3/aws4_request"
@@ -242,7 +248,8 @@ class S3Client:
     def copy(self, source_key: str, key: str) -> None:
         """CopyObject within the bucket (server side: the bytes do not travel here)."""
         self._call("PUT", key, ok=(200,), signed={
-            "x-amz-copy-source": _uri_encode(f"/{self.bucket}/{source_key}", slash=False)})
+            "x-amz-copy-source": _uri_encode(f"/{self.bucket}/{source_key}",
+                                             encode_slash=False)})
 
     def create_bucket(self) -> None:
         """CreateBucket (tests and ``devtools/minio.py``; binlake never creates buckets)."""
@@ -277,7 +284,7 @@ class S3Client:
 
     def _path(self, key: str) -> str:
         path = f"/{self.bucket}/{key}" if self.settings.path_style else f"/{key}"
-        return _uri_encode(path, slash=False)
+        return _uri_encode(path, encode_slash=False)
 
     def _call(self, method: str, key: str, *, body: bytes = b"",
               query: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
@@ -286,9 +293,7 @@ class S3Client:
         where = where or f"s3://{self.bucket}/{key}"
         query = dict(query or {})
         path = self._path(key)
-        target = path + ("?" + "&".join(f"{_uri_encode(k, slash=True)}="
-                                        f"{_uri_encode(v, slash=True)}"
-                                        for k, v in sorted(query.items())) if query else "")
+        target = path + ("?" + _query_string(query) if query else "")
         payload = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA256
         error: str = ""
         for attempt in range(_RETRIES):

@@ -100,6 +100,20 @@ def test_settings_come_from_storage_keys_then_aws_env_and_hide_the_secret(minio)
         S3Settings.resolve(env=dict(minio.env(), AWS_ENDPOINT_URL="ftp://host:21"))
 
 
+def test_the_engine_gets_the_resolved_settings_as_aws_env(minio) -> None:
+    from pipelines.s3_client import export_engine_env
+
+    cfg = _cfg(minio, "s3://b-1/lake")
+    env = {"AWS_SESSION_TOKEN": "of-another-identity"}
+    export_engine_env(cfg.storage, cfg.lake.root, env)
+    assert env == {"AWS_ACCESS_KEY_ID": minio.user, "AWS_SECRET_ACCESS_KEY": minio.secret,
+                   "AWS_REGION": minio.region, "AWS_ENDPOINT_URL": minio.endpoint,
+                   "AWS_ALLOW_HTTP": "true"}, "no token of another identity with these keys"
+    untouched: dict[str, str] = {}
+    export_engine_env(cfg.storage, "/data/lake", untouched)
+    assert untouched == {}
+
+
 def test_refused_credentials_and_a_missing_bucket_are_config_errors(minio, bucket) -> None:
     wrong = "not-the-secret-" + uuid.uuid4().hex
     bad = S3Client(S3Settings.resolve(env=dict(minio.env(), AWS_SECRET_ACCESS_KEY=wrong)),
