@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -55,8 +56,12 @@ def _free_port() -> int:
 class MinioServer:
     """One private ``minio server`` process; use as a context manager."""
 
-    def __init__(self, region: str = "us-east-1") -> None:
+    def __init__(self, region: str = "us-east-1", *,
+                 tls: tuple[str, str] | None = None) -> None:
+        """``tls``: (certificate, key) PEM files to serve HTTPS with, for the name
+        ``localhost`` (the endpoint is then ``https://localhost:PORT``)."""
         self.region = region
+        self.tls = tls
         self.user = "binlake-" + secrets.token_hex(4)
         self._password = secrets.token_urlsafe(24)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -73,6 +78,8 @@ class MinioServer:
 
     @property
     def endpoint(self) -> str:
+        if self.tls:
+            return f"https://localhost:{self.port}"
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
@@ -104,11 +111,17 @@ class MinioServer:
         env = dict(os.environ, MINIO_ROOT_USER=self.user, MINIO_ROOT_PASSWORD=self._password,
                    MINIO_REGION=self.region, MINIO_BROWSER="off", MINIO_UPDATE="off",
                    MINIO_CI_CD="1")
+        certs = []
+        if self.tls:
+            (self._workdir / "certs").mkdir(exist_ok=True)
+            shutil.copyfile(self.tls[0], self._workdir / "certs" / "public.crt")
+            shutil.copyfile(self.tls[1], self._workdir / "certs" / "private.key")
+            certs = ["--certs-dir", str(self._workdir / "certs")]
         with open(self._workdir / "minio.log", "ab") as log:
             self._proc = subprocess.Popen(
                 [find_minio(), "server", str(self._workdir / "data"), "--quiet",
                  "--address", f"127.0.0.1:{self.port}",
-                 "--console-address", f"127.0.0.1:{_free_port()}"],
+                 "--console-address", f"127.0.0.1:{_free_port()}", *certs],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
         return self._wait_live()
 
@@ -127,7 +140,10 @@ class MinioServer:
             if self._proc is None or self._proc.poll() is not None:
                 return False
             try:
-                with urllib.request.urlopen(f"{self.endpoint}/minio/health/live", timeout=2):
+                # Liveness only: the tests check the certificate with the client itself.
+                ctx = ssl._create_unverified_context() if self.tls else None
+                with urllib.request.urlopen(f"{self.endpoint}/minio/health/live", timeout=2,
+                                            context=ctx):
                     return True
             except OSError:
                 time.sleep(0.1)

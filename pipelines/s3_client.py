@@ -305,6 +305,11 @@ class S3Client:
                            payload, dt.datetime.now(dt.timezone.utc))
             try:
                 ans = self._send(method, target, body, {**auth, **(headers or {})})
+            except ssl.SSLCertVerificationError as exc:  # no retry can help
+                raise ConfigError(
+                    f"{method} {where}: the certificate of {self.settings.endpoint} is not "
+                    f"trusted ({exc.verify_message or exc}); check storage.endpoint, or name "
+                    "the CA bundle that signed it in AWS_CA_BUNDLE") from None
             except (OSError, http.client.HTTPException) as exc:
                 error = f"cannot reach {self.settings.endpoint}: {exc}"
                 continue

@@ -453,3 +453,29 @@ def test_a_store_gone_for_a_while_does_not_lose_a_renewed_lease(minio, root, cap
     assert json.loads(store.read(me.generation))["expires"] > me.expires
     lease.release()
     assert json.loads(store.read(me.generation))["released"]
+
+
+def test_https_endpoint_verifies_the_store_certificate(tmp_path) -> None:
+    """MinIO serving HTTPS with a certificate made at test time: the lease works with the CA
+    that signed it (AWS_CA_BUNDLE) and is refused, naming the endpoint, with another CA."""
+    from tests.support.tls import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    with MinioServer(tls=(pki.server_cert, pki.server_key)) as server:
+        env = dict(server.env(), AWS_CA_BUNDLE=pki.ca)
+        assert env["AWS_ENDPOINT_URL"].startswith("https://localhost:")
+        bucket = f"tls-{uuid.uuid4().hex[:8]}"
+        S3Client(S3Settings.resolve(env=env), bucket).create_bucket()
+        store = S3LeaseStore(S3Client(S3Settings.resolve(env=env), bucket), "leases/silver")
+        lease = Lease(store, "silver", "over tls", expiry=30, wait=0, say=_quiet)
+        assert lease.acquire().generation == 1
+        lease.release()
+        wrong = S3Client(S3Settings.resolve(env=dict(env, AWS_CA_BUNDLE=pki.other_ca)), bucket)
+        with pytest.raises(ConfigError) as exc:
+            wrong.list("leases/")
+        text = str(exc.value)
+        assert server.endpoint in text and "not trusted" in text and "AWS_CA_BUNDLE" in text
+        system = S3Client(S3Settings.resolve(env={k: v for k, v in env.items()
+                                                  if k != "AWS_CA_BUNDLE"}), bucket)
+        with pytest.raises(ConfigError, match="not trusted"):
+            system.get("leases/silver/00000000000000000001.json")
