@@ -218,7 +218,11 @@ class S3Client:
         self._host = ep.netloc if settings.path_style else f"{bucket}.{ep.netloc}"
         self._tls = None
         if self._https:
-            self._tls = ssl.create_default_context(cafile=settings.ca_bundle or None)
+            try:
+                self._tls = ssl.create_default_context(cafile=settings.ca_bundle or None)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"AWS_CA_BUNDLE {settings.ca_bundle}: cannot read it as "
+                                  f"PEM certificates ({exc})") from None
 
     def __repr__(self) -> str:
         return f"S3Client({self.settings.endpoint!r}, bucket={self.bucket!r})"

@@ -479,3 +479,6 @@ def test_https_endpoint_verifies_the_store_certificate(tmp_path) -> None:
                                                   if k != "AWS_CA_BUNDLE"}), bucket)
         with pytest.raises(ConfigError, match="not trusted"):
             system.get("leases/silver/00000000000000000001.json")
+        with pytest.raises(ConfigError, match="AWS_CA_BUNDLE .*nope.pem: cannot read"):
+            S3Client(S3Settings.resolve(env=dict(env, AWS_CA_BUNDLE=str(tmp_path / "nope.pem"))),
+                     bucket)
