@@ -28,6 +28,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipelines.errors import EngineError
+from pipelines.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import QUARANTINE, RENDERED, BatchRenderer
 from pipelines.workers import forkserver, forkserver_is_safe
@@ -78,6 +79,8 @@ def serve(conn) -> None:
             conn.send_bytes(b"B" if out.num_rows else b"N")
             if out.num_rows:
                 conn.send_bytes(out.serialize())
+            del out
+            release_freed_memory()  # a worker lives for the run: keep it at one batch
     finally:
         conn.close()
 
