@@ -295,7 +295,6 @@ def test_gold_pair_into_one_database_is_exactly_once(spark, tmp_path, bronze_lak
 # -- JVM Spark with delta-spark ------------------------------------------------------------
 
 @pytest.mark.classic
-@pytest.mark.soak
 def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path) -> None:
     lake = tmp_path / "jvm" / "lake"
     lake.parent.mkdir()
