@@ -24,7 +24,11 @@ old or the compacted table, both with every file's latest row.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
+import random
+import re
+import time
 from dataclasses import asdict, dataclass
 
 from pipelines.binlog_names import binlog_order, is_binlog_file
@@ -35,11 +39,17 @@ from pipelines.lake import BRONZE_FILES, Lake
 __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "save_states",
            "latest_states", "Compacted", "compact_states", "superseded_keys", "compaction_due"]
 
+log = logging.getLogger(__name__)
+
 DROPPED = "dropped"
 
 COMPACT_FACTOR = 2  # a bronze run leaves two rows per file (in_progress, then its outcome)
 COMPACT_SLACK = 100
 COMPACT_BATCH = 20_000  # superseded rows per DELETE commit (the predicate's IN list)
+COMPACT_ATTEMPTS = 5
+# A DELETE that lost its commit to a concurrent one: Sail (delta-rs) and delta-spark words.
+_COMMIT_LOST = re.compile(r"Failed to commit transaction|Concurrent\w*Exception|"
+                          r"DELTA_CONCURRENT_\w+")
 # One row's identity: its file and its updated_at (microseconds, time-zone free).
 _ROW_KEY = ("concat_ws('/', source_id, binlog_file, "
             "CAST(unix_micros(updated_at) AS STRING))")
@@ -147,9 +157,12 @@ def superseded_keys(df):
             .where(F.col("_t") < F.col("_latest")).select(F.expr(_ROW_KEY).alias("key")))
 
 
-def compact_states(spark, lake: Lake, *, force: bool = False) -> Compacted | None:
+def compact_states(spark, lake: Lake, *, force: bool = False,
+                   attempts: int = COMPACT_ATTEMPTS) -> Compacted | None:
     """Delete superseded rows when :func:`compaction_due` (module docstring); ``None`` when
-    nothing was due. The caller holds the ``bronze`` lease (one compactor at a time)."""
+    nothing was due, or when every attempt lost its commit to a concurrent writer (the engine
+    refuses a DELETE that races an append; compaction is left to the next run, a warning
+    says so). The caller holds the ``bronze`` lease (one compactor at a time)."""
     if not lake.exists(spark, BRONZE_FILES):
         return None
     ident = lake.ident(BRONZE_FILES)
@@ -157,11 +170,27 @@ def compact_states(spark, lake: Lake, *, force: bool = False) -> Compacted | Non
     rows, files = spark.sql(count).first()
     if not compaction_due(rows, files, force=force):
         return None
-    keys = [r[0] for r in superseded_keys(lake.read(spark, BRONZE_FILES)).collect()]
-    commits = 0
-    for i in range(0, len(keys), COMPACT_BATCH):
-        in_list = ", ".join(sql_string(k) for k in keys[i:i + COMPACT_BATCH])
-        lake.delete_where(spark, BRONZE_FILES, f"{_ROW_KEY} IN ({in_list})")
-        commits += 1
+    commits, left = 0, None
+    for attempt in range(attempts):
+        keys = [r[0] for r in superseded_keys(lake.read(spark, BRONZE_FILES)).collect()]
+        try:
+            for i in range(0, len(keys), COMPACT_BATCH):
+                in_list = ", ".join(sql_string(k) for k in keys[i:i + COMPACT_BATCH])
+                lake.delete_where(spark, BRONZE_FILES, f"{_ROW_KEY} IN ({in_list})")
+                commits += 1
+            left = None
+            break
+        except Exception as exc:  # noqa: BLE001 - each engine words a lost commit its own way
+            if not _COMMIT_LOST.search(str(exc)):
+                raise
+            left = str(exc).strip().splitlines()[0][:200]
+            log.info("bronze/files: compaction commit %d lost to a concurrent writer (%s)",
+                     attempt + 1, left)
+            time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
+    if left is not None:
+        log.warning("bronze/files: compaction gave up after %d attempts, each commit lost to a "
+                    "concurrent writer (%s); the next bronze run or `binlake optimize` "
+                    "compacts it", attempts, left)
+        return None
     after = spark.sql(f"SELECT count(*) FROM {ident}").first()[0]
     return Compacted(rows, after, files, commits)

@@ -1,9 +1,9 @@
 """A writer of ``bronze/files`` without the ``bronze`` lease, as ``binlake stream`` is one.
 
-``python -m tests.support.state_appender LAKE SOURCE FILES STOP``: appends, round after round
-until the file STOP exists (then one round more), a new state for each of FILES binlog names
-of SOURCE through :class:`pipelines.stream.files_state.StreamFiles` (the stream's own code);
-prints each file's last saved state as one JSON line per file at the end.
+``python -m tests.support.state_appender LAKE SOURCE FILES STOP SECONDS``: appends, a round
+every SECONDS until the file STOP exists (then one round more), a new state for each of FILES
+binlog names of SOURCE through :class:`pipelines.stream.files_state.StreamFiles` (the
+stream's own code); prints each file's last saved state as one JSON line per file at the end.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 
-def main(lake_root: str, source: str, files: int, stop: str) -> None:
+def main(lake_root: str, source: str, files: int, stop: str, every: float) -> None:
     from pipelines.lake import Lake
     from pipelines.session import get_spark
     from pipelines.stream.files_state import StreamFiles
@@ -30,6 +31,7 @@ def main(lake_root: str, source: str, files: int, stop: str) -> None:
         states.save()
         if last:
             break
+        time.sleep(every)
     for name in names:
         st = states.mine[name]
         print(json.dumps({"file": name, "status": st.status, "last_pos": st.last_pos,
@@ -37,4 +39,4 @@ def main(lake_root: str, source: str, files: int, stop: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))
