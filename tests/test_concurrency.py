@@ -12,17 +12,15 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support.lake_runs import (ROOT, SAMPLE_FILES, SAMPLES, assert_bronze_once,
-                                     assert_silver_once, binlake, delta_creates, start, together,
-                                     wait_for)
+from tests.support.lake_runs import (SAMPLE_FILES, SAMPLES, assert_bronze_once,
+                                     assert_silver_once, binlake, delta_creates, hold_lease, start,
+                                     together, wait_for)
 
 pytestmark = [pytest.mark.spark]
 
@@ -154,28 +152,9 @@ def test_a_stalled_holder_learns_it_lost_the_lease(tmp_path) -> None:
 
 # -- a holder that is alive, dead, or on another host ------------------------------------
 
-_HOLD = """
-import sys, time
-from pipelines.config import load_config
-from pipelines.lease import lake_lease
-cfg = load_config(env={}, overrides={"lake.root": sys.argv[1]})
-with lake_lease(cfg, sys.argv[2], "test holder of " + sys.argv[2]):
-    print("held", flush=True)
-    time.sleep(600)
-"""
-
-
-def _holder(lake: Path, stage: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(lake), stage],
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), text=True,
-                            stdout=subprocess.PIPE)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def test_second_writer_waits_bounded_then_exits_75_naming_the_holder(tmp_path, bronze_lake) -> None:
+def test_second_writer_waits_bounded_then_exits_75_naming_thehold_lease(tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "busy")
-    holder = _holder(lake, "silver")
+    holder = hold_lease(lake, "silver")
     try:
         t0 = time.monotonic()
         rc, out, err = binlake(lake, "--wait", "3", "silver")
@@ -191,9 +170,9 @@ def test_second_writer_waits_bounded_then_exits_75_naming_the_holder(tmp_path, b
     assert not (lake / "silver" / "binlog_events").exists(), "the refused run wrote nothing"
 
 
-def test_status_names_the_holder(spark, tmp_path, bronze_lake) -> None:
+def test_status_names_thehold_lease(spark, tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "status")
-    holder = _holder(lake, "bronze")
+    holder = hold_lease(lake, "bronze")
     try:
         rc, out, err = binlake(lake, "status", "--format", "json")
     finally:
@@ -207,7 +186,7 @@ def test_status_names_the_holder(spark, tmp_path, bronze_lake) -> None:
 
 def test_killed_holder_on_this_host_is_taken_over_at_once(spark, tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "dead")
-    holder = _holder(lake, "silver")
+    holder = hold_lease(lake, "silver")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     t0 = time.monotonic()

@@ -34,6 +34,7 @@ from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.config import Config
 from pipelines.errors import ConfigError, DecodeError, SourceError
 from pipelines.lake import Lake
+from pipelines.lease import lake_lease
 from pipelines.mysql_client import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
 from pipelines.stream.batch import MicroBatch
@@ -109,7 +110,8 @@ class StreamJob:
         self.lake = Lake.of(cfg)
         self.files = StreamFiles(spark, self.lake, self.source_id,
                                  f"stream://{dsn.host}:{dsn.port}")
-        self.startup = Startup(spark, self.lake, self.source_id, self.src, self.files)
+        self.startup = Startup(spark, self.lake, self.source_id, self.src, self.files,
+                               bronze_lease=lambda: lake_lease(cfg, "bronze"))
         self.pos = StreamPosition()
         self.committer = Committer(spark, self.lake, self.files,
                                    Identity(self.source_id, self.server_uuid, server_id),
