@@ -1,0 +1,111 @@
+"""The stream's take-over of files file mode indexed holds the lake's ``bronze`` lease.
+
+A real MariaDB, its binlog indexed by ``binlake bronze``, then ``binlake stream
+--start-file`` on that same file while another process holds the ``bronze`` lease: the stream
+refuses after ``--wait`` naming the holder (nothing deleted), or waits and takes the file over
+once the lease is free, next to a real ``binlake bronze`` of other files; afterwards every row
+is in bronze and silver once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.lake_runs import (SAMPLE_FILES, SAMPLES, assert_silver_once, binlake, finish,
+                                     hold_lease, start, wait_for)
+
+pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
+
+SAMPLE_ROW_CHANGES = 340  # samples/binlogs/README.md
+
+
+def _changes(spark, lake: Path, source: str) -> list[tuple]:
+    return [tuple(r) for r in spark.read.format("delta").load(str(lake / "bronze" / "binlog_events"))
+            .where(f"source_id = '{source}' AND event_type IN ('INSERT', 'UPDATE', 'DELETE')")
+            .select("binlog_file", "start_pos", "row_in_event").collect()]
+
+
+def test_stream_takeover_waits_for_the_bronze_lease_and_keeps_every_row_once(
+        spark, tmp_path) -> None:
+    from devtools.mariadb import MariaDBServer
+    from pipelines.bronze.files import load_states
+    from pipelines.lake import Lake
+    from pipelines.stream.progress import live_path, read_live
+
+    lake = tmp_path / "lake"
+    binlogs = tmp_path / "binlogs"
+    binlogs.mkdir()
+    with MariaDBServer() as server:
+        server.execute("CREATE DATABASE app")
+        server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
+        for i in range(30):
+            server.execute("INSERT INTO app.t VALUES (%s, %s)", (i, i))
+        first = server.binlog_files()[0].name
+        server.flush_logs()
+        shutil.copy(server.binlog_dir / first, binlogs / first)
+        rc, out, err = binlake(lake, "bronze", "--binlog-dir", str(binlogs), "--all")
+        assert rc == 0, err
+        indexed = _changes(spark, lake, "default")
+        assert len(indexed) == 30
+
+        env = {"BINLAKE_SOURCE_DSN": server.dsn(), "BINLAKE_STREAM_BATCH_INTERVAL_MS": "200",
+               "BINLAKE_STREAM_SILVER_LAG_SECONDS": "1"}
+        stream_args = ("stream", "--server-id", "4545", "--start-file", first)
+        holder = hold_lease(lake, "bronze")
+        try:
+            # A bounded wait: refused with exit 75 naming the holder, the file left alone.
+            rc, out, err = binlake(lake, "--wait", "3", *stream_args, env=env, timeout=300)
+            assert rc == 75, err
+            for fact in (f"host {socket.gethostname()}", f"pid {holder.pid}",
+                         "test holder of bronze", "gave up after waiting 3s"):
+                assert fact in err, (fact, err)
+            assert sorted(_changes(spark, lake, "default")) == sorted(indexed)
+
+            # A longer wait: the stream waits until the holder is gone, then takes over.
+            stream = start(lake, "--wait", "600", *stream_args, env=env)
+            err_lines: list[str] = []
+            reader = threading.Thread(target=lambda: err_lines.extend(stream.stderr),
+                                      daemon=True)
+            reader.start()
+            assert wait_for(lambda: any("bronze is being written by" in line
+                                        for line in err_lines) or stream.poll() is not None,
+                            300, 0.1), "".join(err_lines)
+            assert stream.poll() is None, "".join(err_lines)
+            time.sleep(1.0)
+            assert sorted(_changes(spark, lake, "default")) == sorted(indexed), (
+                "the take-over must not delete while bronze is held")
+            # A real bronze run of other files races the stream for the lease.
+            other = start(lake, "bronze", "--binlog-dir", str(SAMPLES), "--all",
+                          "--source", "samples")
+        finally:
+            holder.kill()
+            holder.wait()
+        assert wait_for(lambda: (read_live(live_path(str(lake), "default")) or {}).get("state")
+                        == "running" or stream.poll() is not None, 600, 0.2)
+        for i in range(30, 50):
+            server.execute("INSERT INTO app.t VALUES (%s, %s)", (i, i))
+        rc, out, err = finish(other)
+        assert rc == 0, out + err
+        assert wait_for(lambda: len(_changes(spark, lake, "default")) >= 50, 300, 0.5)
+        time.sleep(2.0)
+        stream.terminate()
+        stream.wait(300)
+        reader.join()
+        assert stream.returncode == 0, "".join(err_lines)[-3000:]
+    rc, out, err = binlake(lake, "silver")
+    assert rc == 0, err
+    changes = _changes(spark, lake, "default")
+    assert len(changes) == len(set(changes)) == 50, "every row of the source once"
+    assert len(set(changes) & set(indexed)) == 30, "the indexed file streamed again, once"
+    assert len(_changes(spark, lake, "samples")) == SAMPLE_ROW_CHANGES
+    states = load_states(spark, Lake(str(lake)))
+    assert sorted(n for s, n in states if s == "samples") == SAMPLE_FILES
+    assert states[("default", first)].status in ("streaming", "completed")
+    assert states[("default", first)].path.startswith("stream://")
+    assert assert_silver_once(spark, lake) == 50 + SAMPLE_ROW_CHANGES
