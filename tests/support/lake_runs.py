@@ -46,7 +46,13 @@ def start(lake: Path, *args: str, env: dict[str, str] | None = None,
 
 
 def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # never leave a run behind the failing test
+        out, err = proc.communicate()
+        raise AssertionError(f"{proc.args}: still running after {timeout:.0f}s\n{out}\n"
+                             f"{err[-3000:]}") from None
     return proc.returncode, out, err
 
 
