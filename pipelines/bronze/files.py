@@ -9,8 +9,8 @@ next run redoes the file).
 The table is append-only: every save appends one row per file it changes, and a file's state
 is its latest row (``updated_at``). Two writers that save at once (a `binlake bronze` and a
 `binlake stream`, or two runs racing without their lease) therefore never overwrite each
-other's files: each append lands as its own commit. ``dropped`` rows retract a file (the
-stream taking it over from scratch).
+other's files: each append lands as its own commit. ``dropped`` rows retract a file (older
+streams wrote them when taking a file over; the stream now marks such files ``streaming``).
 
 Compaction (:func:`compact_states`): once the table holds more than ``COMPACT_FACTOR`` rows
 per file plus ``COMPACT_SLACK``, a writer holding the ``bronze`` lease deletes every row that

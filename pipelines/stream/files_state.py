@@ -11,7 +11,7 @@ re-derives its entries.
 
 from __future__ import annotations
 
-from pipelines.bronze.files import DROPPED, FileState, load_states, save_states
+from pipelines.bronze.files import FileState, load_states, save_states
 from pipelines.lake import Lake
 
 __all__ = ["StreamFiles", "STREAMING"]
@@ -46,12 +46,6 @@ class StreamFiles:
         st = self._entry(name)
         st.status, st.size, st.last_pos, st.row_changes = "completed", end_pos, end_pos, row_changes
         st.error, st.updated_at = None, None
-
-    def forget(self, names: set[str]) -> None:
-        """Drop entries (files the stream takes over from scratch) at the next save."""
-        gone = [FileState(self.source_id, k[1], st.path, st.size, DROPPED)
-                for k, st in self.states().items() if k[0] == self.source_id and k[1] in names]
-        save_states(self.spark, self.lake, gone)
 
     def save(self) -> None:
         """Append this stream's entries to the table (one commit; ``bronze/files.py``)."""

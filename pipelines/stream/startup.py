@@ -6,11 +6,11 @@ last one file mode completed, else the oldest the server has. Bronze rows of the
 the checkpoint (file mode wrote them) make the stream re-read that file from its start.
 
 Takeover (:meth:`Startup.takeover`): the stream becomes the only writer of a file and the
-later files of its source: their bronze partitions (metadata only) and file-mode progress rows
-are dropped, and the streamed rows replace them. It holds the lake's ``bronze`` lease while it
-does (a running ``binlake bronze`` finishes first; bounded by ``lease.wait_seconds``, then the
-stream exits 75 naming the holder) and marks the first file ``streaming`` before releasing it,
-so a later ``binlake bronze`` skips that file instead of decoding it again.
+later files of its source: their bronze partitions are dropped (metadata only), their
+progress rows become ``streaming``, and the streamed rows replace them. It holds the lake's
+``bronze`` lease meanwhile (a running ``binlake bronze`` finishes first; bounded by
+``lease.wait_seconds``, then the stream exits 75 naming the holder), so no bronze run decodes
+those files between the delete and the stream reaching them: it skips ``streaming`` files.
 
 Gaps (:meth:`Startup.gap_start`): the server no longer has what a resume needs; the stream
 skips to the oldest binlog it has and records a GAP row (``checkpoint.gap_batch``).
@@ -87,8 +87,8 @@ class Startup:
                 self.lake.delete_where(self.spark, BRONZE_EVENTS, f"source_id = "
                                        f"{sql_string(self.source_id)} AND binlog_file IN "
                                        f"({in_list})")
-            self.files.forget(names - {first_file})
-            self.files.streaming(first_file, 4, 0)  # `binlake bronze` skips it from now on
+            for name in sorted(names | {first_file}):  # `binlake bronze` skips them now
+                self.files.streaming(name, 4, 0)
             self.files.save()
 
     # -- where to start ----------------------------------------------------------------------
