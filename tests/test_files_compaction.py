@@ -8,6 +8,7 @@ killed with SIGKILL mid-compaction.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,25 +158,47 @@ def test_compaction_during_bronze_run_and_lease_free_appends_loses_no_state(
 
 
 def test_kill_9_mid_compaction_leaves_every_files_latest_state(spark, tmp_path) -> None:
-    lake = tmp_path / "lake"
-    _grow(spark, Lake(str(lake)), 400, 12)
-    want = load_states(spark, Lake(str(lake)))
-    rows = _rows(spark, lake)
-    leases = lake / "_binlake" / "leases" / "bronze"
-
-    def generation() -> int:
-        return max((int(f.stem) for f in leases.glob("*.json")), default=0)
-
-    for delay in (0.0, 0.5, 1.5):
-        taken = generation()
+    """SIGKILL at several moments after `optimize` took the lease (its compaction commits
+    within about half a second of it), each on a fresh copy of a grown table."""
+    grown = tmp_path / "grown" / "lake"
+    _grow(spark, Lake(str(grown)), 400, 12)
+    want = load_states(spark, Lake(str(grown)))
+    assert _rows(spark, grown) == 4800
+    outcomes = []
+    for delay in (0.1, 0.25, 0.4, 0.6):
+        lake = tmp_path / f"kill{delay}" / "lake"
+        shutil.copytree(grown, lake)
+        leases = lake / "_binlake" / "leases" / "bronze"
         proc = start(lake, "optimize", "--tables", "bronze/files")
-        assert wait_for(lambda: generation() > taken or proc.poll() is not None, 300, 0.02)
+        assert wait_for(lambda: any(leases.glob("*.json")) or proc.poll() is not None, 300,
+                        0.02)
         assert proc.poll() is None, finish(proc)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        outcomes.append(_rows(spark, lake))
         assert load_states(spark, Lake(str(lake))) == want, f"killed after {delay}s"
+        assert outcomes[-1] in (4800, 400), outcomes  # the old table or the compacted one
     rc, out, err = binlake(lake, "--wait", "0", "optimize", "--tables", "bronze/files")
     assert rc == 0, err
     assert load_states(spark, Lake(str(lake))) == want
-    assert _rows(spark, lake) == 400 < rows
+    assert _rows(spark, lake) == 400
+
+
+def test_a_bronze_run_compacts_when_due_and_says_so(spark, tmp_path, capsys) -> None:
+    from pipelines.cli import main
+
+    lake = tmp_path / "lake"
+    _grow(spark, Lake(str(lake)), 30, 6)  # 180 rows for 30 files: due (> 2 * 30 + 100)
+    want = load_states(spark, Lake(str(lake)))
+    capsys.readouterr()
+    assert main(["--lake", str(lake), "bronze", "--binlog-dir", str(SAMPLES), "--files",
+                 SAMPLE_FILES[0]]) == 0
+    out = capsys.readouterr().out
+    assert "bronze: bronze/files compacted: 182 -> 31 rows for 31 file(s)" in out, out
+    states = load_states(spark, Lake(str(lake)))
+    assert {k: v for k, v in states.items() if k[0] == "src"} == want
+    assert states[("default", SAMPLE_FILES[0])].status == "completed"
+    assert main(["--lake", str(lake), "bronze", "--binlog-dir", str(SAMPLES), "--files",
+                 SAMPLE_FILES[0]]) == 0
+    assert "compacted" not in capsys.readouterr().out, "not due again"
