@@ -273,20 +273,31 @@ def test_gold_pair_into_one_database_is_exactly_once(spark, tmp_path, bronze_lak
 
 # -- JVM Spark with delta-spark ------------------------------------------------------------
 
-@pytest.mark.classic
-def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path) -> None:
-    """Both pairs on JVM Spark with delta-spark (``make test-jvm``). Every process starts its
-    own JVM, the cost here: so one round (three on Sail above), one small file per bronze run
-    and one decoding task each (the decoding runs in Python workers the JVM starts)."""
+@pytest.mark.parametrize("jvm", [
+    pytest.param("connect", marks=pytest.mark.jvm),
+    pytest.param("spark", marks=[pytest.mark.classic, pytest.mark.soak]),
+])
+def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) -> None:
+    """Both pairs once on JVM Spark with delta-spark. ``connect`` (``make test-jvm``): every
+    process is a client of the tests' one Spark Connect JVM server (``spark_connect_url``),
+    so no process starts a JVM of its own; ``spark`` (``make test-soak``): every process
+    starts its own local JVM, as two clusters would (a few minutes on 2 cores). Either way the
+    two runs are separate processes with separate Spark sessions, racing through the lease
+    and delta-spark's commits; one small file per bronze run keeps the JVM's work short."""
     lake = tmp_path / "jvm" / "lake"
     lake.parent.mkdir()
+    if jvm == "connect":
+        flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
+    else:
+        flags, engine = [], "spark"
     files = SAMPLE_FILES[:2]  # 18 + 16 row changes
     env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
-    res = together(lake, [_bronze(files[0]), _bronze(files[1])], engine="spark", env=env)
+    res = together(lake, [flags + _bronze(files[0]), flags + _bronze(files[1])],
+                   engine=engine, env=env)
     _ok(res)
     assert _decoded(res) == files
     assert assert_bronze_once(spark, lake, files) == 34
-    res = together(lake, [["silver"], ["silver"]], engine="spark", env=env)
+    res = together(lake, [flags + ["silver"], flags + ["silver"]], engine=engine, env=env)
     _ok(res)
     appended = sorted(int(out.split(" row changes appended")[0].rsplit(" ", 1)[1])
                       for _, out, _ in res)
