@@ -1,10 +1,13 @@
-"""The stream's take-over of files file mode indexed holds the lake's ``bronze`` lease.
+"""The stream and the lake's ``bronze`` lease: its take-over of files file mode indexed holds
+it; it compacts ``bronze/files`` under it when it is free.
 
-A real MariaDB, its binlog indexed by ``binlake bronze``, then ``binlake stream
+Take-over: a real MariaDB, its binlog indexed by ``binlake bronze``, then ``binlake stream
 --start-file`` on that same file while another process holds the ``bronze`` lease: the stream
 refuses after ``--wait`` naming the holder (nothing deleted), or waits and takes the file over
 once the lease is free, next to a real ``binlake bronze`` of other files; afterwards every row
-is in bronze and silver once.
+is in bronze and silver once. Compaction: a stream started on a lake whose ``bronze/files``
+is due compacts it (not while another process holds ``bronze``: it does not wait), and
+``StreamFiles`` asks for compaction every ``compact_every`` saves that wrote something.
 """
 
 from __future__ import annotations
@@ -109,3 +112,60 @@ def test_stream_takeover_waits_for_the_bronze_lease_and_keeps_every_row_once(
     assert states[("default", first)].status in ("streaming", "completed")
     assert states[("default", first)].path.startswith("stream://")
     assert assert_silver_once(spark, lake) == 50 + SAMPLE_ROW_CHANGES
+
+
+def test_stream_files_ask_for_compaction_every_n_saves(spark, tmp_path) -> None:
+    from pipelines.lake import Lake
+    from pipelines.stream.files_state import StreamFiles
+
+    calls = []
+    files = StreamFiles(spark, Lake(str(tmp_path / "lake")), "s", "stream://h:1",
+                        compact=lambda: calls.append(files.saves), compact_every=2)
+    for n in range(5):
+        files.streaming("bin.000001", 4 + n, n)
+        files.save()
+        files.save()  # nothing new: no row, not counted
+    assert calls == [2, 4]
+
+
+def test_a_stream_compacts_bronze_files_when_the_bronze_lease_is_free(spark, tmp_path) -> None:
+    from devtools.mariadb import MariaDBServer
+    from pipelines.bronze.files import FileState, load_states, save_states
+    from pipelines.lake import Lake
+
+    lake = tmp_path / "lake"
+
+    def grow(first: int) -> dict:
+        for n in range(first, first + 6):  # 240 rows for 40 files: due (> 2 * 40 + 100)
+            save_states(spark, Lake(str(lake)), [FileState("old", f"bin.{i:06d}", "/b", n,
+                                                           "partial", row_changes=n)
+                                                 for i in range(40)])
+        return {k: v for k, v in load_states(spark, Lake(str(lake))).items() if k[0] == "old"}
+
+    def rows() -> int:
+        return spark.read.format("delta").load(str(lake / "bronze" / "files")).count()
+
+    want = grow(0)
+    with MariaDBServer() as server:
+        server.execute("CREATE DATABASE app")
+        env = {"BINLAKE_SOURCE_DSN": server.dsn(), "BINLAKE_STREAM_BATCH_INTERVAL_MS": "200"}
+        args = ("-v", "stream", "--server-id", "4546", "--stop-after", "3")
+        rc, out, err = binlake(lake, *args, env=env, timeout=300)
+        assert rc == 0, err
+        # its start file's `streaming` row (the take-over) came first: 41 files
+        assert "bronze/files compacted: 241 -> 41 rows" in err, err
+        assert rows() < 100
+        assert {k: v for k, v in load_states(spark, Lake(str(lake))).items()
+                if k[0] == "old"} == want
+        want = grow(6)
+        before = rows()
+        holder = hold_lease(lake, "bronze")
+        try:  # a restart (no take-over) while bronze is busy: it neither waits nor compacts
+            rc, out, err = binlake(lake, *args, env=env, timeout=300)
+        finally:
+            holder.kill()
+            holder.wait()
+        assert rc == 0, err
+        assert "bronze is being written by" not in err and "compacted" not in err, err
+        assert rows() >= before
+    assert {k: v for k, v in load_states(spark, Lake(str(lake))).items() if k[0] == "old"} == want
