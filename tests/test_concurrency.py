@@ -283,7 +283,8 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) ->
     so no process starts a JVM of its own; ``spark`` (``make test-soak``): every process
     starts its own local JVM, as two clusters would (a few minutes on 2 cores). Either way the
     two runs are separate processes with separate Spark sessions, racing through the lease
-    and delta-spark's commits; one small file per bronze run keeps the JVM's work short."""
+    and delta-spark's commits; one small file per bronze run keeps the JVM's work short. Then
+    ``optimize`` compacts ``bronze/files`` there."""
     lake = tmp_path / "jvm" / "lake"
     lake.parent.mkdir()
     if jvm == "connect":
@@ -304,6 +305,11 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) ->
     assert appended == [0, 34]
     assert assert_silver_once(spark, lake) == 34
     assert delta_creates(lake / "silver" / "binlog_events") == 1
+    # bronze/files' compaction on delta-spark: two rows per file (in_progress, completed)
+    rc, out, err = binlake(lake, *flags, "optimize", "--tables", "bronze/files", engine=engine)
+    assert rc == 0, err
+    assert "bronze/files: superseded state rows deleted, 4 -> 2 row(s)" in out, out
+    assert assert_bronze_once(spark, lake, files) == 34
 
 
 # -- stream and index on one lake ---------------------------------------------------------
