@@ -312,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(args)
+        from pipelines.s3_client import export_engine_env
+
+        export_engine_env(cfg.storage, cfg.lake.root)  # an s3:// lake: the engine's AWS_* env
         return _COMMANDS.get(args.command, getattr(args, "handler", None))(args, cfg)
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
-from pipelines.lake import parse_catalog, table_dir
+from pipelines.lake import parse_catalog, resolve_root, table_dir
 from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
-    "StreamConfig", "LeaseConfig", "Config", "load_config", "read_toml", "parse_retain", "DEFAULT_CONF",
+    "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
+    "parse_retain", "DEFAULT_CONF",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -130,6 +131,18 @@ class LeaseConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Object-store access for an ``s3://`` lake root (``pipelines/s3_client.py``,
+    docs/concurrency.md); an empty key falls back to the usual ``AWS_*`` variable."""
+
+    endpoint: str = ""  # http(s)://host:port of MinIO, R2 …; empty: AWS (AWS_ENDPOINT_URL)
+    region: str = ""  # empty: AWS_REGION, else us-east-1
+    access_key_id: str = ""  # empty: AWS_ACCESS_KEY_ID
+    secret_access_key: str = field(default="", repr=False)  # empty: AWS_SECRET_ACCESS_KEY
+    session_token: str = field(default="", repr=False)  # empty: AWS_SESSION_TOKEN
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeConfig = LakeConfig()
     engine: EngineConfig = EngineConfig()
@@ -139,10 +152,12 @@ class Config:
     gold: GoldConfig = GoldConfig()
     stream: StreamConfig = StreamConfig()
     lease: LeaseConfig = LeaseConfig()
+    storage: StorageConfig = StorageConfig()
 
     @property
     def lake_root(self) -> str:
-        return os.path.abspath(self.lake.root)
+        """The root as an absolute path, or the URL itself for an object store (``s3://``)."""
+        return resolve_root(self.lake.root)
 
     def table_path(self, layer: str, name: str) -> str:
         """``<lake root>/<layer>/<name>`` (the registry's path; see ``pipelines.lake.Lake``
@@ -153,7 +168,8 @@ class Config:
 _SECTIONS_CLS: dict[str, type] = {"lake": LakeConfig, "engine": EngineConfig,
                                    "source": SourceConfig, "bronze": BronzeConfig,
                                    "gold": GoldConfig, "stream": StreamConfig,
-                                   "lease": LeaseConfig, "silver": SilverConfig}
+                                   "lease": LeaseConfig, "silver": SilverConfig,
+                                   "storage": StorageConfig}
 _SECTIONS = _SECTIONS_CLS
 _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine", "remote"),
             "BINLAKE_ENGINE": ("engine", "kind")}

@@ -121,10 +121,23 @@ def lake_tables() -> list[LakeTable]:
     return list(_REGISTRY.values())
 
 
+_URL_ROOT = re.compile(r"^[a-z][a-z0-9+.-]*://")
+
+
+def is_url_root(root: str) -> bool:
+    """True for an object-store lake root (``s3://bucket/prefix``), not for a path or file://."""
+    return bool(_URL_ROOT.match(root)) and not root.startswith("file://")
+
+
+def resolve_root(root: str) -> str:
+    """A path made absolute; an object-store URL kept as it is (without a trailing ``/``)."""
+    return root.rstrip("/") if is_url_root(root) else os.path.abspath(root)
+
+
 def table_dir(root: str, layer: str, name: str) -> str:
     """``<root>/<layer>/<name>``: where a table's files are in path mode (and by default in
     catalog mode). Works for names not registered, so new code can start with a path."""
-    return os.path.join(os.path.abspath(root), layer, name)
+    return os.path.join(resolve_root(root), layer, name)
 
 
 _PART = r"(?:[A-Za-z0-9_][A-Za-z0-9_-]*|`[^`]+`)"
@@ -148,7 +161,7 @@ class Lake:
     """The lake of one configuration: where each :class:`LakeTable` is and how to reach it."""
 
     def __init__(self, root: str, catalog: str = "", *, managed: bool = False) -> None:
-        self.root = os.path.abspath(root)
+        self.root = resolve_root(root)
         self.catalog = catalog.strip()
         self._parts = parse_catalog(self.catalog) if self.catalog else ()
         self.managed = managed and bool(self._parts)

@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
+from pipelines.lake_files import lake_file_sizes, list_lake_dir, read_lake_file
 
 __all__ = ["STAGE_READS", "table_faults", "lake_faults", "check_tables"]
 
@@ -40,28 +41,27 @@ def _tables(layers: tuple[str, ...] = ("bronze", "silver")) -> list[tuple[str, s
     return [(t.layer, t.name) for t in lake_tables() if t.layer in layers]
 
 
-def _commits(log_dir: str) -> list[tuple[int, str]]:
+def _commits(log_dir: str, storage: object | None) -> list[tuple[int, str]]:
     out = []
-    for name in os.listdir(log_dir):
+    for name in list_lake_dir(log_dir, storage) or []:
         stem, _, ext = name.partition(".")
         if ext == "json" and stem.isdigit():
             out.append((int(stem), os.path.join(log_dir, name)))
     return sorted(out)
 
 
-def _checkpoint_version(log_dir: str) -> int:
+def _checkpoint_version(log_dir: str, storage: object | None) -> int:
     try:
-        with open(os.path.join(log_dir, "_last_checkpoint"), "rb") as fh:
-            return int(json.loads(fh.read())["version"])
+        return int(json.loads(read_lake_file(os.path.join(log_dir, "_last_checkpoint"),
+                                             storage))["version"])
     except (OSError, ValueError, KeyError, TypeError):
         return -1
 
 
-def _torn(path: str) -> str | None:
+def _torn(path: str, storage: object | None) -> str | None:
     """Why a commit file cannot be replayed, or None."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_lake_file(path, storage)
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
     if not data.strip():
@@ -78,17 +78,19 @@ def _torn(path: str) -> str | None:
     return None
 
 
-def table_faults(path: str, label: str) -> list[dict[str, Any]]:
-    """The damage found in the Delta table at ``path`` (``label`` e.g. ``bronze/files``)."""
+def table_faults(path: str, label: str, storage: object | None = None) -> list[dict[str, Any]]:
+    """The damage found in the Delta table at ``path`` (``label`` e.g. ``bronze/files``);
+    ``storage`` is the ``[storage]`` section for a table on an object store."""
     log_dir = os.path.join(path, "_delta_log")
-    if not os.path.isdir(log_dir):
+    if list_lake_dir(log_dir, storage) is None:
         return []
-    commits = _commits(log_dir)
+    commits = _commits(log_dir, storage)
     latest = commits[-1][0] if commits else -1
+    checkpoint = _checkpoint_version(log_dir, storage)
     for version, file in commits:
-        if version <= _checkpoint_version(log_dir):
+        if version <= checkpoint:
             continue
-        why = _torn(file)
+        why = _torn(file, storage)
         if why:
             return [{"table": label, "kind": "torn_commit", "file": file, "version": version,
                      "latest": version == latest,
@@ -111,11 +113,12 @@ def table_faults(path: str, label: str) -> list[dict[str, Any]]:
     sizes = adds.column("size_bytes").to_pylist()
     binlogs = (adds.column("partition.binlog_file").to_pylist()
                if "partition.binlog_file" in cols else [None] * len(files))
+    listed = lake_file_sizes(path, storage)  # object store: one listing, not a stat per file
     for rel, size, binlog in zip(files, sizes, binlogs):
-        full = rel if os.path.isabs(rel) else os.path.join(path, unquote(rel))
+        full = rel if os.path.isabs(rel) or "://" in rel else os.path.join(path, unquote(rel))
         try:
-            have = os.path.getsize(full)
-        except OSError:
+            have = listed[unquote(rel)] if listed is not None else os.path.getsize(full)
+        except (OSError, KeyError):
             problem = f"data file {rel} is missing"
         else:
             if have == size:
@@ -133,7 +136,7 @@ def lake_faults(cfg: Config, tables: list[tuple[str, str]] | None = None) -> lis
     the lake root (path mode and external catalog tables; managed tables are not checked)."""
     out = []
     for layer, name in tables or _tables(("bronze", "silver", "quality")):
-        out += table_faults(cfg.table_path(layer, name), f"{layer}/{name}")
+        out += table_faults(cfg.table_path(layer, name), f"{layer}/{name}", cfg.storage)
     return out
 
 

@@ -5,7 +5,9 @@ A lease is a generation-numbered file under ``<lake>/_binlake/leases/<stage>/``
 the stage by creating generation ``top + 1`` with **create-if-absent** (the same primitive
 Delta's ``_delta_log`` relies on: the first writer of version N wins), and only when ``top``
 is released, expired, or held by a dead process on this host. Two writers that both see a
-free lease both try ``top + 1``; exactly one create succeeds, the other looks again.
+free lease both try ``top + 1``; exactly one create succeeds, the other looks again. On an
+``s3://`` lake the files are objects and create-if-absent is a conditional PUT
+(``pipelines/lease_s3.py``).
 
 The holder's file says who (host, pid, the process start time, the command, since when) and
 until when (``expires``); a heartbeat thread renews ``expires`` every third of
@@ -41,14 +43,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from pipelines.config import Config
 from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHeldError,
                               LeaseLostError)
 
-__all__ = ["Holder", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease", "current_holders",
-           "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
+__all__ = ["Holder", "LeaseStore", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease",
+           "current_holders", "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +120,26 @@ class Holder:
         return cls(**json.loads(data))
 
 
+class LeaseStore(Protocol):
+    """Where a stage's lease files live: a directory (:class:`LocalLeaseStore`) or an object
+    store prefix (:class:`pipelines.lease_s3.S3LeaseStore`). ``dir`` names it in messages."""
+
+    dir: str
+
+    def generations(self) -> list[int]: ...
+    def read(self, gen: int) -> bytes | None: ...
+    def create(self, gen: int, data: bytes) -> bool: ...
+    def replace(self, gen: int, data: bytes) -> bool | None: ...
+    def delete(self, gen: int) -> None: ...
+
+
 class LocalLeaseStore:
     """Lease files in a directory of a local or mounted filesystem.
 
     Create-if-absent is ``link(2)`` of a fully written temporary file (fails with EEXIST when
     the name exists; POSIX, NFS included); renewals replace the file atomically. An object
     store maps the same three calls on a conditional PUT (``If-None-Match: *`` on S3, GCS
-    ``ifGenerationMatch=0``, Azure ``If-None-Match: *``), see docs/concurrency.md.
+    ``ifGenerationMatch=0``, Azure ``If-None-Match: *``): ``pipelines/lease_s3.py`` for S3.
     """
 
     def __init__(self, directory: str) -> None:
@@ -181,15 +196,40 @@ class LocalLeaseStore:
             os.unlink(self._path(gen))
 
 
-def _store(cfg: Config, stage: str) -> LocalLeaseStore:
-    root = cfg.lake.root
-    if re.match(r"^[a-z][a-z0-9+.-]*://", root) and not root.startswith("file://"):
-        raise ConfigError(f"lake.root {root}: leases need a local or mounted path here "
-                          "(object-store leases: docs/concurrency.md)")
+def _url_root(cfg: Config) -> str | None:
+    """The lake root's URL scheme (``s3``), or None for a local or mounted path."""
+    from pipelines.lake import is_url_root
+
+    return cfg.lake.root.split("://", 1)[0] if is_url_root(cfg.lake.root) else None
+
+
+def _store(cfg: Config, stage: str) -> LeaseStore:
+    """The lease store of ``stage`` for the lake root's kind (path, or ``s3://`` object store)."""
+    scheme = _url_root(cfg)
+    if scheme in ("s3", "s3a"):
+        from pipelines.lease_s3 import s3_store
+
+        return s3_store(cfg, stage)
+    if scheme is not None:
+        raise ConfigError(f"lake.root {cfg.lake.root}: leases need a local or mounted path or "
+                          "an s3:// object store (docs/concurrency.md)")
     return LocalLeaseStore(os.path.join(cfg.lake_root, "_binlake", "leases", stage))
 
 
-def _read(store: LocalLeaseStore, gen: int) -> Holder | None:
+def _stage_stores(cfg: Config) -> dict[str, LeaseStore]:
+    """Every stage with lease files on the lake, with its store."""
+    if _url_root(cfg) in ("s3", "s3a"):
+        from pipelines.lease_s3 import s3_stages
+
+        return dict(s3_stages(cfg))
+    base = os.path.join(cfg.lake_root, "_binlake", "leases")
+    try:
+        return {s: LocalLeaseStore(os.path.join(base, s)) for s in sorted(os.listdir(base))}
+    except FileNotFoundError:
+        return {}
+
+
+def _read(store: LeaseStore, gen: int) -> Holder | None:
     data = store.read(gen)
     if data is None:
         return None
@@ -204,7 +244,7 @@ def _read(store: LocalLeaseStore, gen: int) -> Holder | None:
 class Lease:
     """One stage's lease on one lake; use :func:`lake_lease` rather than this directly."""
 
-    def __init__(self, store: LocalLeaseStore, stage: str, command: str, *, expiry: float,
+    def __init__(self, store: LeaseStore, stage: str, command: str, *, expiry: float,
                  wait: float, poll: float = 0.25, say: Callable[[str], None] | None = None):
         self.store, self.stage, self.command = store, stage, command
         self.expiry, self.wait, self.poll = expiry, wait, poll
@@ -258,7 +298,7 @@ class Lease:
         while not self._stop.wait(self.expiry / 3):
             try:
                 self.renew()
-            except OSError as exc:  # keep trying: the lease expires on its own if we cannot
+            except (OSError, BinlakeError) as exc:  # keep trying: it expires on its own
                 log.warning("%s lease: renewal failed: %s", self.stage, exc)
 
     def renew(self) -> None:
@@ -275,8 +315,13 @@ class Lease:
                          f"lease.expiry_seconds={self.expiry:.0f}")
             log.error("%s", self.lost)
             return
-        self.me = dataclasses.replace(me, expires=time.time() + self.expiry)
-        self.store.replace(me.generation, self.me.to_json())
+        renewed = dataclasses.replace(me, expires=time.time() + self.expiry)
+        if self.store.replace(me.generation, renewed.to_json()) is False:
+            self.lost = (f"{self.stage} lease at {self.store.dir} generation {me.generation} "
+                         f"was rewritten by someone else while this run (pid {me.pid}) held it")
+            log.error("%s", self.lost)
+            return
+        self.me = renewed
 
     def release(self) -> None:
         self._stop.set()
@@ -388,14 +433,8 @@ def holds_gold_lock(fn):
 
 def current_holders(cfg: Config) -> list[dict]:
     """Every stage's lease as ``binlake status`` shows it (held ones and the last holder)."""
-    base = os.path.join(cfg.lake_root, "_binlake", "leases")
-    try:
-        stages = sorted(os.listdir(base))
-    except FileNotFoundError:
-        return []
     out = []
-    for stage in stages:
-        store = LocalLeaseStore(os.path.join(base, stage))
+    for stage, store in _stage_stores(cfg).items():
         gens = store.generations()
         h = _read(store, gens[-1]) if gens else None
         if h is None:

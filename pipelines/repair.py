@@ -24,11 +24,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import shutil
 from dataclasses import dataclass, field
 
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
+from pipelines.lake_files import lake_path_exists, list_lake_dir, move_lake_path
 
 __all__ = ["RepairResult", "run_repair", "add_repair_parser", "cmd_repair"]
 
@@ -41,10 +41,10 @@ class RepairResult:
 
 
 def _aside(cfg: Config, path: str, stamp: str) -> str:
-    rel = os.path.relpath(path, cfg.lake_root)
+    rel = (path[len(cfg.lake_root) + 1:] if path.startswith(cfg.lake_root + "/")
+           else os.path.relpath(path, cfg.lake_root))
     dest = os.path.join(cfg.lake_root, "_binlake", "damaged", stamp, rel)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    shutil.move(path, dest)
+    move_lake_path(path, dest, cfg.storage)
     return dest
 
 
@@ -66,7 +66,7 @@ def _fix_tables(cfg: Config, res: RepairResult, stamp: str) -> set[str]:
                                      "automatically (docs/repair.md)")
             crc = f["file"][:-len(".json")] + ".crc"
             dest = _aside(cfg, f["file"], stamp)
-            if os.path.exists(crc):
+            if lake_path_exists(crc, cfg.storage):
                 _aside(cfg, crc, stamp)
             res.actions.append(f"{f['table']}: {f['problem']}: set aside to {dest}; the table "
                                f"is back at version {f['version'] - 1}")
@@ -76,7 +76,7 @@ def _fix_tables(cfg: Config, res: RepairResult, stamp: str) -> set[str]:
         by_table.setdefault(f["table"], []).append(f)
     for label, faults in by_table.items():
         for f in faults:
-            if os.path.exists(f["file"]):
+            if lake_path_exists(f["file"], cfg.storage):
                 _aside(cfg, f["file"], stamp)
         removed = DeltaTable(cfg.table_path(*label.split("/"))).repair().get("files_removed", [])
         res.actions.append(f"{label}: {len(faults)} damaged data file(s) removed from the "
@@ -137,7 +137,7 @@ def run_repair(spark, cfg: Config) -> RepairResult:
             _recheck_bronze(spark, cfg, res)
         if touched:
             progress = cfg.table_path("silver", "progress")
-            if os.path.isdir(progress):
+            if list_lake_dir(progress, cfg.storage) is not None:
                 dest = _aside(cfg, progress, stamp)
                 res.actions.append(f"silver/progress set aside to {dest}: the next silver "
                                    "run considers every file (anti-join: no row twice)")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
+from pipelines.memory import limit_malloc_arenas, use_system_allocator
 
 __all__ = ["get_spark", "engine_name", "stop_engine", "start_sail_server", "delta_jar_paths",
            "delta_spark_conf", "local_spark_conf", "default_delta_jars_dir"]
@@ -106,6 +107,8 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0):
                           "(pip install pysail)") from exc
     os.environ.setdefault("RUST_LOG", "error")  # Sail's own logging: errors only
     os.environ["SAIL_SPARK__SESSION_TIMEOUT_SECS"] = _SAIL_SESSION_TIMEOUT_SECS
+    use_system_allocator()  # the engine runs binlake's Arrow UDFs in this process
+    limit_malloc_arenas()  # before the engine's threads exist
     try:
         server = SparkConnectServer(ip=host, port=port)
         server.start(background=True)

@@ -18,6 +18,8 @@ import multiprocessing
 import re
 import sys
 
+from pipelines.memory import use_system_allocator
+
 __all__ = ["forkserver", "forkserver_is_safe", "prepare_process"]
 
 _GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
@@ -39,6 +41,7 @@ def prepare_process() -> None:
         sys.meta_path.insert(0, _NoPandas())
     gc.freeze()
     gc.set_threshold(200_000, 50, 100)
+    use_system_allocator()
 
 
 def forkserver_is_safe() -> bool:

@@ -225,3 +225,31 @@ def test_a_worker_failure_names_its_cause() -> None:
     with pytest.raises(EngineError, match="silver rendering failed in process"):
         list(render_batches([batch, batch], NamingPlan.build([], []), quarantine=False,
                             workers=1, batch_rows=1))
+
+
+def test_rows_events_of_two_tables_at_one_position() -> None:
+    """A TRANSACTION_PAYLOAD's inner rows events share the payload's position and number
+    their rows on: each row is named by its own table's TABLE_MAP, not the first one's."""
+    import datetime as dt
+
+    ts = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
+    other = dict(table_name="u", column_count=2, column_types=[T.VARCHAR, T.LONG],
+                 column_meta=[40, 0], column_names=["name", "n"], column_charsets=[45, None],
+                 primary_key=[1], enum_values=None)
+    rows = [
+        _row(start_pos=100, row_in_event=0, event_type="INSERT", event_timestamp=ts,
+             row_after=[b"1", b"2", b"ok"]),
+        _row(start_pos=100, row_in_event=1, event_type="INSERT", event_timestamp=ts,
+             row_after=[b"abc", b"7"], **other),
+        _row(start_pos=100, row_in_event=2, event_type="INSERT", event_timestamp=ts,
+             row_after=[b"2", b"1", b"x"]),
+        _row(start_pos=100, row_in_event=3, event_type="DELETE", event_timestamp=ts,
+             row_before=[b"d", b"8"], **other),
+    ]
+    batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
+    (silver, quarantine), (ref_silver, ref_quarantine) = _both([batch], NamingPlan.build([], []))
+    _assert_same(silver, ref_silver, "silver")
+    _assert_same(quarantine, ref_quarantine, "quarantine")
+    assert not quarantine
+    assert [(r["table_name"], r["pk_values"]) for r in silver] == [
+        ("t", "1"), ("u", "7"), ("t", "2"), ("u", "8")]

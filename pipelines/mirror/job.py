@@ -64,14 +64,13 @@ def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
 def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
     """(label, path) of every mirror Delta table on disk, the state and scratch tables
     included (for ``binlake vacuum``); found by their ``_delta_log`` directories."""
-    import glob
+    from pipelines.lake_files import delta_tables_under, list_lake_dir
 
     out = []
     for layer in ("mirror", "mirror_history", "mirror_state/work"):
-        for log_dir in sorted(glob.glob(os.path.join(cfg.lake_root, layer, "*", "*", "_delta_log"))):
-            path = os.path.dirname(log_dir)
-            out.append((os.path.relpath(path, cfg.lake_root), path))
-    if os.path.isdir(os.path.join(state_path(cfg), "_delta_log")):
+        for path in delta_tables_under(os.path.join(cfg.lake_root, layer), 2, cfg.storage):
+            out.append((path[len(cfg.lake_root) + 1:], path))
+    if list_lake_dir(os.path.join(state_path(cfg), "_delta_log"), cfg.storage) is not None:
         out.append(("mirror_state/tables", state_path(cfg)))
     return out
 

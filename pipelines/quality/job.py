@@ -142,6 +142,7 @@ def run_quality(spark, cfg: Config, *, window: Window | str | None = None,
 
 
 def _store(spark, cfg: Config, res: QualityResult) -> None:
+    from pipelines.lake_files import write_lake_file
     from pipelines.quality.report import render_report
 
     base = os.path.join(cfg.lake_root, "quality")
@@ -163,14 +164,10 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
         lake.append(spark.createDataFrame(failures, FAILURES_DDL), QUALITY_FAILURES)
     from pipelines.quality.trends import load_trends, render_trends
     html = render_report(res, render_trends(load_trends(spark, cfg)))
-    os.makedirs(os.path.join(base, "reports"), exist_ok=True)
     per_run = os.path.join(base, "reports", f"{res.run_id}.html")
     latest = os.path.join(base, "report.html")
     for path in (per_run, latest):
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        os.replace(tmp, path)
+        write_lake_file(cfg.storage, path, html.encode("utf-8"))
     res.report_path = latest
 
 

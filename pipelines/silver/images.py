@@ -145,7 +145,12 @@ class TableRenderer:
             out.append(texts if every else texts.take(spread))
         return out, partial
 
-    def _object(self, cols: list[pa.Array], valid: pa.Array) -> pa.Array:
+    def _object(self, cols: list[pa.Array], valid: pa.Array, partial: bool) -> pa.Array:
+        if not partial and cols:  # every column present: one join (null where no image)
+            parts = [self._keys[0][2:]]
+            for key, col in zip(self._keys, cols):
+                parts += [key, col] if len(parts) > 1 else [col]
+            return _join("{" + parts[0], *parts[1:], "}", "")
         pieces = [_join(key, col, "") for key, col in zip(self._keys, cols)]
         obj = _pieces_joined(pieces, len(valid), "{", "}")
         return obj if valid.false_count == 0 else pc.if_else(valid, obj, _nulls(len(valid)))
@@ -216,7 +221,8 @@ class TableRenderer:
                  for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
             absent = pc.if_else(pc.equal(absent, "[]"), _nulls(m), absent)
         images = SilverImages(
-            np.arange(m), self._object(b, b_valid), self._object(a, a_valid), changed,
+            np.arange(m), self._object(b, b_valid, b_partial), self._object(a, a_valid, a_partial),
+            changed,
             self._pk(key) if key else pa.array([""] * m, pa.string()), absent, [])
         if not bad.any():
             return images

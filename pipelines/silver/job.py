@@ -25,7 +25,9 @@ from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVE
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.transform import QUARANTINE_DDL, render_workers, to_quarantine, to_silver
+from pipelines.silver.render_worker import close_idle
+from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
+                                       to_quarantine, to_silver)
 
 __all__ = ["SilverResult", "run_silver", "plan_slices", "KEY", "QUARANTINE_DDL"]
 
@@ -59,6 +61,13 @@ def _in_files(files: list[tuple[str, str]]) -> str:
 @holds_lease("silver")
 def run_silver(spark, cfg: Config) -> SilverResult:
     """Bring silver up to date with bronze; see the module docstring."""
+    try:
+        return _run_silver(spark, cfg)
+    finally:
+        close_idle()  # the rendering processes the run's tasks shared
+
+
+def _run_silver(spark, cfg: Config) -> SilverResult:
     started = time.monotonic()
     res = SilverResult()
     lake = Lake.of(cfg)
@@ -110,13 +119,18 @@ def run_silver(spark, cfg: Config) -> SilverResult:
     res.appended = written if written is not None else _count(spark, lake, SILVER_EVENTS) - (
         0 if before is None else _count(spark, lake, SILVER_EVENTS, before))
 
-    # What is still not in silver is exactly what no schema names: the quarantine.
+    # What is still not in silver is exactly what no schema names: the quarantine. Counting
+    # those keys reads only the key columns; rendering them again (to say why) happens only
+    # when there are some.
     if has_quarantine:
         lake.delete_where(spark, SILVER_QUARANTINE, where)
-    for part in slices:
-        quarantined = to_quarantine(pending(part), plan, workers)
-        lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
-        release_freed_memory()
+    if _pending_keys(spark, lake, where):
+        for part in slices:
+            quarantined = to_quarantine(pending(part), plan, workers)
+            lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
+            release_freed_memory()
+    elif not has_quarantine:  # the table exists from the first run on, empty or not
+        lake.append(spark.createDataFrame([], SILVER_QUARANTINE.ddl()), SILVER_QUARANTINE)
     res.quarantined = _count(spark, lake, SILVER_QUARANTINE)
 
     rows = [(s, f, st.updated_at, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
@@ -161,6 +175,18 @@ def plan_slices(files: list[tuple[str, str]], states: dict, commit_bytes: int) -
             slices[-1].append(one + ")")
             size += part
     return [" OR ".join(parts) for parts in slices]
+
+
+def _pending_keys(spark, lake: Lake, where: str) -> int:
+    """How many bronze row changes of the files ``where`` names silver does not hold."""
+    from pyspark.sql import functions as F
+
+    keys = (lake.read(spark, BRONZE_EVENTS).where(where)
+            .where(F.col("event_type").isin(*CHANGE_TYPES)).select(*KEY))
+    if lake.exists(spark, SILVER_EVENTS):
+        keys = keys.join(lake.read(spark, SILVER_EVENTS).where(where).select(*KEY), KEY,
+                         "left_anti")
+    return keys.count()
 
 
 def _change_data_feed(spark, lake: Lake, rows) -> None:

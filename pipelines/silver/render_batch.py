@@ -76,14 +76,18 @@ class BatchRenderer:
 
     def _groups(self, batch: pa.RecordBatch) -> Iterator[tuple[np.ndarray, object]]:
         """(row positions, TableSpec or the SchemaMismatchError naming them) per group."""
-        # The rows of one rows event share its TABLE_MAP: fingerprint one row per event.
+        keys = ["source_id", "schema_name", "table_name", "binlog_file"]
+        # The rows of one rows event share its TABLE_MAP, so fingerprint one row per event
+        # (an event: a position and a table; the inner events of a TRANSACTION_PAYLOAD share
+        # their position).
         ev = pa.table([batch.column("source_id"), batch.column("binlog_file"),
-                       batch.column("start_pos"), pa.array(np.arange(batch.num_rows))],
-                      names=["s", "f", "p", "i"])
-        events = ev.group_by(["s", "f", "p"], use_threads=False).aggregate([("i", "list")])
+                       batch.column("start_pos"), batch.column("schema_name"),
+                       batch.column("table_name"), pa.array(np.arange(batch.num_rows))],
+                      names=["s", "f", "p", "d", "t", "i"])
+        events = ev.group_by(["s", "f", "p", "d", "t"], use_threads=False).aggregate(
+            [("i", "list")])
         event_rows = events.column("i_list").combine_chunks()
         first = pc.list_element(event_rows, 0)
-        keys = ["source_id", "schema_name", "table_name", "binlog_file"]
         tm_cols = [batch.column(c).take(first) for c in _TM]
         table = pa.table([batch.column(k).take(first) for k in keys]
                          + [_fingerprint(c) for c in tm_cols]
@@ -93,20 +97,26 @@ class BatchRenderer:
         for g, key in enumerate(grouped.select(keys).to_pylist()):
             evs = members[g].values
             rows = event_rows.take(evs).flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-            source, schema, name, binlog_file = (key[k] for k in keys)
-            tm = _table_map(tm_cols, int(evs[0].as_py()))
-            pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
-            while len(rows):
-                start, end = self.plan.epoch(source, schema, name, int(pos.min()))
-                inside = (pos > start) & (pos <= end)
-                part = rows[inside]
-                try:  # the epoch, not the row, decides: any row of the group names it
-                    spec = self.plan.resolve(source, schema, name, binlog_file,
-                                             int(self._start_pos[part[0]]), tm)
-                except SchemaMismatchError as exc:
-                    spec = exc
-                yield part, spec
-                rows, pos = rows[~inside], pos[~inside]
+            yield from self._epochs(key, rows, _table_map(tm_cols, int(evs[0].as_py())))
+
+    def _epochs(self, key: dict, rows: np.ndarray, tm: BronzeTableMap
+                ) -> Iterator[tuple[np.ndarray, object]]:
+        """``rows`` (one table, one TABLE_MAP) split by the table's schema epochs."""
+        source, schema, name, binlog_file = (key[k] for k in
+                                             ("source_id", "schema_name", "table_name",
+                                              "binlog_file"))
+        pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
+        while len(rows):
+            start, end = self.plan.epoch(source, schema, name, int(pos.min()))
+            inside = (pos > start) & (pos <= end)
+            part = rows[inside]
+            try:  # the epoch, not the row, decides: any row of the group names it
+                spec = self.plan.resolve(source, schema, name, binlog_file,
+                                         int(self._start_pos[part[0]]), tm)
+            except SchemaMismatchError as exc:
+                spec = exc
+            yield part, spec
+            rows, pos = rows[~inside], pos[~inside]
 
     def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""

@@ -8,23 +8,32 @@ the engine's own process only moves serialised Arrow batches. With ``workers`` =
 executor's Python worker is a process of its own already, or an unguarded main script forbids
 forking), or for a task of a single batch (forking would cost more than it saves), the
 batches are rendered in this process. Memory is bounded by ``workers`` batches.
+
+The processes outlive the task: a finished task hands its pool back (:func:`close_idle` ends
+them, ``run_silver`` calls it when the stage is done), so the next task, slice and pass of
+the same run reuse warm processes (their imports, renderers and memory arenas) instead of
+forking and faulting in fresh memory for every task. A pool whose task failed or stopped
+early is ended, never handed back. A pool learns the naming plan once (by its digest).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import pickle
+import threading
 from collections import deque
 from typing import Iterable, Iterator
 
 import pyarrow as pa
 
 from pipelines.errors import EngineError
+from pipelines.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import QUARANTINE, RENDERED, BatchRenderer
 from pipelines.workers import forkserver, forkserver_is_safe
 
-__all__ = ["render_batches", "serve"]
+__all__ = ["render_batches", "serve", "close_idle"]
 
 
 def _pick(renderer: BatchRenderer, batch: pa.RecordBatch, quarantine: bool) -> pa.RecordBatch:
@@ -32,34 +41,46 @@ def _pick(renderer: BatchRenderer, batch: pa.RecordBatch, quarantine: bool) -> p
     return held if quarantine else silver
 
 
-def _to_bytes(batch: pa.RecordBatch) -> bytes:
+_KIND = 8  # a message's kind, padded so that the Arrow buffers after it stay 8-byte aligned
+
+
+def _message(kind: bytes, batch: pa.RecordBatch) -> pa.Buffer:
+    """``kind`` followed by ``batch`` as an Arrow IPC stream, in one buffer (no copies)."""
     sink = pa.BufferOutputStream()
+    sink.write(kind.ljust(_KIND, b"\0"))
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
 def _from_bytes(data: bytes) -> pa.RecordBatch:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_next_batch()
 
 
-def serve(conn, plan: bytes, quarantine: bool) -> None:
-    """Worker body: render each batch received on ``conn`` and send the result back."""
-    renderer = BatchRenderer(pickle.loads(plan))
+def serve(conn) -> None:
+    """Worker body: learn a naming plan (``P`` + pickle), then render each batch received
+    (``S`` silver, ``Q`` quarantine + the batch) and send the result back."""
+    renderer = None
     try:
         while True:
             try:
                 data = conn.recv_bytes()
             except EOFError:
                 return
+            kind, data = data[:1], memoryview(data)[_KIND:]
             try:
-                out = _pick(renderer, _from_bytes(data), quarantine)
+                if kind == b"P":
+                    renderer = BatchRenderer(pickle.loads(data))
+                    continue
+                out = _pick(renderer, _from_bytes(data), kind == b"Q")
             except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
                 conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
                 return
             conn.send_bytes(b"B" if out.num_rows else b"N")
             if out.num_rows:
                 conn.send_bytes(out.serialize())
+            del out
+            release_freed_memory()  # a worker lives for the run: keep it at one batch
     finally:
         conn.close()
 
@@ -67,26 +88,35 @@ def serve(conn, plan: bytes, quarantine: bool) -> None:
 class _Pool:
     """``n`` forked rendering processes, each with its end of a duplex pipe."""
 
-    def __init__(self, n: int, plan: NamingPlan, quarantine: bool) -> None:
+    def __init__(self, n: int) -> None:
         ctx = forkserver()
-        data = pickle.dumps(plan)
-        self.schema = QUARANTINE if quarantine else RENDERED
+        self.plan_digest = b""
         self.conns, self.procs = [], []
         for _ in range(n):
             ours, theirs = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=serve, args=(theirs, data, quarantine), daemon=True)
+            proc = ctx.Process(target=serve, args=(theirs,), daemon=True)
             proc.start()
             theirs.close()
             self.conns.append(ours)
             self.procs.append(proc)
 
-    def send(self, w: int, batch: pa.RecordBatch) -> None:
+    def learn(self, plan: bytes, digest: bytes) -> None:
+        """Send every process the naming plan, unless it is the one they have."""
+        if digest != self.plan_digest:
+            for w in range(len(self.conns)):
+                self._send(w, b"P".ljust(_KIND, b"\0") + plan)
+            self.plan_digest = digest
+
+    def _send(self, w: int, data) -> None:
         try:
-            self.conns[w].send_bytes(_to_bytes(batch))
+            self.conns[w].send_bytes(data)
         except (BrokenPipeError, ConnectionResetError, EOFError):
             self._died(w)
 
-    def receive(self, w: int) -> pa.RecordBatch | None:
+    def send(self, w: int, batch: pa.RecordBatch, quarantine: bool) -> None:
+        self._send(w, _message(b"Q" if quarantine else b"S", batch))
+
+    def receive(self, w: int, schema: pa.Schema) -> pa.RecordBatch | None:
         try:
             head = self.conns[w].recv_bytes()
             if head == b"N":
@@ -97,7 +127,7 @@ class _Pool:
             data = self.conns[w].recv_bytes()
         except (EOFError, ConnectionResetError):
             self._died(w)
-        return pa.ipc.read_record_batch(pa.py_buffer(data), self.schema)
+        return pa.ipc.read_record_batch(pa.py_buffer(data), schema)
 
     def _died(self, w: int) -> None:
         proc = self.procs[w]
@@ -113,6 +143,32 @@ class _Pool:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+_IDLE: dict[int, list[_Pool]] = {}  # pools handed back by finished tasks, by size
+_IDLE_LOCK = threading.Lock()
+
+
+def _checkout(n: int) -> _Pool:
+    with _IDLE_LOCK:
+        idle = _IDLE.get(n)
+        if idle:
+            return idle.pop()
+    return _Pool(n)
+
+
+def _hand_back(pool: _Pool) -> None:
+    with _IDLE_LOCK:
+        _IDLE.setdefault(len(pool.conns), []).append(pool)
+
+
+def close_idle() -> None:
+    """End the rendering processes no task is using (the stage is over)."""
+    with _IDLE_LOCK:
+        pools = [p for idle in _IDLE.values() for p in idle]
+        _IDLE.clear()
+    for pool in pools:
+        pool.close()
 
 
 def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
@@ -149,25 +205,34 @@ def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quara
             if out.num_rows:
                 yield out
         return
+    schema = QUARANTINE if quarantine else RENDERED
+    plan_bytes = pickle.dumps(plan)
+    digest = hashlib.sha256(plan_bytes).digest()
     pool: _Pool | None = None
     in_flight: deque[int] = deque()
     sent = 0
+    done = False
     try:
         for batch in batches:
             if pool is None:
-                pool = _Pool(workers, plan, quarantine)
+                pool = _checkout(workers)
+                pool.learn(plan_bytes, digest)
             w = sent % workers
             sent += 1
             if len(in_flight) == workers:
-                out = pool.receive(in_flight.popleft())
+                out = pool.receive(in_flight.popleft(), schema)
                 if out is not None:
                     yield out
-            pool.send(w, batch)
+            pool.send(w, batch, quarantine)
             in_flight.append(w)
         while in_flight:
-            out = pool.receive(in_flight.popleft())
+            out = pool.receive(in_flight.popleft(), schema)
             if out is not None:
                 yield out
+        done = True
     finally:
         if pool is not None:
-            pool.close()
+            if done:
+                _hand_back(pool)
+            else:  # failed or stopped early: replies may still be in flight
+                pool.close()

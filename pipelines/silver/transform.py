@@ -15,7 +15,7 @@ from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_worker import render_batches
 
-__all__ = ["BRONZE_INPUT", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
+__all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
            "render_workers"]
 
 BRONZE_INPUT = [
@@ -39,6 +39,9 @@ def render_workers(setting: int, in_subprocess: bool) -> int:
     return setting or max(os.cpu_count() or 1, 1)
 
 
+CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver names
+
+
 def _process(plan: NamingPlan, quarantine: bool, workers: int):
     def run(batches):
         yield from render_batches(batches, plan, quarantine=quarantine, workers=workers)
@@ -47,7 +50,7 @@ def _process(plan: NamingPlan, quarantine: bool, workers: int):
 
 
 def _changes(bronze):
-    return bronze.where(F.col("event_type").isin("INSERT", "UPDATE", "DELETE")).select(*BRONZE_INPUT)
+    return bronze.where(F.col("event_type").isin(*CHANGE_TYPES)).select(*BRONZE_INPUT)
 
 
 def to_silver(bronze, plan: NamingPlan, workers: int = 0):

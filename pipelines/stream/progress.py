@@ -71,20 +71,22 @@ def live_path(lake_root: str, source_id: str) -> str:
 
 def write_live(path: str, doc: dict[str, Any]) -> None:
     """Replace the live file atomically (write + rename); errors are ignored (best effort)."""
+    from pipelines.errors import BinlakeError
+    from pipelines.lake_files import write_lake_file
+
     doc = dict(doc, updated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, sort_keys=True, default=str)
-        os.replace(tmp, path)
-    except OSError:
+        write_lake_file(None, path, json.dumps(doc, sort_keys=True, default=str).encode())
+    except (OSError, BinlakeError):
         pass
 
 
 def read_live(path: str) -> dict[str, Any] | None:
+    """The live file (a path, or an ``s3://`` URL under an object-store lake), or None."""
+    from pipelines.errors import BinlakeError
+    from pipelines.lake_files import read_lake_file
+
     try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
+        return json.loads(read_lake_file(path))
+    except (OSError, ValueError, BinlakeError):
         return None
