@@ -101,6 +101,18 @@ def test_growth_then_compaction_keeps_each_files_latest_state(spark, tmp_path) -
     assert (path / "_delta_log").is_dir()
 
 
+def test_a_failing_compaction_is_a_warning_for_a_run_and_an_error_for_optimize(
+        spark, tmp_path, caplog) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    _grow(spark, lake, 10, 13)  # 130 rows for 10 files: due
+    for data in (tmp_path / "lake" / "bronze" / "files").glob("*.parquet"):
+        data.unlink()  # its data files gone: the table's rows cannot be read
+    with pytest.raises(Exception):
+        compact_states(spark, lake)
+    assert compact_states(spark, lake, strict=False) is None
+    assert "bronze/files: compaction failed, left to the next run" in caplog.text
+
+
 def _appender(lake: Path, stop: Path, files: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.support.state_appender", str(lake), "live", str(files),

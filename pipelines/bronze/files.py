@@ -47,9 +47,11 @@ COMPACT_FACTOR = 2  # a bronze run leaves two rows per file (in_progress, then i
 COMPACT_SLACK = 100
 COMPACT_BATCH = 20_000  # superseded rows per DELETE commit (the predicate's IN list)
 COMPACT_ATTEMPTS = 5
-# A DELETE that lost its commit to a concurrent one: Sail (delta-rs) and delta-spark words.
-_COMMIT_LOST = re.compile(r"Failed to commit transaction|Concurrent\w*Exception|"
-                          r"DELTA_CONCURRENT_\w+")
+# Worth another attempt: a DELETE that lost its commit to a concurrent one (Sail's and
+# delta-spark's words), or a log read that met a concurrent writer's checkpoint half written
+# (Sail: "Missing commit file: expected version 0, found N").
+_RETRY = re.compile(r"Failed to commit transaction|Concurrent\w*Exception|"
+                    r"DELTA_CONCURRENT_\w+|Missing commit file")
 # One row's identity: its file and its updated_at (microseconds, time-zone free).
 _ROW_KEY = ("concat_ws('/', source_id, binlog_file, "
             "CAST(unix_micros(updated_at) AS STRING))")
@@ -157,12 +159,44 @@ def superseded_keys(df):
             .where(F.col("_t") < F.col("_latest")).select(F.expr(_ROW_KEY).alias("key")))
 
 
-def compact_states(spark, lake: Lake, *, force: bool = False,
+def compact_states(spark, lake: Lake, *, force: bool = False, strict: bool = True,
                    attempts: int = COMPACT_ATTEMPTS) -> Compacted | None:
     """Delete superseded rows when :func:`compaction_due` (module docstring); ``None`` when
     nothing was due, or when every attempt lost its commit to a concurrent writer (the engine
     refuses a DELETE that races an append; compaction is left to the next run, a warning
-    says so). The caller holds the ``bronze`` lease (one compactor at a time)."""
+    says so). The caller holds the ``bronze`` lease (one compactor at a time). Not
+    ``strict`` (a bronze run, the stream: compaction is their side task): any other error is
+    a warning too, and the table is as it was (each DELETE commit is atomic)."""
+    try:
+        return _compact(spark, lake, force, attempts)
+    except Exception as exc:  # noqa: BLE001 - the engines raise many kinds
+        if strict:
+            raise
+        first = (str(exc).strip().splitlines() or [repr(exc)])[0][:300]
+        log.warning("bronze/files: compaction failed, left to the next run: %s", first)
+        return None
+
+
+def _compact(spark, lake: Lake, force: bool, attempts: int) -> Compacted | None:
+    """:func:`_compact_once`, again (after a short random pause) while it meets a concurrent
+    writer (``_RETRY``)."""
+    for attempt in range(attempts):
+        try:
+            return _compact_once(spark, lake, force)
+        except Exception as exc:  # noqa: BLE001 - each engine words a lost commit its own way
+            if not _RETRY.search(str(exc)):
+                raise
+            met = str(exc).strip().splitlines()[0][:200]
+            log.info("bronze/files: compaction attempt %d met a concurrent writer (%s)",
+                     attempt + 1, met)
+            time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
+    log.warning("bronze/files: compaction gave up after %d attempts, each met a concurrent "
+                "writer (%s); the next bronze run or `binlake optimize` compacts it",
+                attempts, met)
+    return None
+
+
+def _compact_once(spark, lake: Lake, force: bool) -> Compacted | None:
     if not lake.exists(spark, BRONZE_FILES):
         return None
     ident = lake.ident(BRONZE_FILES)
@@ -170,27 +204,11 @@ def compact_states(spark, lake: Lake, *, force: bool = False,
     rows, files = spark.sql(count).first()
     if not compaction_due(rows, files, force=force):
         return None
-    commits, left = 0, None
-    for attempt in range(attempts):
-        keys = [r[0] for r in superseded_keys(lake.read(spark, BRONZE_FILES)).collect()]
-        try:
-            for i in range(0, len(keys), COMPACT_BATCH):
-                in_list = ", ".join(sql_string(k) for k in keys[i:i + COMPACT_BATCH])
-                lake.delete_where(spark, BRONZE_FILES, f"{_ROW_KEY} IN ({in_list})")
-                commits += 1
-            left = None
-            break
-        except Exception as exc:  # noqa: BLE001 - each engine words a lost commit its own way
-            if not _COMMIT_LOST.search(str(exc)):
-                raise
-            left = str(exc).strip().splitlines()[0][:200]
-            log.info("bronze/files: compaction commit %d lost to a concurrent writer (%s)",
-                     attempt + 1, left)
-            time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
-    if left is not None:
-        log.warning("bronze/files: compaction gave up after %d attempts, each commit lost to a "
-                    "concurrent writer (%s); the next bronze run or `binlake optimize` "
-                    "compacts it", attempts, left)
-        return None
+    keys = [r[0] for r in superseded_keys(lake.read(spark, BRONZE_FILES)).collect()]
+    commits = 0
+    for i in range(0, len(keys), COMPACT_BATCH):  # each DELETE leaves every latest row
+        in_list = ", ".join(sql_string(k) for k in keys[i:i + COMPACT_BATCH])
+        lake.delete_where(spark, BRONZE_FILES, f"{_ROW_KEY} IN ({in_list})")
+        commits += 1
     after = spark.sql(f"SELECT count(*) FROM {ident}").first()[0]
     return Compacted(rows, after, files, commits)
