@@ -216,6 +216,23 @@ def files_added(path: str, since_version: int, to_version: int) -> list[str] | N
 _REWRITES = ("OPTIMIZE", "REORG")
 
 
+def create_with_stats_columns(path: str, schema, partition_by: list[str],
+                              stats_columns: list[str]) -> None:
+    """Create an empty Delta table at ``path`` whose data files carry min/max statistics for
+    ``stats_columns`` only (``delta.dataSkippingStatsColumns``; the engines honour it when
+    they write). delta-rs: Sail 0.7 creates no path table with properties. A table created
+    meanwhile by another writer is left as it is."""
+    try:
+        from deltalake import DeltaTable
+    except ImportError as exc:
+        raise EngineError("creating a Delta table needs the deltalake package") from exc
+    try:
+        DeltaTable.create(path, schema=schema, partition_by=partition_by or None, mode="ignore",
+                          configuration={"delta.dataSkippingStatsColumns": ",".join(stats_columns)})
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises several error types
+        raise EngineError(f"cannot create the Delta table at {path}: {exc}") from exc
+
+
 def set_retention(path: str, *, log_retention: str, deleted_file_retention: str) -> dict[str, str]:
     """Set ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration``; return the
     table's properties after. delta-rs on every engine: Sail 0.7 has no ``ALTER TABLE … SET

@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from pipelines.delta_ops import current_version, sql_string, table_exists
+from pipelines.delta_ops import (create_with_stats_columns, current_version, sql_string,
+                                 table_exists)
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
@@ -54,6 +55,9 @@ class LakeTable:
     description: str = ""
     retention: str | None = None  # delta.deletedFileRetentionDuration; None: gold.deleted_file_retention
     aliases: tuple[str, ...] = ()  # older view names `binlake sql` keeps answering to
+    # The columns Delta keeps min/max statistics for (delta.dataSkippingStatsColumns), set
+    # when binlake creates the table; empty: Delta's default (the first 32 columns).
+    stats_columns: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -90,18 +94,20 @@ _REGISTRY: dict[tuple[str, str], LakeTable] = {}
 
 def register(layer: str, name: str, columns: str | Sequence[Column], *,
              partition_by: Sequence[str] = (), description: str = "",
-             retention: str | None = None, aliases: Sequence[str] = ()) -> LakeTable:
+             retention: str | None = None, aliases: Sequence[str] = (),
+             stats_columns: Sequence[str] = ()) -> LakeTable:
     """Declare a lake table (``columns`` as DDL text or ``(name, type)`` pairs); return it.
 
     Registering the same layer/name twice with the same columns and partitioning returns the
     first; different ones raise :class:`ValueError` (two schemas for one table).
     """
     cols = parse_columns(columns) if isinstance(columns, str) else tuple(map(tuple, columns))
-    missing = set(partition_by) - {c for c, _ in cols}
-    if missing:
-        raise ValueError(f"{layer}/{name}: partition column(s) {sorted(missing)} not declared")
+    for what, names in (("partition", partition_by), ("statistics", stats_columns)):
+        missing = set(names) - {c for c, _ in cols}
+        if missing:
+            raise ValueError(f"{layer}/{name}: {what} column(s) {sorted(missing)} not declared")
     table = LakeTable(layer, name, cols, tuple(partition_by), description, retention,
-                      tuple(aliases))
+                      tuple(aliases), tuple(stats_columns))
     have = _REGISTRY.setdefault((layer, name), table)
     if (have.columns, have.partition_by) != (table.columns, table.partition_by):
         raise ValueError(f"{layer}/{name} is already registered with another declaration")
@@ -276,8 +282,11 @@ class Lake:
             if registered_from_path:
                 cols = parts = ""
             where = "" if self.managed else f" LOCATION {sql_string(self.path(table))}"
+            props = ("" if registered_from_path or not table.stats_columns else
+                     " TBLPROPERTIES ('delta.dataSkippingStatsColumns' = "
+                     f"{sql_string(','.join(table.stats_columns))})")
             spark.sql(f"CREATE TABLE IF NOT EXISTS {self.ident(table)}{cols} USING delta"
-                      f"{parts}{where}").collect()
+                      f"{parts}{where}{props}").collect()
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
             at = "" if self.managed else f" at {self.path(table)}"
             raise EngineError(f"lake.catalog {self.catalog}: cannot create "
@@ -309,6 +318,9 @@ class Lake:
 
                 writer.overwrite(F.lit(True))
             return
+        if table.stats_columns and not self.exists(df.sparkSession, table):
+            create_with_stats_columns(self.path(table), table.arrow_schema(),
+                                      list(table.partition_by), list(table.stats_columns))
         writer = df.write.format("delta").mode(mode).options(**options)
         if table.partition_by:
             writer = writer.partitionBy(*table.partition_by)
@@ -385,7 +397,12 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     # dbtrail's columns (docs/gold.md), added later: last, so an older table evolves to this.
     ("query_text", "string"), ("commit_ts_us", "bigint"),
 ], partition_by=("event_date",),
-    description="Row changes named by their schema: JSON images, changed columns, pk.")
+    description="Row changes named by their schema: JSON images, changed columns, pk.",
+    # Statistics on what readers filter by, not on the JSON images: writing min/max of every
+    # image cost a quarter of the write (docs/performance.md).
+    stats_columns=("source_id", "binlog_file", "start_pos", "row_in_event", "seq",
+                   "event_timestamp", "event_date", "gtid", "schema_name", "table_name",
+                   "event_type", "pk_hash", "pk_kind", "schema_version", "commit_ts_us"))
 SILVER_QUARANTINE = register(
     "silver", "quarantine",
     "source_id string, binlog_file string, start_pos bigint, row_in_event int, "

@@ -47,6 +47,8 @@ def test_one_declaration_per_table() -> None:
         register("silver", "progress", "source_id string")
     with pytest.raises(ValueError, match="partition column"):
         register("test", "bad", "a string", partition_by=["b"])
+    with pytest.raises(ValueError, match="statistics column"):
+        register("test", "bad", "a string", stats_columns=["a", "c"])
     with pytest.raises(KeyError, match="no lake table nope/nope"):
         lake_table("nope", "nope")
     names = [t.table_name for t in lake_tables()]
@@ -111,3 +113,26 @@ def test_stages_write_only_registered_tables_and_vacuum_and_views_cover_them(
     assert "quarantine" in views  # the older short name still answers
     n = spark.sql("SELECT count(*) AS n FROM silver_binlog_events").collect()[0]["n"]
     assert n == Lake.of(cfg).read(spark, SILVER_EVENTS).count() > 0
+
+
+def test_silver_keeps_statistics_for_what_readers_filter_by(spark, tmp_path: Path) -> None:
+    """The silver table binlake creates carries min/max statistics for the declared columns
+    only (delta.dataSkippingStatsColumns), never for the JSON images."""
+    import json
+
+    from pipelines.lake import Lake
+
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    lake = Lake.of(cfg)
+    row = {c: None for c in SILVER_EVENTS.column_names}
+    row.update(source_id="s", binlog_file="b.000001", start_pos=4, row_in_event=0, seq=4,
+               row_before='{"id": 1}', row_after='{"id": 2}', schema_name="db", table_name="t")
+    lake.append(spark.createDataFrame([row], SILVER_EVENTS.ddl()), SILVER_EVENTS)
+    log = sorted((tmp_path / "lake" / "silver" / "binlog_events" / "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for f in log for line in f.read_text().splitlines()]
+    config = next(a["metaData"]["configuration"] for a in actions if "metaData" in a)
+    assert config["delta.dataSkippingStatsColumns"].split(",") == list(SILVER_EVENTS.stats_columns)
+    stats = [json.loads(a["add"]["stats"]) for a in actions if "add" in a]
+    assert stats and all("row_after" not in s["minValues"] and "seq" in s["minValues"]
+                         for s in stats)
+    assert lake.read(spark, SILVER_EVENTS).count() == 1
