@@ -162,6 +162,10 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
         print(line)
     for name in res.skipped:
         print(f"bronze: {name}: already completed, skipped")
+    if res.compacted:
+        c = res.compacted
+        print(f"bronze: bronze/files compacted: {c.rows_before} -> {c.rows_after} rows "
+              f"for {c.files} file(s)")
     rate = res.row_changes / res.seconds if res.seconds else 0.0
     print(f"bronze: {len(res.files)} file(s), {res.row_changes} row changes in "
           f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {_where(cfg, 'bronze', 'binlog_events')}")

@@ -337,7 +337,8 @@ class Lake:
 
     def delete_where(self, spark, table: LakeTable, predicate: str) -> None:
         """``DELETE FROM`` the table where ``predicate`` (SQL on partition columns: a
-        metadata-only commit on every engine)."""
+        metadata-only commit on every engine; on rows only for ``bronze/files``'s
+        compaction, a small table without arrays)."""
         spark.sql(f"DELETE FROM {self.ident(table)} WHERE {predicate}").collect()
 
 

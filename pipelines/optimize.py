@@ -10,7 +10,9 @@ last OPTIMIZE into files of about ``target_mb`` with row groups of ``row_group_r
   table_name = … AND pk_hash = …``) reads only the row groups that can hold the key — the
   engine skips the rest from the Delta log's file statistics, the Parquet row-group statistics
   and the bloom filters;
-- every other table is compacted (bin-packing, no reordering).
+- every other table is compacted (bin-packing, no reordering);
+- ``bronze/files`` first loses its superseded state rows (:func:`pipelines.bronze.files.
+  compact_states`, the one table where rows change: each file keeps its latest row).
 
 Only data files are rewritten, in one ``OPTIMIZE`` commit per table with ``dataChange=false``:
 rows, keys and ``seq`` are identical before and after, earlier versions stay readable
@@ -30,10 +32,11 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
+from pipelines.bronze.files import compact_states
 from pipelines.config import Config
 from pipelines.delta_ops import capabilities, current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
-from pipelines.lake import Lake, lake_tables
+from pipelines.lake import BRONZE_FILES, Lake, lake_tables
 from pipelines.lease import holds_lease
 
 __all__ = ["CLUSTER_BY", "BLOOM_COLUMNS", "TableOptimized", "optimize_lake", "optimize_table",
@@ -70,6 +73,8 @@ class TableOptimized:
     version_before: int | None = None
     version_after: int | None = None
     seconds: float = 0.0
+    rows_before: int | None = None  # bronze/files: state rows before/after its compaction
+    rows_after: int | None = None
 
 
 def engine_optimizes(spark) -> bool:
@@ -241,9 +246,14 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
         if sql is None:
             sql = engine_optimizes(spark)
         where = (table.layer, table.name)
+        compacted = None
+        if table.key == BRONZE_FILES.key:  # its superseded rows first (bronze lease held)
+            compacted = compact_states(spark, lake, force=True)
         res = optimize_table(spark, path, table=name, ident=lake.ident(table),
                              cluster=CLUSTER_BY.get(where, ()), bloom=BLOOM_COLUMNS.get(where, ()),
                              sql=sql, target_mb=target_mb, row_group_rows=row_group_rows)
+        if compacted is not None:
+            res.rows_before, res.rows_after = compacted.rows_before, compacted.rows_after
         log.info("optimize %s: %s via %s, %d -> %d files", name, res.how, res.via,
                  res.files_before, res.files_after)
         out.append(res)

@@ -47,6 +47,9 @@ def cmd_optimize(args: argparse.Namespace, cfg: Config) -> int:
         print(json.dumps([asdict(t) for t in done], indent=2))
         return 0
     for t in done:
+        if t.rows_before is not None:
+            print(f"optimize: {t.table}: superseded state rows deleted, {t.rows_before} -> "
+                  f"{t.rows_after} row(s)")
         if t.how == "unchanged":
             print(f"optimize: {t.table}: nothing to rewrite "
                   f"({t.files_before} file(s), version {t.version_before})")

@@ -12,17 +12,15 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support.lake_runs import (ROOT, SAMPLE_FILES, SAMPLES, assert_bronze_once,
-                                     assert_silver_once, binlake, delta_creates, start, together,
-                                     wait_for)
+from tests.support.lake_runs import (SAMPLE_FILES, SAMPLES, assert_bronze_once,
+                                     assert_silver_once, binlake, delta_creates, hold_lease, start,
+                                     together, wait_for)
 
 pytestmark = [pytest.mark.spark]
 
@@ -154,28 +152,9 @@ def test_a_stalled_holder_learns_it_lost_the_lease(tmp_path) -> None:
 
 # -- a holder that is alive, dead, or on another host ------------------------------------
 
-_HOLD = """
-import sys, time
-from pipelines.config import load_config
-from pipelines.lease import lake_lease
-cfg = load_config(env={}, overrides={"lake.root": sys.argv[1]})
-with lake_lease(cfg, sys.argv[2], "test holder of " + sys.argv[2]):
-    print("held", flush=True)
-    time.sleep(600)
-"""
-
-
-def _holder(lake: Path, stage: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(lake), stage],
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), text=True,
-                            stdout=subprocess.PIPE)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def test_second_writer_waits_bounded_then_exits_75_naming_the_holder(tmp_path, bronze_lake) -> None:
+def test_second_writer_waits_bounded_then_exits_75_naming_thehold_lease(tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "busy")
-    holder = _holder(lake, "silver")
+    holder = hold_lease(lake, "silver")
     try:
         t0 = time.monotonic()
         rc, out, err = binlake(lake, "--wait", "3", "silver")
@@ -191,9 +170,9 @@ def test_second_writer_waits_bounded_then_exits_75_naming_the_holder(tmp_path, b
     assert not (lake / "silver" / "binlog_events").exists(), "the refused run wrote nothing"
 
 
-def test_status_names_the_holder(spark, tmp_path, bronze_lake) -> None:
+def test_status_names_thehold_lease(spark, tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "status")
-    holder = _holder(lake, "bronze")
+    holder = hold_lease(lake, "bronze")
     try:
         rc, out, err = binlake(lake, "status", "--format", "json")
     finally:
@@ -207,7 +186,7 @@ def test_status_names_the_holder(spark, tmp_path, bronze_lake) -> None:
 
 def test_killed_holder_on_this_host_is_taken_over_at_once(spark, tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "dead")
-    holder = _holder(lake, "silver")
+    holder = hold_lease(lake, "silver")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     t0 = time.monotonic()
@@ -294,20 +273,43 @@ def test_gold_pair_into_one_database_is_exactly_once(spark, tmp_path, bronze_lak
 
 # -- JVM Spark with delta-spark ------------------------------------------------------------
 
-@pytest.mark.classic
-@pytest.mark.soak
-def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path) -> None:
+@pytest.mark.parametrize("jvm", [
+    pytest.param("connect", marks=pytest.mark.jvm),
+    pytest.param("spark", marks=[pytest.mark.classic, pytest.mark.soak]),
+])
+def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) -> None:
+    """Both pairs once on JVM Spark with delta-spark. ``connect`` (``make test-jvm``): every
+    process is a client of the tests' one Spark Connect JVM server (``spark_connect_url``),
+    so no process starts a JVM of its own; ``spark`` (``make test-soak``): every process
+    starts its own local JVM, as two clusters would (a few minutes on 2 cores). Either way the
+    two runs are separate processes with separate Spark sessions, racing through the lease
+    and delta-spark's commits; one small file per bronze run keeps the JVM's work short. Then
+    ``optimize`` compacts ``bronze/files`` there."""
     lake = tmp_path / "jvm" / "lake"
     lake.parent.mkdir()
-    res = together(lake, [_bronze(*SAMPLE_FILES[:2]), _bronze(*SAMPLE_FILES[2:])],
-                   engine="spark")
+    if jvm == "connect":
+        flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
+    else:
+        flags, engine = [], "spark"
+    files = SAMPLE_FILES[:2]  # 18 + 16 row changes
+    env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
+    res = together(lake, [flags + _bronze(files[0]), flags + _bronze(files[1])],
+                   engine=engine, env=env)
     _ok(res)
-    assert _decoded(res) == SAMPLE_FILES
-    assert assert_bronze_once(spark, lake, SAMPLE_FILES) == SAMPLE_ROW_CHANGES
-    res = together(lake, [["silver"], ["silver"]], engine="spark")
+    assert _decoded(res) == files
+    assert assert_bronze_once(spark, lake, files) == 34
+    res = together(lake, [flags + ["silver"], flags + ["silver"]], engine=engine, env=env)
     _ok(res)
-    assert assert_silver_once(spark, lake) == SAMPLE_ROW_CHANGES
+    appended = sorted(int(out.split(" row changes appended")[0].rsplit(" ", 1)[1])
+                      for _, out, _ in res)
+    assert appended == [0, 34]
+    assert assert_silver_once(spark, lake) == 34
     assert delta_creates(lake / "silver" / "binlog_events") == 1
+    # bronze/files' compaction on delta-spark: two rows per file (in_progress, completed)
+    rc, out, err = binlake(lake, *flags, "optimize", "--tables", "bronze/files", engine=engine)
+    assert rc == 0, err
+    assert "bronze/files: superseded state rows deleted, 4 -> 2 row(s)" in out, out
+    assert assert_bronze_once(spark, lake, files) == 34
 
 
 # -- stream and index on one lake ---------------------------------------------------------

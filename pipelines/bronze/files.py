@@ -9,24 +9,52 @@ next run redoes the file).
 The table is append-only: every save appends one row per file it changes, and a file's state
 is its latest row (``updated_at``). Two writers that save at once (a `binlake bronze` and a
 `binlake stream`, or two runs racing without their lease) therefore never overwrite each
-other's files: each append lands as its own commit. ``dropped`` rows retract a file (the
-stream taking it over from scratch).
+other's files: each append lands as its own commit. ``dropped`` rows retract a file (older
+streams wrote them when taking a file over; the stream now marks such files ``streaming``).
+
+Compaction (:func:`compact_states`): once the table holds more than ``COMPACT_FACTOR`` rows
+per file plus ``COMPACT_SLACK``, a writer holding the ``bronze`` lease deletes every row that
+a later row of the same file supersedes (older rows stay in Delta's time travel). It is a
+``DELETE`` of exactly those rows, not an overwrite: the stream appends its rows without the
+``bronze`` lease, and a DELETE commit removes only the data files it read, so a row appended
+meanwhile survives (docs/concurrency.md). Each commit is atomic: a kill -9 leaves either the
+old or the compacted table, both with every file's latest row.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
+import random
+import re
+import time
 from dataclasses import asdict, dataclass
 
 from pipelines.binlog_names import binlog_order, is_binlog_file
+from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake
 
 __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "save_states",
-           "latest_states"]
+           "latest_states", "Compacted", "compact_states", "superseded_keys", "compaction_due"]
+
+log = logging.getLogger(__name__)
 
 DROPPED = "dropped"
+
+COMPACT_FACTOR = 2  # a bronze run leaves two rows per file (in_progress, then its outcome)
+COMPACT_SLACK = 100
+COMPACT_BATCH = 20_000  # superseded rows per DELETE commit (the predicate's IN list)
+COMPACT_ATTEMPTS = 5
+# Worth another attempt: a DELETE that lost its commit to a concurrent one (Sail's and
+# delta-spark's words), or a log read that met a concurrent writer's checkpoint half written
+# (Sail: "Missing commit file: expected version 0, found N").
+_RETRY = re.compile(r"Failed to commit transaction|Concurrent\w*Exception|"
+                    r"DELTA_CONCURRENT_\w+|Missing commit file")
+# One row's identity: its file and its updated_at (microseconds, time-zone free).
+_ROW_KEY = ("concat_ws('/', source_id, binlog_file, "
+            "CAST(unix_micros(updated_at) AS STRING))")
 
 FILES_DDL = BRONZE_FILES.ddl()
 
@@ -101,3 +129,86 @@ def save_states(spark, lake: Lake, states) -> None:
         rows.append(tuple(asdict(st).values()))
     if rows:
         lake.append(spark.createDataFrame(rows, FILES_DDL), BRONZE_FILES)
+
+
+@dataclass
+class Compacted:
+    """What :func:`compact_states` did: rows before and after, live files, DELETE commits."""
+
+    rows_before: int
+    rows_after: int
+    files: int
+    commits: int
+
+
+def compaction_due(rows: int, files: int, *, force: bool = False) -> bool:
+    """Pure rule: compact past ``COMPACT_FACTOR`` rows per file + ``COMPACT_SLACK`` (``force``:
+    whenever any file has more than one row)."""
+    return rows > files if force else rows > COMPACT_FACTOR * files + COMPACT_SLACK
+
+
+def superseded_keys(df):
+    """Pure transform: the table's rows → the ``key`` of every row a later row of the same
+    file supersedes (rows without ``updated_at`` are kept)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("source_id", "binlog_file")
+    t = F.unix_micros("updated_at")
+    return (df.withColumn("_t", t).withColumn("_latest", F.max("_t").over(w))
+            .where(F.col("_t") < F.col("_latest")).select(F.expr(_ROW_KEY).alias("key")))
+
+
+def compact_states(spark, lake: Lake, *, force: bool = False, strict: bool = True,
+                   attempts: int = COMPACT_ATTEMPTS) -> Compacted | None:
+    """Delete superseded rows when :func:`compaction_due` (module docstring); ``None`` when
+    nothing was due, or when every attempt lost its commit to a concurrent writer (the engine
+    refuses a DELETE that races an append; compaction is left to the next run, a warning
+    says so). The caller holds the ``bronze`` lease (one compactor at a time). Not
+    ``strict`` (a bronze run, the stream: compaction is their side task): any other error is
+    a warning too, and the table is as it was (each DELETE commit is atomic)."""
+    try:
+        return _compact(spark, lake, force, attempts)
+    except Exception as exc:  # noqa: BLE001 - the engines raise many kinds
+        if strict:
+            raise
+        first = (str(exc).strip().splitlines() or [repr(exc)])[0][:300]
+        log.warning("bronze/files: compaction failed, left to the next run: %s", first)
+        return None
+
+
+def _compact(spark, lake: Lake, force: bool, attempts: int) -> Compacted | None:
+    """:func:`_compact_once`, again (after a short random pause) while it meets a concurrent
+    writer (``_RETRY``)."""
+    for attempt in range(attempts):
+        try:
+            return _compact_once(spark, lake, force)
+        except Exception as exc:  # noqa: BLE001 - each engine words a lost commit its own way
+            if not _RETRY.search(str(exc)):
+                raise
+            met = str(exc).strip().splitlines()[0][:200]
+            log.info("bronze/files: compaction attempt %d met a concurrent writer (%s)",
+                     attempt + 1, met)
+            time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
+    log.warning("bronze/files: compaction gave up after %d attempts, each met a concurrent "
+                "writer (%s); the next bronze run or `binlake optimize` compacts it",
+                attempts, met)
+    return None
+
+
+def _compact_once(spark, lake: Lake, force: bool) -> Compacted | None:
+    if not lake.exists(spark, BRONZE_FILES):
+        return None
+    ident = lake.ident(BRONZE_FILES)
+    count = f"SELECT count(*), count(DISTINCT source_id, binlog_file) FROM {ident}"
+    rows, files = spark.sql(count).first()
+    if not compaction_due(rows, files, force=force):
+        return None
+    keys = [r[0] for r in superseded_keys(lake.read(spark, BRONZE_FILES)).collect()]
+    commits = 0
+    for i in range(0, len(keys), COMPACT_BATCH):  # each DELETE leaves every latest row
+        in_list = ", ".join(sql_string(k) for k in keys[i:i + COMPACT_BATCH])
+        lake.delete_where(spark, BRONZE_FILES, f"{_ROW_KEY} IN ({in_list})")
+        commits += 1
+    after = spark.sql(f"SELECT count(*) FROM {ident}").first()[0]
+    return Compacted(rows, after, files, commits)

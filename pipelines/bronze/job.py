@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 
 from pipelines.bronze.decode_task import decode_file_batches
-from pipelines.bronze.files import FileState, load_states, save_states, select_files
+from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, save_states,
+                                   select_files)
 from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
@@ -46,6 +47,7 @@ class BronzeResult:
     files: list[FileState] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    compacted: Compacted | None = None  # bronze/files compacted at the end of the run
 
     @property
     def row_changes(self) -> int:
@@ -130,6 +132,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
             continue
         todo.append(path)
     if not todo:
+        result.compacted = compact_states(spark, lake, strict=False)
         result.seconds = time.monotonic() - started
         return result
     for path in todo:
@@ -181,6 +184,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         else:
             st.status, st.error = "partial", info.get("note")
     save_states(spark, lake, [states[k] for k in mine])
+    result.compacted = compact_states(spark, lake, strict=False)  # under this run's lease
     result.files = [states[(source_id, os.path.basename(p))] for p in todo]
     result.seconds = time.monotonic() - started
     return result

@@ -7,25 +7,35 @@ Silver picks up both (any status but ``in_progress``) whenever ``updated_at`` ch
 the stream bumps for every file it appended to before silver runs. The table is a summary:
 the truth is bronze (END and CHECKPOINT rows), and a stream restarted after a SIGKILL
 re-derives its entries.
+
+Every save appends rows, so every ``compact_every`` saves the stream calls ``compact`` (the
+job's: compaction under the ``bronze`` lease when it is free at that moment,
+``bronze/files.compact_states``).
 """
 
 from __future__ import annotations
 
-from pipelines.bronze.files import DROPPED, FileState, load_states, save_states
+from typing import Callable
+
+from pipelines.bronze.files import FileState, load_states, save_states
 from pipelines.lake import Lake
 
 __all__ = ["StreamFiles", "STREAMING"]
 
 STREAMING = "streaming"
+COMPACT_EVERY = 200  # saves between two compaction checks of the table
 
 
 class StreamFiles:
-    def __init__(self, spark, lake: Lake, source_id: str, origin: str) -> None:
+    def __init__(self, spark, lake: Lake, source_id: str, origin: str, *,
+                 compact: Callable[[], None] | None = None,
+                 compact_every: int = COMPACT_EVERY) -> None:
         self.spark = spark
         self.lake = lake
         self.source_id = source_id
         self.origin = origin  # e.g. stream://127.0.0.1:3306 (path column)
         self.mine: dict[str, FileState] = {}
+        self.compact, self.compact_every, self.saves = compact, compact_every, 0
 
     def states(self) -> dict[tuple[str, str], FileState]:
         return load_states(self.spark, self.lake)
@@ -47,13 +57,10 @@ class StreamFiles:
         st.status, st.size, st.last_pos, st.row_changes = "completed", end_pos, end_pos, row_changes
         st.error, st.updated_at = None, None
 
-    def forget(self, names: set[str]) -> None:
-        """Drop entries (files the stream takes over from scratch) at the next save."""
-        gone = [FileState(self.source_id, k[1], st.path, st.size, DROPPED)
-                for k, st in self.states().items() if k[0] == self.source_id and k[1] in names]
-        save_states(self.spark, self.lake, gone)
-
     def save(self) -> None:
         """Append this stream's entries to the table (one commit; ``bronze/files.py``)."""
-        save_states(self.spark, self.lake,
-                    [st for st in self.mine.values() if st.updated_at is None])
+        changed = [st for st in self.mine.values() if st.updated_at is None]
+        save_states(self.spark, self.lake, changed)
+        self.saves += bool(changed)
+        if changed and self.compact is not None and self.saves % self.compact_every == 0:
+            self.compact()

@@ -22,6 +22,7 @@ that reads events and hands them to those pieces.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -30,10 +31,13 @@ import threading
 import time
 
 from pipelines.bronze import events as ev
+from pipelines.bronze.files import compact_states
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.config import Config
-from pipelines.errors import ConfigError, DecodeError, SourceError
+from pipelines.errors import (ConfigError, DecodeError, LeaseHeldError, LeaseLostError,
+                              SourceError)
 from pipelines.lake import Lake
+from pipelines.lease import lake_lease
 from pipelines.mysql_client import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import is_ddl_event, refusals
 from pipelines.stream.batch import MicroBatch
@@ -108,8 +112,9 @@ class StreamJob:
         self.src = SourceServer(dsn)
         self.lake = Lake.of(cfg)
         self.files = StreamFiles(spark, self.lake, self.source_id,
-                                 f"stream://{dsn.host}:{dsn.port}")
-        self.startup = Startup(spark, self.lake, self.source_id, self.src, self.files)
+                                 f"stream://{dsn.host}:{dsn.port}", compact=self._compact_files)
+        self.startup = Startup(spark, self.lake, self.source_id, self.src, self.files,
+                               bronze_lease=lambda: lake_lease(cfg, "bronze"))
         self.pos = StreamPosition()
         self.committer = Committer(spark, self.lake, self.files,
                                    Identity(self.source_id, self.server_uuid, server_id),
@@ -171,6 +176,23 @@ class StreamJob:
         self._new_batch(gap.resume.file, 0)
         return resume
 
+    def _compact_files(self) -> None:
+        """Compact ``bronze/files`` when due, if the ``bronze`` lease is free right now (a
+        bronze run holding it compacts on its own; the stream never waits for it)."""
+        now = dataclasses.replace(self.cfg, lease=dataclasses.replace(self.cfg.lease,
+                                                                      wait_seconds=0))
+        try:
+            with lake_lease(now, "bronze"):
+                done = compact_states(self.spark, self.lake, strict=False)
+        except LeaseHeldError:
+            return
+        except LeaseLostError as exc:  # the DELETE is safe without it: only say so
+            log.warning("bronze/files compaction: %s", exc)
+            return
+        if done is not None:
+            log.info("bronze/files compacted: %d -> %d rows for %d file(s)", done.rows_before,
+                     done.rows_after, done.files)
+
     # -- the run ------------------------------------------------------------------------------
     def run(self, *, start: StartAt | None = None, reset: bool = False) -> int:
         restore = self._install_signals()
@@ -185,6 +207,7 @@ class StreamJob:
         self._validate()
         want, self.committer.seq, self.takeover_pending = self.startup.plan(flags, reset,
                                                                             self.pos)
+        self._compact_files()  # a restart compacts what earlier runs left
         self._new_batch(self.pos.here.file)
         want = self._check_gap(want)
         log.info("streaming %s from %s (%s mode)", self.source_id, want, self.pos.mode)

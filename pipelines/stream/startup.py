@@ -6,8 +6,11 @@ last one file mode completed, else the oldest the server has. Bronze rows of the
 the checkpoint (file mode wrote them) make the stream re-read that file from its start.
 
 Takeover (:meth:`Startup.takeover`): the stream becomes the only writer of a file and the
-later files of its source: their bronze partitions (metadata only) and file-mode progress rows
-are dropped, and the streamed rows replace them.
+later files of its source: their bronze partitions are dropped (metadata only), their
+progress rows become ``streaming``, and the streamed rows replace them. It holds the lake's
+``bronze`` lease meanwhile (a running ``binlake bronze`` finishes first; bounded by
+``lease.wait_seconds``, then the stream exits 75 naming the holder), so no bronze run decodes
+those files between the delete and the stream reaching them: it skips ``streaming`` files.
 
 Gaps (:meth:`Startup.gap_start`): the server no longer has what a resume needs; the stream
 skips to the oldest binlog it has and records a GAP row (``checkpoint.gap_batch``).
@@ -15,7 +18,9 @@ skips to the oldest binlog it has and records a GAP row (``checkpoint.gap_batch`
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Callable, ContextManager
 
 from pipelines.delta_ops import sql_string
 from pipelines.errors import SourceError
@@ -37,8 +42,10 @@ class Startup:
     """Start-up decisions of one stream over the lake's bronze (module docstring)."""
 
     def __init__(self, spark, lake: Lake, source_id: str, src: SourceServer,
-                 files: StreamFiles) -> None:
+                 files: StreamFiles,
+                 bronze_lease: Callable[[], ContextManager] = contextlib.nullcontext) -> None:
         self.spark = spark
+        self.bronze_lease = bronze_lease  # the lake's `bronze` lease, taken for a takeover
         self.lake = lake
         self.source_id = source_id
         self.src = src
@@ -65,19 +72,24 @@ class Startup:
         return 0 if df is None else df.count()
 
     def takeover(self, first_file: str) -> None:
-        """Make the stream the only writer of ``first_file`` and the later files."""
+        """Make the stream the only writer of ``first_file`` and the later files (under the
+        ``bronze`` lease: no bronze run decodes them meanwhile)."""
         key = binlog_order(first_file)
-        df = self._bronze("")
-        present = [] if df is None else [r[0] for r in
-                                         df.select("binlog_file").distinct().collect()]
-        names = {n for n in present if binlog_order(n) >= key}
-        if names:
-            log.warning("stream takes over %s: their bronze rows are replaced by streamed ones",
-                        ", ".join(sorted(names)))
-            in_list = ", ".join(sql_string(n) for n in sorted(names))
-            self.lake.delete_where(self.spark, BRONZE_EVENTS, f"source_id = "
-                                   f"{sql_string(self.source_id)} AND binlog_file IN ({in_list})")
-        self.files.forget(names | {first_file})
+        with self.bronze_lease():
+            df = self._bronze("")
+            present = [] if df is None else [r[0] for r in
+                                             df.select("binlog_file").distinct().collect()]
+            names = {n for n in present if binlog_order(n) >= key}
+            if names:
+                log.warning("stream takes over %s: their bronze rows are replaced by streamed "
+                            "ones", ", ".join(sorted(names)))
+                in_list = ", ".join(sql_string(n) for n in sorted(names))
+                self.lake.delete_where(self.spark, BRONZE_EVENTS, f"source_id = "
+                                       f"{sql_string(self.source_id)} AND binlog_file IN "
+                                       f"({in_list})")
+            for name in sorted(names | {first_file}):  # `binlake bronze` skips them now
+                self.files.streaming(name, 4, 0)
+            self.files.save()
 
     # -- where to start ----------------------------------------------------------------------
     def _where(self, file: str, pos: int, gtid: str | None = None) -> Where:

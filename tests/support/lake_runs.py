@@ -20,6 +20,7 @@ SAMPLE_FILES = sorted(p.name for p in SAMPLES.glob("mariadb-bin.0*"))
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 
 __all__ = ["ROOT", "SAMPLES", "SAMPLE_FILES", "KEY", "binlake", "start", "finish", "together",
+           "hold_lease",
            "assert_bronze_once", "assert_silver_once", "delta_creates", "wait_for", "stop_server",
            "start_server_again"]
 
@@ -45,7 +46,13 @@ def start(lake: Path, *args: str, env: dict[str, str] | None = None,
 
 
 def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # never leave a run behind the failing test
+        out, err = proc.communicate()
+        raise AssertionError(f"{proc.args}: still running after {timeout:.0f}s\n{out}\n"
+                             f"{err[-3000:]}") from None
     return proc.returncode, out, err
 
 
@@ -60,6 +67,27 @@ def together(lake: Path, commands: Sequence[Sequence[str]], *,
     """Start every command at the same moment (back to back) and wait for all."""
     procs = [start(lake, *c, env=env, engine=engine) for c in commands]
     return [finish(p) for p in procs]
+
+
+_HOLD = """
+import sys, time
+from pipelines.config import load_config
+from pipelines.lease import lake_lease
+cfg = load_config(env={}, overrides={"lake.root": sys.argv[1]})
+with lake_lease(cfg, sys.argv[2], "test holder of " + sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def hold_lease(lake: Path, stage: str) -> subprocess.Popen:
+    """A process holding ``stage``'s lease on ``lake`` (command 'test holder of STAGE') until
+    killed; returned once it holds it."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(lake), stage],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), text=True,
+                            stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
 
 
 def wait_for(predicate, timeout: float = 60.0, step: float = 0.05) -> bool:
