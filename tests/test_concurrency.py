@@ -152,7 +152,7 @@ def test_a_stalled_holder_learns_it_lost_the_lease(tmp_path) -> None:
 
 # -- a holder that is alive, dead, or on another host ------------------------------------
 
-def test_second_writer_waits_bounded_then_exits_75_naming_thehold_lease(tmp_path, bronze_lake) -> None:
+def test_second_writer_waits_bounded_then_exits_75_naming_the_holder(tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "busy")
     holder = hold_lease(lake, "silver")
     try:
@@ -170,7 +170,7 @@ def test_second_writer_waits_bounded_then_exits_75_naming_thehold_lease(tmp_path
     assert not (lake / "silver" / "binlog_events").exists(), "the refused run wrote nothing"
 
 
-def test_status_names_thehold_lease(spark, tmp_path, bronze_lake) -> None:
+def test_status_names_the_holder(spark, tmp_path, bronze_lake) -> None:
     lake = _copy(bronze_lake, tmp_path / "status")
     holder = hold_lease(lake, "bronze")
     try:
