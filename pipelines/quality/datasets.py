@@ -90,6 +90,7 @@ class SilverSlice:
     table: DataFrame | None
     version: int | None  # the silver version checked
     window: Window
+    whole: bool = False  # the window's rows are the whole table (a first run, or "all")
 
 
 def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
@@ -100,19 +101,18 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
     version = lake.version(spark, SILVER_EVENTS)
     # Pinned to the version when known, so rows, table and the recorded version agree.
     table = lake.read(spark, SILVER_EVENTS, version)
-    if window.kind == "all":
+    whole = (window.kind == "all" or version is None or version == 0
+             or window.kind == "last-run" and window.since is not None and window.since < 0)
+    if whole:  # -1: silver did not exist before the run, every row is new
         rows = table
     elif window.kind == "recent":
         rows = table.where(F.col("event_timestamp")
                            >= F.current_timestamp() - F.expr(f"INTERVAL {window.hours} HOURS"))
-    elif version is None or version == 0:
-        rows = table
-    elif window.since is not None:  # -1: silver did not exist before, every row is new
-        rows = table if window.since < 0 else _rows_added(spark, lake, table, window.since,
-                                                          version)
+    elif window.since is not None:
+        rows = _rows_added(spark, lake, table, window.since, version)
     else:
         rows = _rows_added(spark, lake, table, version - 1, version)
-    return SilverSlice(rows, table, version, window)
+    return SilverSlice(rows, table, version, window, whole)
 
 
 def _rows_added(spark, lake: Lake, table: DataFrame, since: int, version: int) -> DataFrame:

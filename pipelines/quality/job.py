@@ -85,8 +85,9 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
     if sl.rows is None:
         return [_skipped(r) for r in rules]
     frame = silver_frame(spark, cfg, sl)
-    # Uniqueness looks at the window's rows and every older row sharing their key.
-    separate = [r for r in rules if r.expect is Expect.UNIQUE and window.kind != "all"]
+    # Uniqueness looks at the window's rows and every older row sharing their key (no older
+    # rows when the window is the whole table).
+    separate = [r for r in rules if r.expect is Expect.UNIQUE and not sl.whole]
     together = [r for r in rules if r not in separate]
     found: dict[Rule, tuple[Outcome, Any]] = {}
     for o in validate(frame, together, report_columns=REPORT_COLUMNS["silver"],
