@@ -189,7 +189,7 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
 
 
 def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quarantine: bool,
-                   workers: int, batch_rows: int = 32768) -> Iterator[pa.RecordBatch]:
+                   workers: int, batch_rows: int = 16384) -> Iterator[pa.RecordBatch]:
     """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order,
     rendered ``batch_rows`` at a time (the memory bound: ``workers`` × ``batch_rows`` rows)."""
     batches = _coalesced(batches, batch_rows)
