@@ -13,15 +13,22 @@ like current ones.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
-
-if TYPE_CHECKING:
-    from pipelines.lake import LakeTable
-
-__all__ = ["with_declared_columns", "read_data_files"]
+from typing import Iterable, Protocol, Sequence
 
 
-def with_declared_columns(df, table: LakeTable):
+class Declared(Protocol):
+    """What these functions read of a lake table's declaration (``lake.LakeTable``)."""
+
+    columns: tuple[tuple[str, str], ...]
+    partition_by: tuple[str, ...]
+
+    def ddl(self, *, exclude: Iterable[str] = ()) -> str: ...
+
+
+__all__ = ["with_declared_columns", "read_data_files", "Declared"]
+
+
+def with_declared_columns(df, table: Declared):
     """``df`` with every declared column of ``table`` it lacks added as a typed NULL: a table
     (or data files) written before those columns existed reads like a current one."""
     have = set(df.columns)
@@ -33,7 +40,7 @@ def with_declared_columns(df, table: LakeTable):
     return df.withColumns({c: F.lit(None).cast(t) for c, t in missing})
 
 
-def read_data_files(spark, table: LakeTable, files: Sequence[str]):
+def read_data_files(spark, table: Declared, files: Sequence[str]):
     """Data files of ``table`` (e.g. those a Delta version added) read by its declared
     columns less the partition columns (those live in the directory names): files written
     before a column was declared give it as NULL, whatever file the engine looks at first."""
