@@ -106,6 +106,9 @@ def register(layer: str, name: str, columns: str | Sequence[Column], *,
         missing = set(names) - {c for c, _ in cols}
         if missing:
             raise ValueError(f"{layer}/{name}: {what} column(s) {sorted(missing)} not declared")
+    if set(stats_columns) & set(partition_by):  # delta-spark refuses them (the path has them)
+        raise ValueError(f"{layer}/{name}: partition column(s) "
+                         f"{sorted(set(stats_columns) & set(partition_by))} cannot have statistics")
     table = LakeTable(layer, name, cols, tuple(partition_by), description, retention,
                       tuple(aliases), tuple(stats_columns))
     have = _REGISTRY.setdefault((layer, name), table)
@@ -401,7 +404,7 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     # Statistics on what readers filter by, not on the JSON images: writing min/max of every
     # image cost a quarter of the write (docs/performance.md).
     stats_columns=("source_id", "binlog_file", "start_pos", "row_in_event", "seq",
-                   "event_timestamp", "event_date", "gtid", "schema_name", "table_name",
+                   "event_timestamp", "gtid", "schema_name", "table_name",
                    "event_type", "pk_hash", "pk_kind", "schema_version", "commit_ts_us"))
 SILVER_QUARANTINE = register(
     "silver", "quarantine",

@@ -49,6 +49,8 @@ def test_one_declaration_per_table() -> None:
         register("test", "bad", "a string", partition_by=["b"])
     with pytest.raises(ValueError, match="statistics column"):
         register("test", "bad", "a string", stats_columns=["a", "c"])
+    with pytest.raises(ValueError, match="cannot have statistics"):
+        register("test", "bad", "a string, b int", partition_by=["b"], stats_columns=["a", "b"])
     with pytest.raises(KeyError, match="no lake table nope/nope"):
         lake_table("nope", "nope")
     names = [t.table_name for t in lake_tables()]
