@@ -440,11 +440,16 @@ def test_a_store_gone_for_a_while_does_not_lose_a_renewed_lease(minio, root, cap
     """MinIO killed and restarted while a lease is held: renewals fail (logged), then go on;
     nobody else can take the stage meanwhile and the holder keeps its lease."""
     store = _store(_cfg(minio, root), "silver")
-    lease = Lease(store, "silver", "me", expiry=6, wait=0, say=_quiet)
+    # Heartbeat every 4 s; the store is down 6.5 s from just after the acquire, so the first
+    # renewal (at 4 s, retried for 1.4 s) surely fails and the second (~9.4 s) lands before
+    # the 12 s expiry.
+    lease = Lease(store, "silver", "me", expiry=12, wait=0, say=_quiet)
     me = lease.acquire()
     with caplog.at_level("WARNING", logger="pipelines.lease"):
-        minio.restart(down_seconds=3.0)  # > one heartbeat (2 s), < the expiry (6 s)
-        time.sleep(2.5)
+        minio.restart(down_seconds=6.5)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and lease.me.expires == me.expires:
+            time.sleep(0.2)
     assert any("renewal failed" in r.message for r in caplog.records), "no renewal was missed"
     assert not lease.lost
     with pytest.raises(LeaseHeldError, match="'me'"):
