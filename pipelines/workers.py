@@ -61,11 +61,20 @@ def forkserver_is_safe() -> bool:
         return False
 
 
-def forkserver():
-    """The multiprocessing context whose server process has binlake's workers imported."""
+def forkserver(*, row_kernel: bool = False):
+    """The multiprocessing context whose server process has binlake's workers imported.
+
+    ``row_kernel``: the server also loads bronze's compiled row loop (``rowkernel``), so every
+    decoding worker forked from it has the loop at no cost of its own. It takes effect only
+    when this call creates the context (the server starts with the first worker); the bronze
+    stage asks for it before decoding a run big enough to pay for it.
+    """
     global _CONTEXT
     if _CONTEXT is None:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["pipelines._worker_boot"])
+        preload = ["pipelines._worker_boot"]
+        if row_kernel:
+            preload.append("pipelines._row_kernel_boot")
+        ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
     return _CONTEXT

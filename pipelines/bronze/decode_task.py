@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from pipelines.bronze import rowkernel
 from pipelines.bronze.parser import ChecksumPolicy
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
@@ -27,12 +28,27 @@ from pipelines.workers import forkserver, forkserver_is_safe
 __all__ = ["decode_file_batches", "main"]
 
 
+def _columnar(path: str, chunks: int, columnar: bool | None) -> bool:
+    """Whether to decode rows with the compiled loop (``rowkernel``): when asked, or (None)
+    when this process has it loaded already or the chunk is big enough to pay for loading."""
+    if columnar is not None:
+        return columnar
+    if rowkernel.warmed():
+        return True
+    try:
+        return os.path.getsize(path) // max(chunks, 1) >= rowkernel.MIN_BYTES
+    except OSError:
+        return False
+
+
 def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
             checksum: str, chunk: int = 0, chunks: int = 1, start_at: int = 4,
-            statement_text: bool = False) -> Iterator[pa.RecordBatch]:
+            statement_text: bool = False, columnar: bool | None = None
+            ) -> Iterator[pa.RecordBatch]:
     name = os.path.basename(path)
     reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name, chunk=chunk,
-                              chunks=chunks, start_at=start_at)
+                              chunks=chunks, start_at=start_at,
+                              columnar=_columnar(path, chunks, columnar))
     batcher = BronzeBatcher(source_id=source_id, binlog_file=name, server_uuid=server_uuid,
                             batch_rows=batch_rows, statement_text=statement_text)
     yield from file_batches(reader, batcher, reader)
@@ -49,22 +65,24 @@ def _error_batch(path: str, source_id: str, message: str, chunk: int, chunks: in
 def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = None,
                         batch_rows: int = 20000, checksum: str = "raise",
                         subprocess: bool = True, chunk: int = 0, chunks: int = 1,
-                        start_at: int = 4, statement_text: bool = False
-                        ) -> Iterator[pa.RecordBatch]:
+                        start_at: int = 4, statement_text: bool = False,
+                        columnar: bool | None = None) -> Iterator[pa.RecordBatch]:
     """Bronze batches of one file; the last batch ends with the file's END/ERROR row.
 
     ``start_at``: a known event start at or before the chunk (``reader.chunk_start``).
     ``statement_text``: keep ROWS_QUERY/ANNOTATE_ROWS text per row change (``bronze.statement_text``).
+    ``columnar``: decode rows with the compiled loop (``rowkernel``; same bronze either way);
+    ``None`` decides by the chunk's size and whether the loop is loaded (:func:`_columnar`).
 
     Never raises for bad input: a decoding failure, or a worker that dies, becomes the ERROR
     row so the other files of the job still commit.
     """
     if not subprocess:
         yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks,
-                           start_at, statement_text)
+                           start_at, statement_text, columnar)
         return
     args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks, start_at,
-            statement_text)
+            statement_text, columnar)
     run = _forked if forkserver_is_safe() else _spawned
     yield from run(*args)
 
@@ -81,14 +99,14 @@ def _worker_body(conn, *args) -> None:
 
 
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-            checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool
-            ) -> Iterator[pa.RecordBatch]:
+            checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool,
+            columnar: bool | None) -> Iterator[pa.RecordBatch]:
     """Decode in a worker forked from the preloaded forkserver; batches come back serialised."""
     ctx = forkserver()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker_body, daemon=True,
                        args=(send, path, source_id, server_uuid, batch_rows, checksum, chunk,
-                             chunks, start_at, statement_text))
+                             chunks, start_at, statement_text, columnar))
     proc.start()
     send.close()
     closed = False
@@ -111,8 +129,8 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
 
 
 def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
-             checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool
-             ) -> Iterator[pa.RecordBatch]:
+             checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool,
+             columnar: bool | None) -> Iterator[pa.RecordBatch]:
     """Decode in a fresh ``python -m pipelines.bronze.decode_worker`` (Arrow IPC on stdout)."""
     cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id",
            source_id, "--batch-rows", str(batch_rows), "--checksum", checksum, "--chunk",
@@ -121,6 +139,8 @@ def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int
         cmd += ["--server-uuid", server_uuid]
     if statement_text:
         cmd += ["--statement-text"]
+    if columnar is not None:
+        cmd += ["--columnar" if columnar else "--no-columnar"]
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -162,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", type=int, default=1)
     ap.add_argument("--start-at", type=int, default=4)
     ap.add_argument("--statement-text", action="store_true")
+    ap.add_argument("--columnar", action=argparse.BooleanOptionalAction, default=None)
     args = ap.parse_args(argv)
     out = pa.output_stream(sys.stdout.buffer)
     with pa.ipc.new_stream(out, BRONZE_SCHEMA) as writer:
         for batch in _inline(args.path, args.source_id, args.server_uuid, args.batch_rows,
                              args.checksum, args.chunk, args.chunks, args.start_at,
-                             args.statement_text):
+                             args.statement_text, args.columnar):
             writer.write_batch(batch)
     return 0
 

@@ -248,6 +248,19 @@ class RowsEvent(Event):
     present_after: list[bool] | None = None
     row_base: int = 0
     partial_json_flags: list[tuple[int, ...]] | None = None
+    pending: "PendingRows | None" = None  # rows left undecoded (decode_rows(columnar=True))
+
+
+@dataclass(slots=True)
+class PendingRows:
+    """The undecoded rows of a :class:`RowsEvent`: ``body[pos:]`` (inflated when the event
+    was compressed), its type code, and the first bytes of the event body as logged (the
+    preview an error shows)."""
+
+    type_code: int
+    body: bytes
+    pos: int
+    preview: bytes
 
 
 _U32 = struct.Struct("<I")

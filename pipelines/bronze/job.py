@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 
+from pipelines.bronze import rowkernel
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, save_states,
                                    select_files)
@@ -29,6 +30,7 @@ from pipelines.delta_ops import sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
+from pipelines.workers import forkserver
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL", "plan_chunks", "plan_commits"]
@@ -148,6 +150,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         lake.delete_where(spark, BRONZE_EVENTS,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
+    if (cfg.bronze.decode_in_subprocess and rowkernel.installed()
+            and sum(os.path.getsize(p) for p in todo) >= rowkernel.MIN_BYTES):
+        forkserver(row_kernel=True)  # the decoding workers get the compiled row loop loaded
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
     for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):

@@ -78,13 +78,16 @@ class BinlogParser:
     """Decodes framed events of one binlog stream in order.
 
     ``file`` names the stream in error messages. Raises :class:`DecodeError` subclasses that
-    carry the file, the event's position and type, and a hex preview.
+    carry the file, the event's position and type, and a hex preview. ``columnar``: rows
+    events (outside TRANSACTION_PAYLOADs) leave their rows for the bronze batcher to decode
+    into Arrow buffers (``rows.decode_rows``); for a consumer that is such a batcher only.
     """
 
     def __init__(self, *, file: str = "<stream>",
-                 checksum: ChecksumPolicy = ChecksumPolicy.RAISE) -> None:
+                 checksum: ChecksumPolicy = ChecksumPolicy.RAISE, columnar: bool = False) -> None:
         self.file = file
         self.checksum = checksum
+        self.columnar = columnar
         self.fde: ev.FormatDescription | None = None
         self.table_maps: dict[int, TableMap] = {}
         self.unknown_types: dict[int, int] = {}
@@ -135,7 +138,8 @@ class BinlogParser:
             code = self.permutation[code]
             h = dataclasses.replace(h, type_code=code)
         if code in ROWS_KINDS:
-            return decode_rows(h, body, fde.post_header_len(code), self.table_maps)
+            return decode_rows(h, body, fde.post_header_len(code), self.table_maps,
+                               columnar=self.columnar and not inner)
         if inner and code in (E.FORMAT_DESCRIPTION, E.TRANSACTION_PAYLOAD, E.START_V3):
             raise DecodeError(f"{ev.event_name(code)} inside a TRANSACTION_PAYLOAD")
         if code == E.TABLE_MAP:

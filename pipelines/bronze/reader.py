@@ -39,6 +39,7 @@ class BinlogFileReader:
     FORMAT_DESCRIPTIONs parsed) but not decoded. A file without GTID events is not split:
     chunk 0 takes it whole. ``start_at``: a known event start at or before the chunk's byte
     range (:func:`chunk_start`); framing jumps there after the FORMAT_DESCRIPTION.
+    ``columnar``: see :class:`BinlogParser` (the events are for a ``BronzeBatcher`` only).
     """
 
     path: str
@@ -47,6 +48,7 @@ class BinlogFileReader:
     chunk: int = 0
     chunks: int = 1
     start_at: int = 4
+    columnar: bool = False  # rows left for the bronze batcher to decode (BinlogParser)
     end_pos: int = 4
     events: int = 0
     inner_events: int = 0
@@ -57,7 +59,8 @@ class BinlogFileReader:
 
     def __post_init__(self) -> None:
         self.name = self.name or os.path.basename(self.path)
-        self.parser = BinlogParser(file=self.name, checksum=self.checksum)
+        self.parser = BinlogParser(file=self.name, checksum=self.checksum,
+                                   columnar=self.columnar)
 
     def __iter__(self) -> Iterator[Event]:
         try:

@@ -27,6 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze import events as ev
+from pipelines.bronze.image_sink import ImageSink
+from pipelines.bronze.rows_columnar import decode_into
 from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError
 from pipelines.lake import BRONZE_EVENTS
@@ -38,6 +40,8 @@ __all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches"]
 BRONZE_SCHEMA = BRONZE_EVENTS.arrow_schema()
 BRONZE_DDL = BRONZE_EVENTS.ddl()
 _STMT_END = 0x0001  # rows event flag: the statement's last rows event (Rows_log_event::STMT_END_F)
+# A batch is also full at this many bytes of row images (wide rows: memory bounded by bytes).
+_MAX_IMAGE_BYTES = 64 << 20
 _TM_FIELDS = ["column_count", "column_types", "column_meta", "column_nullable", "column_names",
               "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values"]
 
@@ -63,15 +67,19 @@ class BronzeBatcher:
         self.connection_id: int | None = None
         self.commit_ts_us: int | None = None
         self.query_text: str | None = None
+        self._sizes = (1024, 16384, 1 << 20)  # starting room of the image sinks
         self._reset()
 
     def _reset(self) -> None:
         self._cols: dict[str, list] = {n: [] for n in (
             "server_id", "start_pos", "end_pos", "row_in_event", "event_timestamp",
             "event_type", "gtid", "trx_pos", "connection_id", "schema_name", "table_name",
-            "table_id", "row_before", "row_after", "before_present", "after_present", "query",
-            "query_text", "commit_ts_us",
+            "table_id", "before_present", "after_present", "query", "query_text",
+            "commit_ts_us",
         )}
+        # row_before / row_after: Arrow buffers (the compiled row loop writes into them)
+        self._before = ImageSink(*self._sizes)
+        self._after = ImageSink(*self._sizes)
         self._tm_index: list[int | None] = []
         self._tms: list[TableMap] = []
         self._tm_slot: dict[int, int] = {}
@@ -141,18 +149,31 @@ class BronzeBatcher:
         c["trx_pos"].append(self.trx_pos if self.trx_pos is not None else h.pos)
         c["connection_id"].append(connection_id if connection_id is not None else self.connection_id)
         c["schema_name"].append(schema)
-        for name in ("table_name", "table_id", "row_before", "row_after", "before_present",
-                     "after_present"):
+        for name in ("table_name", "table_id", "before_present", "after_present"):
             c[name].append(None)
+        self._before.add_nulls(1)
+        self._after.add_nulls(1)
         c["query"].append(query)
         c["query_text"].append(None)
         c["commit_ts_us"].append(self.commit_ts_us if etype == "QUERY" else None)
         self._tm_index.append(None)
 
     def _add_rows(self, e: ev.RowsEvent) -> None:
-        """All row changes of one event at once: column-wise extends, not per-row appends."""
-        rows = e.rows
-        n = len(rows)
+        """All row changes of one event at once: column-wise extends, not per-row appends.
+
+        Rows the parser left undecoded (``e.pending``) are decoded straight into the image
+        sinks here; a failure raises the parser's located :class:`DecodeError` and leaves
+        the batch as it was.
+        """
+        if e.pending is not None:
+            n = decode_into(e, self._before, self._after, self.binlog_file)
+        else:
+            rows = e.rows
+            n = len(rows)
+            if n:
+                befores, afters = zip(*rows)
+                self._before.add_python(befores)
+                self._after.add_python(afters)
         if not n:
             return
         h = e.header
@@ -171,9 +192,6 @@ class BronzeBatcher:
         c["schema_name"].extend(repeat(tm.schema, n))
         c["table_name"].extend(repeat(tm.table, n))
         c["table_id"].extend(repeat(tm.table_id, n))
-        befores, afters = zip(*rows)
-        c["row_before"].extend(befores)
-        c["row_after"].extend(afters)
         c["before_present"].extend(repeat(e.present_before, n))
         flags = e.partial_json_flags
         if flags is None:
@@ -213,7 +231,8 @@ class BronzeBatcher:
         self._row(h, chunk, "END" if ok else "ERROR", query=json.dumps(info, sort_keys=True))
 
     def full(self) -> bool:
-        return len(self._tm_index) >= self.batch_rows
+        return (len(self._tm_index) >= self.batch_rows
+                or self._before.nbytes + self._after.nbytes >= _MAX_IMAGE_BYTES)
 
     def flush(self) -> pa.RecordBatch | None:
         """Return the accumulated rows as one batch (``None`` when empty) and start afresh."""
@@ -230,6 +249,13 @@ class BronzeBatcher:
         for f in BRONZE_SCHEMA:
             if f.name in c:
                 arrays[f.name] = pa.array(c[f.name], f.type)
+        arrays["row_before"] = self._before.to_arrow()
+        arrays["row_after"] = self._after.to_arrow()
+        if len(arrays["row_before"]) != n or len(arrays["row_after"]) != n:
+            raise AssertionError(f"bronze batch: {n} rows but {len(arrays['row_before'])} "
+                                 f"before / {len(arrays['row_after'])} after images")
+        self._sizes = (self._before.lvalid.shape[0], self._before.vvalid.shape[0],
+                       max(self._before.data.shape[0], self._after.data.shape[0]))
         idx = pa.array(self._tm_index, pa.int32())
         per_tm = [_tm_values(tm) for tm in self._tms]
         for j, name in enumerate(_TM_FIELDS):
@@ -265,7 +291,12 @@ def file_batches(events: Iterable[ev.Event], batcher: BronzeBatcher, reader=None
     last_ts = 0
     try:
         for event in events:
-            batcher.add(event)
+            try:
+                batcher.add(event)
+            except DecodeError:
+                if reader is not None:  # rows decoded here (columnar): the event was not read
+                    reader.events -= 1
+                raise
             last_ts = event.header.timestamp
             if batcher.full():
                 yield batcher.flush()

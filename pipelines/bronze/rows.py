@@ -20,8 +20,9 @@ import struct
 from typing import Callable
 
 from pipelines.bronze import coltypes as T
+from pipelines.bronze import rowkernel
 from pipelines.bronze.events import EventType as E
-from pipelines.bronze.events import RowsEvent, maria_uncompress
+from pipelines.bronze.events import PendingRows, RowsEvent, maria_uncompress
 from pipelines.bronze.packed_ints import read_packed_int
 from pipelines.bronze.framing import EventHeader
 from pipelines.bronze.json_diff import JsonDiffError, apply_json_diff, read_json_diff
@@ -29,7 +30,7 @@ from pipelines.bronze.rowcodegen import RowsFn, image_function, rows_function
 from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError, MissingTableMapError, TruncatedError
 
-__all__ = ["ROWS_KINDS", "decode_rows", "STMT_END_F"]
+__all__ = ["ROWS_KINDS", "decode_rows", "python_rows", "STMT_END_F"]
 
 ROWS_KINDS: dict[int, str] = {
     E.PRE_GA_WRITE_ROWS: "INSERT", E.PRE_GA_UPDATE_ROWS: "UPDATE", E.PRE_GA_DELETE_ROWS: "DELETE",
@@ -155,9 +156,15 @@ def _image(buf: bytes, pos: int, cols: list, ncols: int, nbytes: int) -> tuple[l
 
 
 def decode_rows(
-    header: EventHeader, body: bytes, post_header_len: int, table_maps: dict[int, TableMap]
+    header: EventHeader, body: bytes, post_header_len: int, table_maps: dict[int, TableMap],
+    *, columnar: bool = False
 ) -> RowsEvent | None:
     """Decode a rows event body (checksum trailer removed) with the table map it names.
+
+    ``columnar``: when the compiled row loop is available (``rowkernel``), leave the rows
+    undecoded (``RowsEvent.pending``) for the bronze batcher to decode straight into its Arrow
+    buffers (``rows_columnar.decode_into``); the header, TABLE_MAP, column count and bitmaps
+    are still checked here.
 
     Returns ``None`` for MySQL's dummy rows event (no table, no rows). Raises
     :class:`MissingTableMapError` when the table_id has no TABLE_MAP, :class:`TruncatedError`
@@ -165,6 +172,7 @@ def decode_rows(
     from the TABLE_MAP's or a compressed block is malformed.
     """
     type_code = header.type_code
+    preview = body[:32]
     id_len = 4 if post_header_len == 6 else 6
     table_id = int.from_bytes(body[:id_len], "little")
     flags = body[id_len] | body[id_len + 1] << 8
@@ -207,9 +215,32 @@ def decode_rows(
         return RowsEvent(header, kind, table_id, flags, tm, rows,
                          None if kind == "INSERT" else present_a,
                          None if kind == "DELETE" else present_b)
+    if columnar and type_code != E.PARTIAL_UPDATE_ROWS and rowkernel.available():
+        # Decoded later, straight into the batch's Arrow buffers (rows_columnar.py).
+        event = RowsEvent(header, kind, table_id, flags, tm, [],
+                          None if kind == "INSERT" else present_a,
+                          None if kind == "DELETE" else present_b)
+        event.pending = PendingRows(type_code, body, pos, preview)
+        return event
+    rows, partial = python_rows(tm, kind, type_code, body, pos, present_a, present_b)
+    if kind == "INSERT":
+        return RowsEvent(header, kind, table_id, flags, tm, rows, None, present_a)
+    if kind == "DELETE":
+        return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, None)
+    return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, present_b,
+                     partial_json_flags=partial)
+
+
+def python_rows(tm: TableMap, kind: str, type_code: int, body: bytes, pos: int,
+                present_a: list[bool] | None, present_b: list[bool] | None
+                ) -> tuple[list, list | None]:
+    """The rows of a (non pre-GA) rows event from ``pos``, decoded in Python: (rows, the
+    PARTIAL_UPDATE_ROWS unresolved-JSON flags or ``None``). Raises like :func:`decode_rows`."""
+    ncols = tm.column_count
     rows: list = []
     append = rows.append
     partial = None
+    end = len(body)
     try:
         if type_code == E.PARTIAL_UPDATE_ROWS:
             partial = []
@@ -256,12 +287,7 @@ def decode_rows(
     if pos != end:
         raise TruncatedError(f"last row of {tm.schema}.{tm.table} runs past the event end"
                              + _hint(tm))
-    if kind == "INSERT":
-        return RowsEvent(header, kind, table_id, flags, tm, rows, None, present_a)
-    if kind == "DELETE":
-        return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, None)
-    return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, present_b,
-                     partial_json_flags=partial)
+    return rows, partial
 
 
 def _pre_ga_rows(body: bytes, pos: int, kind: str, tm: TableMap, cols_a: list, cols_b: list,
