@@ -10,10 +10,13 @@
 3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand);
    with ``--one-commit`` also ``bronze (one commit)`` and ``silver (one commit)``
    (``commit_mb = 0``: the whole run in one commit, as before issue 13's memory bound).
-4. ``silver``: ``run_silver`` (rendering in worker processes, ``silver.render_workers``), and
-   ``silver (in-engine)`` with ``silver.render_in_subprocess = false`` on a fresh silver.
+4. ``silver``: ``run_silver`` (rendering in the engine's Python), and ``silver (render
+   workers)`` with ``silver.render_in_subprocess = true`` on a fresh silver.
 5. ``quality``: ``run_quality`` over all silver rows.
-6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them.
+6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them;
+   ``binlake index`` as a whole command (a process of its own: start-up, the engine, the
+   three stages), and ``binlake index --gold-dsn`` into a throwaway local MariaDB (a fresh
+   database each run; the DSN goes by environment, never on a command line).
 7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
    input's last file) indexed after that history, against the same file on an empty lake.
 
@@ -105,7 +108,7 @@ def _tree() -> dict[int, tuple[float, int]]:
 class TreeMeter:
     """Samples the process tree while a stage runs: peak memory (PSS) and CPU seconds used."""
 
-    def __init__(self, interval: float = 0.05) -> None:
+    def __init__(self, interval: float = 0.1) -> None:
         self.interval = interval
 
     def __enter__(self) -> "TreeMeter":
@@ -184,6 +187,42 @@ def table(figures: list[Figure]) -> str:
 
 # -- the stages ----------------------------------------------------------------------------
 
+def _gold_server():
+    """A throwaway MariaDB for gold (``devtools/mariadb.py``; its password never printed)."""
+    from devtools.mariadb import MariaDBServer, MariaDBStartError
+
+    try:
+        return MariaDBServer().start()
+    except MariaDBStartError as exc:
+        raise SystemExit(f"mariadbd did not start (install MariaDB: `make mariadb`): {exc}")
+
+
+def _index_command(lake: Path, binlog_dir: Path, rows: int, gold=None):
+    """``binlake index`` (and ``--gold-dsn`` with ``gold``) in a process of its own, on a
+    fresh lake (and a fresh gold database) each run; the gold DSN goes by environment."""
+    runs = iter(range(1, 1000))
+
+    def run() -> int:
+        shutil.rmtree(lake, ignore_errors=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+        db = f"bench_gold_{next(runs)}"
+        if gold is not None:
+            env["BINLAKE_GOLD_DSN"] = gold.dsn(db)
+        cmd = [sys.executable, "-m", "pipelines.cli", "--lake", str(lake), "index",
+               "--binlog-dir", str(binlog_dir), "--all"]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"binlake index exited {done.returncode}: "
+                             f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        if gold is not None:
+            (got,), = gold.execute(f"SELECT count(*) FROM {db}.binlog_events")
+            if got != rows:
+                raise SystemExit(f"gold holds {got} rows, silver {rows}")
+        return rows
+
+    return run
+
+
 def _mariadb_binlog(paths: list[str], rows: int):
     exe = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
     if exe is None:
@@ -207,7 +246,8 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
-STAGES = ("mariadb-binlog", "silver", "silver-in-engine", "quality", "index", "small-file")
+STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "index-command",
+          "index-gold", "small-file")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,13 +356,20 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         figures.insert(0, best("mariadb-binlog -v", args.repeat, _mariadb_binlog(paths, rows)))
     if "silver" in stages:
         figures.append(best("silver", args.repeat, silver(), "bronze"))
-    if "silver-in-engine" in stages:
-        figures.append(best("silver (in-engine)", args.repeat,
-                            silver(**{"silver.render_in_subprocess": False}), "bronze"))
+    if "silver-workers" in stages:
+        figures.append(best("silver (render workers)", args.repeat,
+                            silver(**{"silver.render_in_subprocess": True}), "bronze"))
     if "quality" in stages:
         figures.append(best("quality", args.repeat, quality, "bronze"))
     if "index" in stages:
         figures.append(best("index (bronze+silver+quality)", args.repeat, index, "bronze"))
+    if "index-command" in stages:
+        figures.append(best("binlake index (whole command)", args.repeat,
+                            _index_command(lake, binlog_dir, rows), "bronze"))
+    if "index-gold" in stages:
+        with _gold_server() as server:
+            figures.append(best("binlake index --gold-dsn (whole command)", args.repeat,
+                                _index_command(lake, binlog_dir, rows, server), "bronze"))
     if "small-file" in stages:
         figures.append(best("small file, empty lake", args.repeat, one_new_file(None)))
         figures.append(best("small file after the history", args.repeat, one_new_file(lake),

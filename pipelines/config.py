@@ -81,7 +81,7 @@ class BronzeConfig:
 @dataclass(frozen=True)
 class SilverConfig:
     render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
-    render_in_subprocess: bool = True  # false: render in the engine's Python worker itself
+    render_in_subprocess: bool = False  # true: render in worker processes (docs/performance.md)
     target_file_mb: int = 128  # silver data files roll over at about this size
     commit_mb: float = 64.0  # binlog MB whose row changes go in one silver commit; 0 = one commit
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)

@@ -23,7 +23,7 @@ from pipelines.bronze import rowkernel
 from pipelines.bronze.parser import ChecksumPolicy
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
-from pipelines.workers import forkserver, forkserver_is_safe
+from pipelines.workers import forkserver, forkserver_is_safe, widen
 
 __all__ = ["decode_file_batches", "main"]
 
@@ -91,11 +91,14 @@ def _worker_body(conn, *args) -> None:
     """Forked worker body: decode inline, send each bronze batch, serialised, through ``conn``.
     The forkserver (``pipelines.workers``) has this module imported already: a forked worker
     starts in milliseconds instead of re-importing pyarrow and the decoder."""
+    import time as _t, sys as _s
+    c0 = _t.process_time()
     try:
         for batch in _inline(*args):
             conn.send_bytes(batch.serialize())
     finally:
         conn.close()
+        print("DEBUG worker cpu", _t.process_time() - c0, args[5:7], file=_s.stderr)
 
 
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
@@ -104,6 +107,7 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
     """Decode in a worker forked from the preloaded forkserver; batches come back serialised."""
     ctx = forkserver()
     receive, send = ctx.Pipe(duplex=False)
+    widen(receive)
     proc = ctx.Process(target=_worker_body, daemon=True,
                        args=(send, path, source_id, server_uuid, batch_rows, checksum, chunk,
                              chunks, start_at, statement_text, columnar))

@@ -31,7 +31,7 @@ from pipelines.errors import EngineError
 from pipelines.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import QUARANTINE, RENDERED, BatchRenderer
-from pipelines.workers import forkserver, forkserver_is_safe
+from pipelines.workers import forkserver, forkserver_is_safe, widen
 
 __all__ = ["render_batches", "serve", "close_idle"]
 
@@ -94,6 +94,7 @@ class _Pool:
         self.conns, self.procs = [], []
         for _ in range(n):
             ours, theirs = ctx.Pipe(duplex=True)
+            widen(ours, theirs)
             proc = ctx.Process(target=serve, args=(theirs,), daemon=True)
             proc.start()
             theirs.close()
