@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
 
@@ -214,5 +214,21 @@ def context_frame(sl: SilverSlice, columns: list[str]) -> DataFrame:
     if sl.window.kind == "all":
         return sl.table
     keys = sl.rows.select(*columns).distinct()
-    return sl.table.join(keys, columns, "left_semi")
+    # Every row sharing a key lies within the window's min..max of each key column: as
+    # literals, those ranges let the engine skip the older data files by their statistics,
+    # so the cost follows the window, not the history.
+    bounds = keys.agg(*(f(c).alias(f"{n}{i}") for i, c in enumerate(columns)
+                        for n, f in (("lo", F.min), ("hi", F.max)))).first()
+    if bounds is None or any(bounds[f"lo{i}"] is None for i in range(len(columns))):
+        return sl.table.join(keys, columns, "left_semi")  # a NULL key part: nothing to bound
+    older = sl.table.where(_within(columns, bounds))
+    return older.join(keys, columns, "left_semi")
+
+
+def _within(columns: list[str], bounds) -> Column:
+    cond = None
+    for i, c in enumerate(columns):
+        one = F.col(c).between(F.lit(bounds[f"lo{i}"]), F.lit(bounds[f"hi{i}"]))
+        cond = one if cond is None else cond & one
+    return cond
 
