@@ -139,23 +139,28 @@ def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys) -> No
 
 
 @pytest.mark.spark
-def test_catalog_names_with_lake_catalog(spark, tmp_path: Path) -> None:
+def test_catalog_names_with_lake_catalog(spark, tmp_path: Path, capsys) -> None:
+    """``--catalog``: ``binlake index --mirror`` registers ``<schema>__<table>`` and
+    ``…__history`` in the catalog schema, external at the mirror paths."""
+    import uuid
+
     from pipelines.cli import main
-    from pipelines.config import load_config
-    from pipelines.lake import Lake
-    from pipelines.mirror.job import _catalog_tables
 
     lake = tmp_path / "lake"
-    assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),
-                 "--all", "--mirror"]) == 0
-    cfg = load_config(env={}, overrides={"lake.root": str(lake),
-                                         "lake.catalog": "spark_catalog.mirror_units"})
-    _catalog_tables(spark, cfg, Lake.of(cfg), ("shop", "orders"))
+    catalog = f"spark_catalog.mirror_{uuid.uuid4().hex[:8]}"
+    assert main(["--lake", str(lake), "--catalog", catalog, "index", "--binlog-dir",
+                 str(ROOT / "samples" / "binlogs"), "--all", "--mirror"]) == 0
     n = spark.read.format("delta").load(str(lake / "mirror" / "shop" / "orders")).count()
-    assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders"
-                     ).collect()[0][0] == n
-    assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders__history "
+    assert n > 0
+    assert spark.sql(f"SELECT count(*) FROM {catalog}.shop__orders").collect()[0][0] == n
+    assert spark.sql(f"SELECT count(*) FROM {catalog}.shop__orders__history "
                      "WHERE __END_AT IS NULL").collect()[0][0] == n
+    names = {t.name for t in spark.catalog.listTables(catalog)}
+    assert {"shop__orders", "shop__orders__history", "silver_binlog_events"} <= names
+    capsys.readouterr()
+    assert main(["--lake", str(lake), "--catalog", catalog, "sql",
+                 "SELECT count(*) AS n FROM shop__orders"]) == 0
+    assert f"| {n} " in capsys.readouterr().out
 
 
 @pytest.mark.spark
