@@ -125,7 +125,7 @@ def test_versions_without_a_key_pair_identical_rows_first_in_first_out(spark) ->
 
 
 @pytest.mark.spark
-def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys) -> None:
+def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys, caplog) -> None:
     from pipelines.cli import main
 
     lake = tmp_path / "lake"
@@ -133,6 +133,9 @@ def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys) -> No
                  "--all", "--mirror"]) == 0
     out = capsys.readouterr().out
     assert "mirror:" in out and "row changes" in out
+    # the sample binlogs come without a schema snapshot: said, not silently strings
+    assert "no schema snapshot describes shop.orders: its columns are typed as strings" in \
+        caplog.text
     assert (lake / "mirror" / "shop" / "orders" / "_delta_log").is_dir()
     assert main(["--lake", str(lake), "mirror"]) == 0
     assert "up to date" in capsys.readouterr().out
