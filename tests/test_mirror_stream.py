@@ -113,7 +113,8 @@ def test_stream_mirror_follows_the_server_across_an_alter(spark, tmp_path: Path)
     assert [(t, reg) for _, _, t, reg in one] == [("INSERT", None), ("UPDATE", None),
                                                    ("UPDATE", "eu")]
     assert [e for _, e, _, _ in one][2] is None and all(e is not None for _, e, _, _ in one[:2])
-    assert one[0][1] == one[1][0] and one[1][1] == one[2][0]  # each version ends where the next starts
+    # each version ends where the next starts
+    assert one[0][1] == one[1][0] and one[1][1] == one[2][0]
     # the deleted key: its one version closed, gone from the current table
     gone = hist.where(f"id = {2 ** 64 - 20}").collect()
     assert len(gone) == 1 and gone[0]["__END_AT"] is not None
