@@ -6,7 +6,10 @@
   ``$BINLAKE_HISTORY``); one entry per statement, multi-line statements joined.
 - ``\\d`` lists the tables and views with their row counts, ``\\d NAME`` a view's columns,
   ``\\q`` (or Ctrl-D) quits, ``\\?`` helps.
-- Errors print as one line (``error: …``), never a traceback.
+- Errors print as one line (``error: …``), never a traceback; Ctrl-C cancels the running
+  statement (``cancelled``: pyspark interrupts the operation; the embedded engine may still
+  finish the work already running before the next statement, and ``\\q`` then quits at
+  once) or clears the statement being typed.
 - Results print as tables (at most ``--limit`` rows); on a terminal they go through a pager
   (``$PAGER``, default ``less -FRSX``: it exits at once when the table fits the screen).
   Without a terminal (statements piped in) there is no prompt and no pager.
@@ -98,6 +101,7 @@ class Shell:
         self.pager = pager
         self.history_file = history_file
         self._readline = None
+        self.cancelled_work = False  # a statement was cancelled with Ctrl-C
 
     # -- history -------------------------------------------------------------------------
     def _load_history(self) -> None:
@@ -134,12 +138,22 @@ class Shell:
         if not (self.interactive and self.pager):
             self._print(text)
             return
+        proc = None
         try:
             proc = subprocess.Popen(shlex.split(self.pager), stdin=subprocess.PIPE, text=True)
             proc.communicate(text + "\n")
+        except KeyboardInterrupt:  # Ctrl-C reaches the pager too; it decides when to end
+            if proc is not None:
+                proc.wait()
         except (OSError, ValueError) as exc:
             self._print(f"warning: pager {self.pager!r} failed ({exc}); printing instead")
             self._print(text)
+
+    def _cancelled(self) -> None:
+        # The embedded engine (Sail) drops the operation but not the work already running:
+        # the next statement waits for it, and a normal exit would too (run_shell).
+        self.cancelled_work = True
+        self._print("cancelled (the engine may finish its running work first)")
 
     # -- commands ------------------------------------------------------------------------
     def run_sql(self, stmt: str) -> bool:
@@ -148,6 +162,9 @@ class Shell:
             df = self.spark.sql(stmt)
             columns = df.columns
             rows = df.limit(self.limit + 1).collect() if columns else []
+        except KeyboardInterrupt:  # Ctrl-C: pyspark has asked the engine to interrupt it
+            self._cancelled()
+            return False
         except Exception as exc:  # noqa: BLE001 - every engine error becomes one line
             self._print(f"error: {_one_line(exc)}")
             return False
@@ -171,6 +188,8 @@ class Shell:
                 self._describe(arg)
             else:
                 self._print(HELP)
+        except KeyboardInterrupt:
+            self._cancelled()
         except Exception as exc:  # noqa: BLE001
             self._print(f"error: {_one_line(exc)}")
         return True
@@ -242,4 +261,12 @@ def run_shell(spark, *, limit: int = 1000) -> int:
         os.path.expanduser("~"), ".binlake_history")
     shell = Shell(spark, limit=limit, interactive=interactive,
                   pager=os.environ.get("PAGER") or "less -FRSX", history_file=history)
-    return shell.run(input if interactive else _lines(sys.stdin))
+    code = shell.run(input if interactive else _lines(sys.stdin))
+    if shell.cancelled_work:
+        # Quit now: stopping an in-process engine waits for the cancelled statement's work.
+        # The shell has nothing of its own to flush (history is written per statement), and
+        # Delta commits are atomic, so a cancelled write leaves its table as it was.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -6,11 +6,14 @@ turned into VARCHAR), a primary-key update and duplicate rows in a table without
 the workload and after each step the test records the server's ``SELECT`` of the tables and
 its binlog position (a *moment*). Then:
 
-- lake A is indexed in two halves with a mirror run after each (incremental path);
+- lake A is indexed and mirrored right after the workload, when the schema snapshot knows
+  only that schema, and again after the steps: the second (incremental) run evolves the
+  existing tables (a wider DECIMAL and INT, INT to string, a column added);
 - the current tables equal the server's final tables value for value;
 - each history table filtered at each moment equals the server's SELECT at that moment;
-- lake B (same binlogs) gets ``binlake mirror`` killed with SIGKILL mid-run, then re-run:
-  its tables equal lake A's; one more run adds nothing.
+- lake B (same binlogs, no mirror yet) gets ``binlake mirror`` killed with SIGKILL mid-run,
+  then re-run: its tables equal lake A's; one more run adds nothing. Lake C (the mirror of
+  the first half) likewise, killed in the middle of its incremental run.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import Dsn, load_config
+from pipelines.delta_ops import current_version
 from pipelines.mirror.job import mirror_path, mirrored_tables, run_mirror
 from pipelines.silver.job import run_silver
 from pipelines.silver.naming import position_key
@@ -59,6 +63,7 @@ STEPS = [
      "VALUES (777, 'new', 1.5, '2024-05-05 05:05:05.5')",
      "UPDATE shop.orders SET region = 'eu' WHERE order_id IN (1, 2)",
      "DELETE FROM ops.heap WHERE k = 'a' LIMIT 1",
+     "UPDATE ops.heap SET v = 10 WHERE k = 'z'",  # ends a version step 1 opened
      "UPDATE shop.orders SET order_id = 500 WHERE order_id = 9"],
     ["ALTER TABLE shop.order_lines MODIFY qty VARCHAR(10) NOT NULL",
      "UPDATE shop.order_lines SET qty = 'x7' WHERE order_id = 4"],
@@ -85,6 +90,7 @@ def built(spark, tmp_path_factory):
     binlogs.mkdir()
     moments = []
     (tmp / "server_tmp").mkdir()  # the server's temporary tables, away from a shared /tmp
+    lake_b, lake_c = tmp / "lake_b", tmp / "lake_c"
     with MariaDBServer(binlog_row_metadata="FULL",
                        extra_options={"tmpdir": str(tmp / "server_tmp")}) as server:
         dsn = Dsn.parse(server.dsn())
@@ -93,36 +99,38 @@ def built(spark, tmp_path_factory):
             snapshot, checks = take_snapshot(dsn, source_id=cfg.source.name, schemas=["shop", "ops"])
             save_snapshot(spark, cfg, snapshot, checks)
 
+        def index() -> None:
+            server.copy_closed_binlogs(binlogs)
+            assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
+            run_silver(spark, cfg)
+
         with server.connect() as conn:
             run_mixed_workload(conn, after_ddl=snap, alter_mid_stream=True)
             moments.append(_moment(conn, WORKLOAD_TABLES))
+            snap()
+            # The first half is mirrored before the steps' ALTERs happen (no snapshot knows
+            # them yet): the second run must evolve the existing tables.
+            index()
+            assert run_mirror(spark, cfg).tables
             with conn.cursor() as cur:
                 for step in STEPS:
                     for stmt in step:
                         cur.execute(stmt)
                     moments.append(_moment(conn, STEP_TABLES))
                     cur.execute("FLUSH BINARY LOGS")
-        server.flush_logs()
-        snap()
-        with server.connect() as conn:
+            snap()
             final = _moment(conn, WORKLOAD_TABLES)
-        files = server.binlog_files()
-        for f in files:
-            shutil.copy(f, binlogs / f.name)
-    names = [f.name for f in files]
-    half = len(names) // 2
-    lake_b = tmp / "lake_b"
-    for part in (names[:half], names):
-        assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), files=part).failed
-        run_silver(spark, cfg)
-        if part is names:
-            shutil.copytree(cfg.lake_root, lake_b)  # bronze + silver, mirror half-done
-            shutil.rmtree(lake_b / "mirror", ignore_errors=True)
-            shutil.rmtree(lake_b / "mirror_history", ignore_errors=True)
-            shutil.rmtree(lake_b / "mirror_state", ignore_errors=True)
-        res = run_mirror(spark, cfg)
-        assert res.tables
-    return cfg, moments, final, lake_b
+        index()
+    # lake C: bronze + silver complete, the mirror of the first half (an incremental run is
+    # due); lake B: the same without any mirror (a first run is due)
+    shutil.copytree(cfg.lake_root, lake_c)
+    shutil.copytree(cfg.lake_root, lake_b)
+    for layer in ("mirror", "mirror_history", "mirror_state"):
+        shutil.rmtree(lake_b / layer)
+    res = run_mirror(spark, cfg)
+    assert {t.name for t in res.tables if t.evolved} >= {"shop.orders", "shop.ints",
+                                                         "shop.order_lines"}
+    return cfg, moments, final, {"first": lake_b, "incremental": lake_c}
 
 
 def _session_tz(spark) -> ZoneInfo:
@@ -181,19 +189,67 @@ def _compare(spark, df, moment: dict, table: str, what: str) -> None:
     assert got == want, f"{table}: {what} differs from the server's SELECT"
 
 
+# The Spark type of every mirrored column after the workload and the steps (docs/mirror.md's
+# table; the steps widened shop.orders.total and shop.ints.i, turned order_lines.qty into
+# VARCHAR, dropped orders.note and added orders.region).
+EXPECTED_TYPES = {
+    "shop.ints": {"id": "int", "t": "tinyint", "tu": "smallint", "s": "smallint", "su": "int",
+                  "m": "int", "mu": "int", "i": "bigint", "iu": "bigint", "b": "bigint",
+                  "bu": "decimal(20,0)"},
+    "shop.nums": {"id": "int", "price": "decimal(10,2)", "huge": "string", "f": "float",
+                  "d": "double", "bit1": "bigint", "bit64": "decimal(20,0)", "y": "int"},
+    "shop.times": {"id": "int", "d": "date", "t0": "string", "t6": "string",
+                   "dt0": "timestamp_ntz", "dt3": "timestamp_ntz", "dt6": "timestamp_ntz",
+                   "ts6": "timestamp", "ts0": "timestamp"},
+    "shop.texts": {c: "string" for c in ("code", "c_latin", "v_latin", "c_utf", "v_utf", "v500",
+                                         "txt", "mtxt")},
+    "shop.blobs": {"id": "int", "blb": "binary", "vb": "binary", "b4": "binary",
+                   "size": "string", "tags": "string", "doc": "string", "geo": "binary"},
+    "shop.order_lines": {"line_no": "int", "sku": "string", "order_id": "decimal(20,0)",
+                         "qty": "string", "note": "string"},
+    "shop.orders": {"order_id": "decimal(20,0)", "customer": "string", "total": "decimal(14,3)",
+                    "note": "string", "status": "string", "placed_at": "timestamp_ntz",
+                    "flags": "string", "region": "string"},
+    "ops.events": {"id": "decimal(20,0)", "kind": "string", "payload": "string",
+                   "at": "timestamp"},
+    "ops.heap": {"k": "string", "v": "int"},
+}
+CURRENT_META = {"__seq": "bigint", "__gtid": "string", "__event_timestamp": "timestamp"}
+HISTORY_META = {"__START_AT": "bigint", "__END_AT": "bigint", "__start_timestamp": "timestamp",
+                "__end_timestamp": "timestamp", "__event_type": "string",
+                "__is_current": "boolean"}
+
+
+def _types(df) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
 def test_current_tables_equal_the_server(spark, built) -> None:
     cfg, _, final, _ = built
     assert set(mirrored_tables(spark, cfg)) == {tuple(t.split(".")) for t in WORKLOAD_TABLES}
     for t in WORKLOAD_TABLES:
         df = spark.read.format("delta").load(mirror_path(cfg, "current", *t.split(".")))
         _compare(spark, df, final, t, "the current table")
-    orders = spark.read.format("delta").load(mirror_path(cfg, "current", "shop", "orders"))
-    types = dict((f.name, f.dataType.simpleString()) for f in orders.schema.fields)
-    assert types["order_id"] == "decimal(20,0)" and types["total"] == "decimal(14,3)"
-    assert types["placed_at"] == "timestamp_ntz" and types["note"] == "string"
-    assert {"__seq", "__gtid", "__event_timestamp", "region"} <= set(types)
-    lines = spark.read.format("delta").load(mirror_path(cfg, "current", "shop", "order_lines"))
-    assert dict((f.name, f.dataType.simpleString()) for f in lines.schema.fields)["qty"] == "string"
+
+
+def test_every_column_has_its_documented_spark_type(spark, built) -> None:
+    cfg, _, _, _ = built
+    assert set(EXPECTED_TYPES) == set(WORKLOAD_TABLES)
+    for t, want in EXPECTED_TYPES.items():
+        current = spark.read.format("delta").load(mirror_path(cfg, "current", *t.split(".")))
+        assert _types(current) == {**want, **CURRENT_META}, t
+        history = spark.read.format("delta").load(mirror_path(cfg, "history", *t.split(".")))
+        assert _types(history) == {**want, **HISTORY_META}, t
+    # The widening was an overwrite commit: the typing before it stays readable (versioned).
+    orders = mirror_path(cfg, "current", "shop", "orders")
+    typings = {_types(spark.read.format("delta").option("versionAsOf", v).load(orders))["total"]
+               for v in range(current_version(orders) + 1)}
+    assert {"decimal(10,2)", "decimal(14,3)"} <= typings
+
+
+def _as_of(hist, seq: int):
+    """The history filtered at a moment, as docs/mirror.md tells analysts to."""
+    return hist.where(f"__START_AT <= {seq} AND (__END_AT IS NULL OR __END_AT > {seq})")
 
 
 def test_history_at_each_moment_equals_the_server(spark, built) -> None:
@@ -202,8 +258,7 @@ def test_history_at_each_moment_equals_the_server(spark, built) -> None:
     for i, m in enumerate(moments):
         for t in m["rows"]:
             hist = spark.read.format("delta").load(mirror_path(cfg, "history", *t.split(".")))
-            at = hist.where(f"__START_AT < {m['seq']} AND (__END_AT IS NULL OR __END_AT >= {m['seq']})")
-            _compare(spark, at, m, t, f"history at moment {i}")
+            _compare(spark, _as_of(hist, m["seq"]), m, t, f"history at moment {i}")
     hist = spark.read.format("delta").load(mirror_path(cfg, "history", "shop", "orders"))
     assert {"__START_AT", "__END_AT", "__start_timestamp", "__end_timestamp",
             "__event_type"} <= set(hist.columns)
@@ -213,12 +268,15 @@ def test_history_at_each_moment_equals_the_server(spark, built) -> None:
 
 
 def _tables(spark, lake: Path) -> dict:
+    """Every mirror table's column types and rows (column order aside: a table built in
+    one run orders its columns by the latest snapshot, one evolved by a later run appends)."""
     cfg = load_config(env={}, overrides={"lake.root": str(lake)})
     out = {}
     for s, t in mirrored_tables(spark, cfg):
         for kind in ("current", "history"):
             df = spark.read.format("delta").load(mirror_path(cfg, kind, s, t))
-            out[(kind, s, t)] = sorted(map(repr, df.collect()))
+            out[(kind, s, t)] = (sorted(_types(df).items()),
+                                 sorted(repr(sorted(r.asDict().items())) for r in df.collect()))
     return out
 
 
@@ -229,31 +287,55 @@ def _cli(lake: Path, *args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)
 
 
-def test_kill_9_mid_run_then_rerun_gives_the_same_tables(spark, built) -> None:
-    cfg, _, _, lake_b = built
-    proc = _cli(lake_b)
+def _log_files(lake: Path) -> dict[Path, list[str]]:
+    """Every mirror table's Delta log files (the state's included)."""
+    tables = [*lake.glob("mirror/*/*"), *lake.glob("mirror_history/*/*"),
+              lake / "mirror_state" / "tables"]
+    return {p: sorted(os.listdir(p / "_delta_log")) for p in tables
+            if (p / "_delta_log").is_dir()}
+
+
+def _merged(lake: Path, before: dict[Path, list[str]]) -> set[tuple[str, str]]:
+    """(schema, table) of the history tables with a MERGE commit not in ``before``."""
+    out = set()
+    for p, files in _log_files(lake).items():
+        if p.parent.parent.name != "mirror_history":
+            continue
+        for f in set(files) - set(before.get(p, [])):
+            if f.endswith(".json") and '"operation":"MERGE"' in (p / "_delta_log" / f).read_text():
+                out.add((p.parent.name, p.name))
+    return out
+
+
+@pytest.mark.parametrize("run", ["first", "incremental"])
+def test_kill_9_mid_run_then_rerun_gives_the_same_tables(spark, built, run: str) -> None:
+    cfg, _, _, lakes = built
+    lake = lakes[run]
+    before = _log_files(lake)
+    proc = _cli(lake)
     deadline = time.monotonic() + 240
-    # kill once a few tables have been written, before the state commit
+    # Kill after some history MERGEs, before the state commit. First run: three tables.
+    # Incremental run: ops.heap's (the first table of the run), whose MERGE inserted a version
+    # it also closed (in the closed partition: the re-run must not insert it again).
     while time.monotonic() < deadline and proc.poll() is None:
-        done = list((lake_b / "mirror_history").glob("*/*/_delta_log/00000000000000000001.json"))
-        if len(done) >= 3:
+        merged = _merged(lake, before)
+        if (len(merged) >= 3 if run == "first" else ("ops", "heap") in merged):
             break
         time.sleep(0.05)
     assert proc.poll() is None, "mirror finished before it could be killed:\n" + proc.stdout.read()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (lake_b / "mirror_state" / "tables").exists()  # killed before the state commit
-    rerun = _cli(lake_b)
+    state = lake / "mirror_state" / "tables"
+    assert _log_files(lake).get(state) == before.get(state)  # killed before the state commit
+    rerun = _cli(lake)
     out, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, out
-    assert _tables(spark, lake_b) == _tables(spark, Path(cfg.lake_root))
-    versions = {p: sorted(os.listdir(p / "_delta_log"))
-                for p in (lake_b / "mirror_history").glob("*/*")}
-    again = _cli(lake_b)
+    assert _tables(spark, lake) == _tables(spark, Path(cfg.lake_root))
+    logs = _log_files(lake)
+    again = _cli(lake)
     out, _ = again.communicate(timeout=600)
     assert again.returncode == 0 and "0 row changes" in out and "up to date" in out, out
-    assert versions == {p: sorted(os.listdir(p / "_delta_log"))
-                        for p in (lake_b / "mirror_history").glob("*/*")}
+    assert _log_files(lake) == logs  # nothing written
 
 
 def test_sql_registers_the_mirror_views(spark, built, capsys) -> None:
@@ -318,5 +400,4 @@ def test_partial_row_images_keep_the_previous_values(spark, tmp_path: Path, imag
     _compare(spark, current, moments[-1], "shop.items", "the current table")
     hist = spark.read.format("delta").load(mirror_path(cfg, "history", "shop", "items"))
     for i, m in enumerate(moments):
-        at = hist.where(f"__START_AT < {m['seq']} AND (__END_AT IS NULL OR __END_AT >= {m['seq']})")
-        _compare(spark, at, m, "shop.items", f"history at moment {i}")
+        _compare(spark, _as_of(hist, m["seq"]), m, "shop.items", f"history at moment {i}")

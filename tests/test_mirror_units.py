@@ -125,7 +125,7 @@ def test_versions_without_a_key_pair_identical_rows_first_in_first_out(spark) ->
 
 
 @pytest.mark.spark
-def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys) -> None:
+def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys, caplog) -> None:
     from pipelines.cli import main
 
     lake = tmp_path / "lake"
@@ -133,29 +133,37 @@ def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys) -> No
                  "--all", "--mirror"]) == 0
     out = capsys.readouterr().out
     assert "mirror:" in out and "row changes" in out
+    # the sample binlogs come without a schema snapshot: said, not silently strings
+    assert "no schema snapshot describes shop.orders: its columns are typed as strings" in \
+        caplog.text
     assert (lake / "mirror" / "shop" / "orders" / "_delta_log").is_dir()
     assert main(["--lake", str(lake), "mirror"]) == 0
     assert "up to date" in capsys.readouterr().out
 
 
 @pytest.mark.spark
-def test_catalog_names_with_lake_catalog(spark, tmp_path: Path) -> None:
+def test_catalog_names_with_lake_catalog(spark, tmp_path: Path, capsys) -> None:
+    """``--catalog``: ``binlake index --mirror`` registers ``<schema>__<table>`` and
+    ``…__history`` in the catalog schema, external at the mirror paths."""
+    import uuid
+
     from pipelines.cli import main
-    from pipelines.config import load_config
-    from pipelines.lake import Lake
-    from pipelines.mirror.job import _catalog_tables
 
     lake = tmp_path / "lake"
-    assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),
-                 "--all", "--mirror"]) == 0
-    cfg = load_config(env={}, overrides={"lake.root": str(lake),
-                                         "lake.catalog": "spark_catalog.mirror_units"})
-    _catalog_tables(spark, cfg, Lake.of(cfg), ("shop", "orders"))
+    catalog = f"spark_catalog.mirror_{uuid.uuid4().hex[:8]}"
+    assert main(["--lake", str(lake), "--catalog", catalog, "index", "--binlog-dir",
+                 str(ROOT / "samples" / "binlogs"), "--all", "--mirror"]) == 0
     n = spark.read.format("delta").load(str(lake / "mirror" / "shop" / "orders")).count()
-    assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders"
-                     ).collect()[0][0] == n
-    assert spark.sql("SELECT count(*) FROM spark_catalog.mirror_units.shop__orders__history "
+    assert n > 0
+    assert spark.sql(f"SELECT count(*) FROM {catalog}.shop__orders").collect()[0][0] == n
+    assert spark.sql(f"SELECT count(*) FROM {catalog}.shop__orders__history "
                      "WHERE __END_AT IS NULL").collect()[0][0] == n
+    names = {t.name for t in spark.catalog.listTables(catalog)}
+    assert {"shop__orders", "shop__orders__history", "silver_binlog_events"} <= names
+    capsys.readouterr()
+    assert main(["--lake", str(lake), "--catalog", catalog, "sql",
+                 "SELECT count(*) AS n FROM shop__orders"]) == 0
+    assert f"| {n} " in capsys.readouterr().out
 
 
 @pytest.mark.spark

@@ -1,6 +1,7 @@
-"""The quality report's trends (issue 12 §3): three stored runs, one with a failing rule,
-rendered by headless Chromium; the DOM holds both charts with a cell per rule and run and a
-bar per run, and the screenshot shows the cells' colours (the SVG really renders)."""
+"""The quality report's trends (issue 12 §3): three stored runs, one with a failing and a
+warning rule, rendered by headless Chromium; the DOM holds both charts with a cell per rule
+and run and a bar per run, and the screenshot shows the cells' and bars' colours (the SVG
+really renders)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.quality.trends import STATUS_COLOURS, points_from_rows, render_trends
+from pipelines.quality.trends import (DATASET_COLOURS, STATUS_COLOURS, points_from_rows,
+                                      render_trends)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -30,6 +32,12 @@ description = "a rule every row fails (warn only)"
 action = "warn"
 expect = "condition"
 condition = "false"
+
+[rules.no_deletes.silver]
+description = "no DELETEs (the samples have some: fails)"
+action = "fail"
+expect = "condition"
+condition = "event_type != 'DELETE'"
 """
 
 
@@ -66,7 +74,8 @@ def test_report_trends_render_in_headless_chromium(spark, tmp_path: Path) -> Non
                  str(ROOT / "samples" / "binlogs"), "--all"]) == 0  # run 1: default rules
     rules = tmp_path / "rules.toml"
     rules.write_text(FAILING_RULES)
-    main(["--lake", str(lake), "quality", "--window", "all", "--rules", str(rules)])  # run 2
+    assert main(["--lake", str(lake), "quality", "--window", "all",
+                 "--rules", str(rules)]) != 0  # run 2: a failing rule
     assert main(["--lake", str(lake), "quality", "--window", "all"]) == 0  # run 3
     report = lake / "quality" / "report.html"
 
@@ -80,12 +89,13 @@ def test_report_trends_render_in_headless_chromium(spark, tmp_path: Path) -> Non
     rows_svg = re.search(r'<svg class="trend rows-trend".*?</svg>', html, re.S).group(0)
     cells = re.findall(r'<rect class="cell (\w+)"', rules_svg)
     rule_rows = len(re.findall(r'<text[^>]*text-anchor="end"', rules_svg))
-    assert len(cells) == 3 * rule_rows and rule_rows >= 5
-    # run 2 checked 2 rules (one warned, absent from runs 1 and 3); runs 1 and 3 all the others
-    assert cells.count("warned") == 1
-    assert cells.count("none") == (rule_rows - 2) + 2
-    assert cells.count("passed") == 2 * (rule_rows - 1) + 1
-    assert "never_true (silver)" in rules_svg
+    assert len(cells) == 3 * rule_rows and rule_rows >= 6
+    # run 2 checked 3 rules (one passed, one warned, one failed; the last two absent from
+    # runs 1 and 3); runs 1 and 3 all the others
+    assert cells.count("warned") == 1 and cells.count("failed") == 1
+    assert cells.count("none") == (rule_rows - 3) + 2 * 2
+    assert cells.count("passed") == 2 * (rule_rows - 2) + 1
+    assert "never_true (silver)" in rules_svg and "no_deletes (silver)" in rules_svg
     assert len(re.findall(r'<rect class="bar silver"', rows_svg)) == 3
 
     shot = tmp_path / "report.png"
@@ -103,6 +113,10 @@ def test_report_trends_render_in_headless_chromium(spark, tmp_path: Path) -> Non
     # would be far fewer
     assert n_passed >= cells.count("passed") * 100, n_passed
     assert count(STATUS_COLOURS["warned"]) >= 100
+    assert count(STATUS_COLOURS["failed"]) >= 100
+    # the rows-checked bars: three full-height silver bars (76 x 14 pixels each), far more
+    # than the legend's pill
+    assert count(DATASET_COLOURS["silver"]) >= 3 * 14 * 70
 
 
 def _rgb(hex_colour: str) -> tuple[int, int, int]:

@@ -89,6 +89,7 @@ class TableRun:
     name: str
     changes: int = 0
     evolved: bool = False
+    untyped: bool = False  # no schema snapshot describes the table: its columns are strings
 
 
 @dataclass
@@ -170,12 +171,17 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             if row["max_seq"] <= last_seq:
                 continue
             typing = TableTyping.from_snapshots(snapshots, *key)
+            if not typing.by_version:
+                log.warning("mirror: no schema snapshot describes %s.%s: its columns are "
+                            "typed as strings (binlake snapshot, then rebuild the mirror: "
+                            "docs/mirror.md)", *key)
             rows = batch.where((F.col("schema_name") == key[0])
                                & (F.col("table_name") == key[1])
                                & (F.col("seq") > F.lit(last_seq)))
             run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
                                            hist_version)
             run.changes = row["n"]
+            run.untyped = not typing.by_version
             res.tables.append(run)
             _catalog_tables(spark, cfg, lake, key)
             new_state[key] = (row["max_seq"], *versions_)
