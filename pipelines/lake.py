@@ -305,7 +305,7 @@ class Lake:
         self._write(df, table, "overwrite", {})
 
     def _write(self, df, table: LakeTable, mode: str, options: dict[str, str]) -> None:
-        if mode == "append" and self._missing_columns(df.sparkSession, table):
+        if self._missing_columns(df.sparkSession, table):
             # A table written before columns were declared (a lake of an older binlake):
             # Delta schema evolution adds them on this commit; older rows read them as NULL.
             options = {**options, "mergeSchema": "true"}
@@ -414,8 +414,11 @@ SILVER_QUARANTINE = register(
     description="Row changes no schema names yet, with the reason.", aliases=("quarantine",))
 SILVER_PROGRESS = register(
     "silver", "progress",
-    "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp",
-    description="The bronze files silver has seen (rewritten whole each run).")
+    "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp, "
+    "ddl string",
+    description="The bronze files silver has seen (rewritten whole each run), with their "
+                "QUERY events (JSON [start_pos, schema, query]) so that a run reads bronze's "
+                "QUERY events only for files new or changed since.")
 SCHEMA_SNAPSHOTS = register("silver", "schema_snapshots", [
     ("snapshot_id", "string"), ("snapshot_time", "timestamp"), ("source_id", "string"),
     ("server_id", "bigint"), ("server_uuid", "string"), ("server_version", "string"),

@@ -102,7 +102,7 @@ def forkserver(*, row_kernel: bool = False):
         ctx = multiprocessing.get_context("forkserver")
         preload = ["pipelines._worker_boot"]
         if row_kernel:
-            preload.append("pipelines._row_kernel_boot")
+            preload.append("pipelines._kernel_worker_boot")
         ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
         if row_kernel:

@@ -41,7 +41,7 @@ def test_columns_give_ddl_and_arrow() -> None:
 
 def test_one_declaration_per_table() -> None:
     again = register("silver", "progress", "source_id string, binlog_file string, "
-                     "bronze_updated_at timestamp, updated_at timestamp")
+                     "bronze_updated_at timestamp, updated_at timestamp, ddl string")
     assert again is lake_table("silver", "progress")
     with pytest.raises(ValueError, match="another declaration"):
         register("silver", "progress", "source_id string")

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from pipelines.bronze import coltypes as T
 from pipelines.errors import SchemaMismatchError
+from pipelines.silver import render_fast
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import make_renderer
 from pipelines.silver.render_columns import column_kernel, value_error
@@ -77,6 +78,10 @@ class TableRenderer:
         self._free_form_key = [spec.columns[i].is_json or spec.columns[i].col_type == T.JSON
                                for i in spec.pk]
         self._bare_key = [spec.columns[i].col_type in _BARE for i in spec.pk]
+        # for the compiled loops (render_fast): each column's kind, its key and item texts
+        self.fast_kinds = render_fast.column_kinds(spec)
+        self.fast_names = render_fast.name_table([name + ": " for name in self.names])
+        self.fast_items = render_fast.name_table(self.names)
 
     # -- quarantine reasons (value by value; only for rows found unrenderable) -------------
 
@@ -199,6 +204,26 @@ class TableRenderer:
             inner = self.render(*sub)
             return self._finish(np.flatnonzero(~bad), inner, event_type, before, after,
                                 before_present, after_present, bad)
+        fast = render_fast.render(self, event_type, before, after, before_present,
+                                  after_present, is_insert, bad)
+        if fast is not None:  # full images: one compiled pass per side
+            row_before, row_after, changed, key = fast
+            images = SilverImages(np.arange(m), row_before, row_after, changed,
+                                  self._pk(key) if key else pa.array([""] * m, pa.string()),
+                                  _nulls(m), [])
+        else:
+            images = self._arrow(event_type, before, after, before_present, after_present,
+                                 is_insert, b_valid, a_valid, bad)
+        if not bad.any():
+            return images
+        ok = np.flatnonzero(~bad)
+        return self._finish(ok, _subset(images, ok), event_type, before, after, before_present,
+                            after_present, bad)
+
+    def _arrow(self, event_type, before, after, before_present, after_present, is_insert,
+               b_valid, a_valid, bad: np.ndarray) -> SilverImages:
+        """The images column by column with Arrow kernels (any image, MINIMAL ones too)."""
+        m = len(event_type)
         b, b_partial = self._side(before, before_present, bad)
         a, a_partial = self._side(after, after_present, bad)
         inserts = is_insert.true_count
@@ -220,15 +245,10 @@ class TableRenderer:
                                    pc.and_(a_valid, ai.is_null())), item, _NULL)
                  for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
             absent = pc.if_else(pc.equal(absent, "[]"), _nulls(m), absent)
-        images = SilverImages(
+        return SilverImages(
             np.arange(m), self._object(b, b_valid, b_partial), self._object(a, a_valid, a_partial),
             changed,
             self._pk(key) if key else pa.array([""] * m, pa.string()), absent, [])
-        if not bad.any():
-            return images
-        ok = np.flatnonzero(~bad)
-        return self._finish(ok, _subset(images, ok), event_type, before, after, before_present,
-                            after_present, bad)
 
     def _finish(self, ok: np.ndarray, inner: SilverImages | None, event_type, before, after,
                 before_present, after_present, bad: np.ndarray) -> SilverImages:

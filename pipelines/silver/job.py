@@ -12,6 +12,7 @@ released the same way once a snapshot (or import) makes them nameable.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -76,10 +77,15 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     if lake.exists(spark, SILVER_EVENTS):
         res.version_before = lake.version(spark, SILVER_EVENTS)
     bronze_files = load_states(spark, lake)
-    seen = {}
+    seen, known_ddl = {}, {}
     if lake.exists(spark, SILVER_PROGRESS):
-        seen = {(r["source_id"], r["binlog_file"]): r["bronze_updated_at"]
-                for r in lake.read(spark, SILVER_PROGRESS).collect()}
+        for r in lake.read(spark, SILVER_PROGRESS).collect():
+            key = (r["source_id"], r["binlog_file"])
+            seen[key] = r["bronze_updated_at"]
+            st = bronze_files.get(key)
+            if r["ddl"] is not None and st is not None and st.status != "in_progress" \
+                    and st.updated_at == r["bronze_updated_at"]:
+                known_ddl[key] = [tuple(q) for q in json.loads(r["ddl"])]
     candidates = {key for key, st in bronze_files.items()
                   if st.status != "in_progress" and seen.get(key) != st.updated_at}
     has_quarantine = lake.exists(spark, SILVER_QUARANTINE)
@@ -92,9 +98,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         res.seconds = time.monotonic() - started
         return res
 
-    ddl_rows = [(r[0], r[1], r[2], r[3], r[4]) for r in lake.read(spark, BRONZE_EVENTS)
-                .where("event_type = 'QUERY'")
-                .select("source_id", "binlog_file", "start_pos", "schema_name", "query").collect()]
+    ddl = _ddl_by_file(spark, lake, bronze_files, known_ddl)
+    ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
     where = _in_files(res.files)
     slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
@@ -133,13 +138,33 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         lake.append(spark.createDataFrame([], SILVER_QUARANTINE.ddl()), SILVER_QUARANTINE)
     res.quarantined = _count(spark, lake, SILVER_QUARANTINE)
 
-    rows = [(s, f, st.updated_at, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    rows = [(s, f, st.updated_at, now, json.dumps(ddl.get((s, f), [])))
             for (s, f), st in bronze_files.items()
             if (s, f) in candidates or (s, f) in seen]
     lake.overwrite(spark.createDataFrame(rows, _PROGRESS_DDL), SILVER_PROGRESS)
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _ddl_by_file(spark, lake: Lake, bronze_files: dict, known: dict) -> dict:
+    """Per bronze file: its QUERY events (start_pos, schema, query), where a table's schema
+    may change. Those ``silver/progress`` recorded for a file bronze has not rewritten since
+    (``known``) are taken from there; bronze is read only for the other files, so a run
+    after a long history does not scan the history's event types."""
+    out = dict(known)
+    todo = [k for k in bronze_files if k not in known]
+    if todo:
+        q = lake.read(spark, BRONZE_EVENTS).where("event_type = 'QUERY'")
+        if len(todo) < len(bronze_files):
+            q = q.where(_in_files(todo))
+        for k in todo:
+            out[k] = []
+        for r in q.select("source_id", "binlog_file", "start_pos", "schema_name",
+                          "query").collect():
+            out.setdefault((r[0], r[1]), []).append((r[2], r[3], r[4]))
+    return out
 
 
 def plan_slices(files: list[tuple[str, str]], states: dict, commit_bytes: int) -> list[str]:

@@ -66,6 +66,10 @@ def _fingerprint(col: pa.Array) -> pa.Array:
     return pc.if_else(col.is_valid(), text, pa.scalar("\x01\x04"))
 
 
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
 class BatchRenderer:
     """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached)."""
 
@@ -119,12 +123,23 @@ class BatchRenderer:
             rows, pos = rows[~inside], pos[~inside]
 
     def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-        """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``."""
+        """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``.
+
+        The batch is put in group order once (one take), so that each group is a slice of
+        it (no copy) and the rendered rows line up with it.
+        """
         self._start_pos = batch.column("start_pos").to_numpy(zero_copy_only=False)
+        groups = list(self._groups(batch))
+        order = np.concatenate([rows for rows, _ in groups]) if groups else np.empty(0, np.int64)
+        if not np.array_equal(order, np.arange(batch.num_rows)):
+            batch = batch.take(pa.array(order))
         ok_rows, rendered, specs = [], [], []
         bad_rows: list[int] = []
         reasons: list[str] = []
-        for rows, spec in self._groups(batch):
+        start = 0
+        for group, spec in groups:
+            rows = np.arange(start, start + len(group))
+            start += len(group)
             if isinstance(spec, SchemaMismatchError):
                 bad_rows += rows.tolist()
                 reasons += [str(spec)] * len(rows)
@@ -132,8 +147,8 @@ class BatchRenderer:
             tr = self._renderers.get(spec)
             if tr is None:
                 tr = self._renderers[spec] = TableRenderer(spec)
-            idx = pa.array(rows)
-            images = tr.render(*[batch.column(c).take(idx) for c in _IMAGES])
+            images = tr.render(*[batch.column(c).slice(int(rows[0]), len(rows))
+                                 for c in _IMAGES])
             for i, why in images.errors:
                 bad_rows.append(int(rows[i]))
                 reasons.append(why)
@@ -149,23 +164,28 @@ class BatchRenderer:
                 ) -> pa.RecordBatch:
         if not ok_rows:
             return pa.RecordBatch.from_pylist([], schema=RENDERED)
-        idx = pa.array(np.concatenate(ok_rows))
-        cat = {f: pa.concat_arrays([getattr(r, f) for r in rendered])
+        ok = np.concatenate(ok_rows)
+        if len(ok) == batch.num_rows:  # every row rendered, in the batch's order
+            batch = batch.slice(0)
+            ok = None
+        else:
+            batch = batch.take(pa.array(ok))
+        cat = {f: _concat([getattr(r, f) for r in rendered])
                for f in ("pk_values", "changed_columns", "row_before", "row_after",
                          "absent_columns")}
         cat["pk_kind"] = pa.concat_arrays([pa.repeat(s.pk_kind, n) for s, n in specs]) \
             .cast(pa.string())
         cat["schema_version"] = pa.concat_arrays(
             [pa.repeat(s.schema_version, n) for s, n in specs]).cast(pa.string())
-        files = batch.column("binlog_file").take(idx)
+        files = batch.column("binlog_file")
         codes = files.dictionary_encode()
         numbers = np.array([file_number(f) for f in codes.dictionary.to_pylist()],
                            dtype=np.int64)
-        start = batch.column("start_pos").take(idx).to_numpy(zero_copy_only=False)
-        row_in_event = batch.column("row_in_event").take(idx).to_numpy(zero_copy_only=False)
+        start = batch.column("start_pos").to_numpy(zero_copy_only=False)
+        row_in_event = batch.column("row_in_event").to_numpy(zero_copy_only=False)
         cat["seq"] = pa.array((numbers[codes.indices.to_numpy(zero_copy_only=False)] << 32)
                               | (start + row_in_event))
-        ts = batch.column("event_timestamp").take(idx)
+        ts = batch.column("event_timestamp")
         micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
         cat["event_date"] = pa.array(np.floor_divide(micros, _DAY_US).astype(np.int32),
                                      pa.date32())
@@ -176,7 +196,7 @@ class BatchRenderer:
             elif f.name == "event_timestamp":
                 cols.append(ts.cast(f.type))
             else:
-                cols.append(batch.column(f.name).take(idx).cast(f.type))
+                cols.append(batch.column(f.name).cast(f.type))
         return pa.RecordBatch.from_arrays(cols, schema=RENDERED)
 
     def _quarantine(self, batch: pa.RecordBatch, rows: list[int], reasons: list[str]

@@ -1,0 +1,215 @@
+"""Silver images of one table's rows with full row images, rendered by compiled loops.
+
+``images.TableRenderer`` builds each column's JSON texts as an Arrow array (a strided take per
+column, a kernel, then a join of every column into the object): each value is copied four or
+five times. Here (``render_jit``) each image side is written in one pass straight from the
+bronze ``list<binary>`` buffers — the object, and where each value's text lies in it — and the
+changed columns of UPDATEs are found by comparing those texts in place. Columns whose text
+needs a lookup (ENUM, SET, byte strings, other character sets, JSON-valued text, UNSIGNED
+re-reads) are rendered by their Arrow kernel first and copied in.
+
+Only for images where every column is present (FULL row images) and texts that are valid
+UTF-8; otherwise :func:`render` returns ``None`` and the Arrow path renders the rows. The
+output is byte for byte the Arrow path's (``tests/test_silver_render_fast.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.bronze import coltypes as T
+
+__all__ = ["available", "column_kinds", "name_table", "render"]
+
+_NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
+_QUOTED_TYPES = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
+                 T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2)
+_JIT = None
+_TRIED = False
+
+
+def available() -> bool:
+    """Whether the compiled loops can be used (numba importable, ``BINLAKE_ROW_KERNEL`` on)."""
+    global _JIT, _TRIED
+    if not _TRIED:
+        _TRIED = True
+        from pipelines.bronze.rowkernel import installed
+
+        if installed():
+            try:
+                from pipelines.silver import render_jit
+            except ImportError:
+                render_jit = None
+            _JIT = render_jit
+    return _JIT is not None
+
+
+def name_table(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, bytes) of UTF-8 texts, for the loops."""
+    data = [t.encode("utf-8") for t in texts]
+    off = np.zeros(len(data) + 1, np.int64)
+    off[1:] = np.cumsum([len(d) for d in data])
+    return off, np.frombuffer(b"".join(data) or b"\0", np.uint8).copy()
+
+
+def column_kinds(spec) -> np.ndarray:
+    """Per column of a ``TableSpec``: how the loop writes its text (``_PRE``: its Arrow kernel
+    renders it); mirrors ``render_columns.column_kernel``."""
+    kinds = []
+    for c in spec.columns:
+        t = c.col_type
+        if t in T.INTEGER_TYPES:
+            kinds.append(_PRE if c.fix_unsigned else _NUM)
+        elif t in (T.FLOAT, T.DOUBLE, T.YEAR, T.BIT):
+            kinds.append(_NUM)
+        elif t in _QUOTED_TYPES:
+            kinds.append(_QUOTED)
+        elif t == T.JSON:
+            kinds.append(_JSON)
+        elif (t in T.BYTES_TYPES and t not in (T.GEOMETRY, T.VECTOR) and not c.is_json
+              and c.charset in ("utf8mb4", "utf8mb3", "utf8")):
+            kinds.append(_UTF8 if c.charset == "utf8mb4" else _UTF8_BMP)
+        else:
+            kinds.append(_PRE)
+    return np.array(kinds, np.int32)
+
+
+def _list_buffers(arr: pa.Array) -> tuple:
+    """(list offsets int32[m + 1], list valid uint8[m], value offsets int32, value bytes,
+    value valid uint8) of a ``list<binary>`` array, as numpy views where Arrow allows."""
+    loff = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    lvalid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+    child = arr.values
+    bufs = child.buffers()
+    voff = np.frombuffer(bufs[1], np.int32)[child.offset:child.offset + len(child) + 1]
+    vdata = (np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None
+             else np.zeros(0, np.uint8))
+    vvalid = child.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+    return loff, lvalid, voff, vdata, vvalid
+
+
+def _full(present: pa.Array) -> bool:
+    """Whether every column of every image is present (no MINIMAL/NOBLOB absences)."""
+    if present.null_count == len(present):
+        return True
+    return bool(pc.all(present.flatten()).as_py() in (True, None))
+
+
+def _strings(off: np.ndarray, data: np.ndarray, valid: np.ndarray, m: int) -> pa.Array:
+    nulls = int(m - np.count_nonzero(valid[:m]))
+    bitmap = pa.py_buffer(np.packbits(valid[:m], bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(pa.string(), m, [bitmap, pa.py_buffer(off[:m + 1]),
+                                                  pa.py_buffer(data[:int(off[m])])],
+                                 null_count=nulls)
+
+
+class _Side:
+    """One image side rendered: objects, and each (row, column) text's span in them."""
+
+    def __init__(self, image: pa.Array, kinds: np.ndarray, pre: np.ndarray, pre_texts: tuple,
+                 names: tuple) -> None:
+        jit = _JIT
+        m, n = len(image), len(kinds)
+        loff, lvalid, voff, vdata, vvalid = _list_buffers(image)
+        pvalid = np.zeros(m, np.uint8)  # full images only (render checks)
+        poff = np.zeros(m + 1, np.int32)
+        pdata = np.zeros(1, np.uint8)
+        self.s = np.empty((m, n), np.int64)
+        self.e = np.empty((m, n), np.int64)
+        ooff = np.empty(m + 1, np.int32)
+        self.valid = np.empty(m, np.uint8)
+        state = np.zeros(2, np.int64)
+        size = int(voff[-1] - voff[0]) * 2 + m * (len(names[1]) + 4 * n + 2) + 64
+        while True:
+            out = np.empty(size, np.uint8)
+            outcome = jit.render_side(loff, lvalid, voff, vdata, vvalid, poff, pvalid, pdata,
+                                      kinds, pre, *pre_texts, *names, out, ooff, self.valid,
+                                      self.s, self.e, state)
+            if outcome != 1:  # not _ROOM
+                break
+            size = max(2 * size, int(state[0]) * 2)
+        self.ok = outcome == 0
+        self.out = out
+        self.objects = _strings(ooff, out, self.valid, m) if self.ok else None
+
+
+def _pre_texts(tr, image: pa.Array, pre_cols: list[int], bad: np.ndarray) -> list[pa.Array]:
+    """The Arrow kernels' texts of the ``pre_cols`` columns of one side, aligned to the rows
+    (null where no image); rows whose value cannot be rendered are marked in ``bad``."""
+    m, n = len(image), tr.n
+    valid = image.is_valid().to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(valid)
+    k = len(rows)
+    every = k == m
+    flat = (image if every else image.take(pa.array(rows))).flatten()
+    spread = None if every else pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
+    out = []
+    for i in pre_cols:
+        texts, failed = tr._kernels[i](flat.take(pa.array(np.arange(i, k * n, n))))
+        if failed is not None:
+            bad[rows[failed]] = True
+        out.append(texts if every else texts.take(spread))
+    return out
+
+
+def _pre_buffers(arrays: list[pa.Array], m: int) -> tuple:
+    if not arrays:
+        return np.zeros(1, np.int32), np.zeros(1, np.uint8), np.zeros(1, np.uint8)
+    cat = pa.concat_arrays([a.cast(pa.string()) for a in arrays])
+    bufs = cat.buffers()
+    off = np.frombuffer(bufs[1], np.int32)[cat.offset:cat.offset + len(cat) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(1, np.uint8)
+    return off, data, cat.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+
+
+def render(tr, event_type: pa.Array, before: pa.Array, after: pa.Array,
+           before_present: pa.Array, after_present: pa.Array, is_insert: pa.Array,
+           bad: np.ndarray):
+    """(row_before, row_after, changed_columns, key column texts) of well-formed rows of one
+    ``TableRenderer``'s table, or ``None``: not for the compiled loops (an absent column, text
+    that is not valid UTF-8); values that cannot be rendered are marked in ``bad``."""
+    if not available() or not (_full(before_present) and _full(after_present)):
+        return None
+    m, n = len(event_type), tr.n
+    kinds = tr.fast_kinds
+    pre_cols = [i for i in range(n) if kinds[i] == _PRE]
+    pre = np.full(n, -1, np.int32)
+    pre[pre_cols] = np.arange(len(pre_cols), dtype=np.int32)
+    marked = bad.copy()
+    sides = []
+    for image in (before, after):
+        texts = _pre_buffers(_pre_texts(tr, image, pre_cols, marked), m)
+        side = _Side(image, kinds, pre, texts, tr.fast_names)
+        if not side.ok:
+            return None
+        sides.append(side)
+    b, a = sides
+    bad |= marked
+    both = pc.and_(pc.equal(event_type, "UPDATE"),
+                   pc.and_(before.is_valid(), after.is_valid()))
+    both_np = both.to_numpy(zero_copy_only=False).view(np.uint8)
+    changed = pa.nulls(m, pa.string())
+    if both.true_count:
+        size = m * (len(tr.fast_items[1]) + 2 * n + 2) + 2
+        out = np.empty(size, np.uint8)
+        off = np.empty(m + 1, np.int32)
+        valid = np.empty(m, np.uint8)
+        _JIT.changed_columns(both_np, b.out, b.s, b.e, a.out, a.s, a.e, *tr.fast_items, out,
+                             off, valid)
+        changed = _strings(off, out, valid, m)
+    insert = is_insert.to_numpy(zero_copy_only=False)
+    keys = []
+    src = np.concatenate([b.out, a.out]) if tr.spec.pk else None
+    shift = len(b.out)
+    for i in tr.spec.pk:
+        s = np.where(insert, a.s[:, i] + shift, b.s[:, i])
+        e = np.where(insert, a.e[:, i] + shift, b.e[:, i])
+        s = np.where(np.where(insert, a.valid, b.valid) != 0, s, -1)
+        out = np.empty(int(np.sum(np.where(s >= 0, e - s, 0))) + 1, np.uint8)
+        off = np.empty(m + 1, np.int32)
+        valid = np.empty(m, np.uint8)
+        _JIT.gather(src, s, e, out, off, valid)
+        keys.append(_strings(off, out, valid, m))
+    return b.objects, a.objects, changed, keys

@@ -1,0 +1,270 @@
+"""The compiled loops of ``render_fast`` (numba, cached on disk): one table's row images →
+silver's JSON texts in one pass per image side, and the columns an UPDATE changed.
+
+Every text is the one ``render.make_renderer`` writes (``docs/types.md``): numbers and JSON
+text as they are, temporal and DECIMAL text in quotes, UTF-8 text as ``json.dumps(s,
+ensure_ascii=False)`` does it (``\\"``, ``\\\\``, ``\\n``, ``\\r``, ``\\t``, ``\\b``,
+``\\f``, other control characters ``\\u00xx``). Text that is not valid UTF-8 (or, for
+utf8mb3, holds a character outside the BMP) makes the loop stop and say so: the caller then
+renders the group the Arrow way, which names the bad value.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+__all__ = ["render_side", "changed_columns", "gather"]
+
+# column kinds (render_fast)
+_NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
+_OK, _ROOM, _INVALID = 0, 1, 2
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+_NULL = np.frombuffer(b"null", np.uint8)
+
+_jit = nb.njit(cache=True, nogil=True)
+
+
+@_jit
+def _utf8_ok(d, s, e, bmp_only):
+    """Whether d[s:e] is valid UTF-8 (and, with ``bmp_only``, has no 4-byte character)."""
+    i = s
+    while i < e:
+        c = d[i]
+        if c < 0x80:
+            i += 1
+        elif c < 0xC2:
+            return False
+        elif c < 0xE0:
+            if i + 1 >= e or (d[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+        elif c < 0xF0:
+            if i + 2 >= e:
+                return False
+            c1 = d[i + 1]
+            if (c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80:
+                return False
+            if c == 0xE0 and c1 < 0xA0:
+                return False  # overlong
+            if c == 0xED and c1 >= 0xA0:
+                return False  # surrogate
+            i += 3
+        elif c < 0xF5:
+            if bmp_only or i + 3 >= e:
+                return False
+            c1 = d[i + 1]
+            if ((c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80
+                    or (d[i + 3] & 0xC0) != 0x80):
+                return False
+            if c == 0xF0 and c1 < 0x90:
+                return False  # overlong
+            if c == 0xF4 and c1 >= 0x90:
+                return False  # past U+10FFFF
+            i += 4
+        else:
+            return False
+    return True
+
+
+@_jit
+def _escaped(d, s, e, out, at):
+    """d[s:e] as a JSON string (quotes included) at out[at:]; returns the new end."""
+    out[at] = 34
+    at += 1
+    for i in range(s, e):
+        c = d[i]
+        if c == 34 or c == 92:
+            out[at] = 92
+            out[at + 1] = c
+            at += 2
+        elif c >= 0x20:
+            out[at] = c
+            at += 1
+        elif c == 10:
+            out[at] = 92
+            out[at + 1] = 110
+            at += 2
+        elif c == 13:
+            out[at] = 92
+            out[at + 1] = 114
+            at += 2
+        elif c == 9:
+            out[at] = 92
+            out[at + 1] = 116
+            at += 2
+        elif c == 8:
+            out[at] = 92
+            out[at + 1] = 98
+            at += 2
+        elif c == 12:
+            out[at] = 92
+            out[at + 1] = 102
+            at += 2
+        else:
+            out[at] = 92
+            out[at + 1] = 117
+            out[at + 2] = 48
+            out[at + 3] = 48
+            out[at + 4] = _HEX[c >> 4]
+            out[at + 5] = _HEX[c & 15]
+            at += 6
+    out[at] = 34
+    return at + 1
+
+
+@_jit
+def render_side(loff, lvalid, voff, vdata, vvalid, poff, pvalid, pdata, kinds, pre,
+                pre_off, pre_data, pre_valid, noff, ndata, out, ooff, ovalid, span_s, span_e,
+                state):
+    """One image side of ``m`` rows (``loff``… the ``list<binary>`` image, ``poff``… the
+    ``list<bool>`` presence, both aligned to the rows) → JSON objects (``out``/``ooff``/
+    ``ovalid``) and per (row, column) the value's text span in ``out`` (start -1: no image or
+    column absent). ``pre[i]`` ≥ 0: column ``i``'s texts come rendered (``pre_*``, row-major
+    by pre column). Returns _OK, _ROOM (``out`` too small; ``state[0]`` the bytes needed so
+    far) or _INVALID (``state[1]`` the row)."""
+    m = lvalid.shape[0]
+    n = kinds.shape[0]
+    at = 0
+    cap = out.shape[0]
+    for r in range(m):
+        ooff[r] = at
+        if not lvalid[r]:
+            ovalid[r] = 0
+            for i in range(n):
+                span_s[r, i] = -1
+            continue
+        ovalid[r] = 1
+        base = loff[r]
+        full = not pvalid[r]
+        if at + 2 > cap:
+            state[0] = at
+            return _ROOM
+        out[at] = 123  # {
+        at += 1
+        first = True
+        for i in range(n):
+            if not full and not pdata[poff[r] + i]:
+                span_s[r, i] = -1
+                continue
+            v = base + i
+            ns, ne = noff[i], noff[i + 1]
+            kind = kinds[i]
+            if vvalid[v]:
+                s, e = voff[v], voff[v + 1]
+                need = (e - s) * 6 + 2 if (kind == _UTF8 or kind == _UTF8_BMP) else e - s + 2
+                if kind == _PRE:
+                    j = pre[i] * m + r
+                    need = pre_off[j + 1] - pre_off[j]
+            else:
+                need = 4
+            if at + (ne - ns) + need + 4 > cap:
+                state[0] = at + (ne - ns) + need + 4
+                return _ROOM
+            if not first:
+                out[at] = 44  # ,
+                out[at + 1] = 32
+                at += 2
+            first = False
+            out[at:at + ne - ns] = ndata[ns:ne]
+            at += ne - ns
+            span_s[r, i] = at
+            if not vvalid[v]:
+                out[at:at + 4] = _NULL
+                at += 4
+            elif kind == _NUM:
+                out[at:at + e - s] = vdata[s:e]
+                at += e - s
+            elif kind == _QUOTED:
+                out[at] = 34
+                out[at + 1:at + 1 + e - s] = vdata[s:e]
+                at += e - s + 1
+                out[at] = 34
+                at += 1
+            elif kind == _JSON:
+                if not _utf8_ok(vdata, s, e, False):
+                    state[1] = r
+                    return _INVALID
+                out[at:at + e - s] = vdata[s:e]
+                at += e - s
+            elif kind == _PRE:
+                j = pre[i] * m + r
+                if not pre_valid[j]:
+                    out[at:at + 4] = _NULL
+                    at += 4
+                else:
+                    ps, pe = pre_off[j], pre_off[j + 1]
+                    out[at:at + pe - ps] = pre_data[ps:pe]
+                    at += pe - ps
+            else:
+                if not _utf8_ok(vdata, s, e, kind == _UTF8_BMP):
+                    state[1] = r
+                    return _INVALID
+                at = _escaped(vdata, s, e, out, at)
+            span_e[r, i] = at
+        out[at] = 125  # }
+        at += 1
+    ooff[m] = at
+    state[0] = at
+    return _OK
+
+
+@_jit
+def changed_columns(both, b_out, b_s, b_e, a_out, a_s, a_e, noff, ndata, out, ooff, ovalid):
+    """Per row: ``["a", "b"]`` of the columns whose texts differ where ``both`` (an UPDATE
+    with both images; null otherwise); a column absent from either image is not compared.
+    ``ndata[noff[i]:noff[i + 1]]`` is column i's name as JSON text."""
+    m = both.shape[0]
+    n = b_s.shape[1]
+    at = 0
+    for r in range(m):
+        ooff[r] = at
+        if not both[r]:
+            ovalid[r] = 0
+            continue
+        ovalid[r] = 1
+        out[at] = 91  # [
+        at += 1
+        first = True
+        for i in range(n):
+            bs, as_ = b_s[r, i], a_s[r, i]
+            if bs < 0 or as_ < 0:
+                continue
+            be, ae = b_e[r, i], a_e[r, i]
+            same = be - bs == ae - as_
+            if same:
+                for k in range(be - bs):
+                    if b_out[bs + k] != a_out[as_ + k]:
+                        same = False
+                        break
+            if same:
+                continue
+            if not first:
+                out[at] = 44
+                out[at + 1] = 32
+                at += 2
+            first = False
+            ns, ne = noff[i], noff[i + 1]
+            out[at:at + ne - ns] = ndata[ns:ne]
+            at += ne - ns
+        out[at] = 93  # ]
+        at += 1
+    ooff[m] = at
+    return at
+
+
+@_jit
+def gather(src, s, e, out, ooff, ovalid):
+    """Spans ``src[s[r]:e[r]]`` (``s[r]`` < 0: null) as one string array's buffers."""
+    at = 0
+    for r in range(s.shape[0]):
+        ooff[r] = at
+        if s[r] < 0:
+            ovalid[r] = 0
+            continue
+        ovalid[r] = 1
+        n = e[r] - s[r]
+        out[at:at + n] = src[s[r]:e[r]]
+        at += n
+    ooff[s.shape[0]] = at
+    return at

@@ -1,0 +1,127 @@
+"""The compiled silver renderer (``render_fast``) against the row-by-row reference.
+
+Random tables of every column kind the loops write themselves (numbers, quoted temporal and
+DECIMAL text, UTF-8 text with quotes, backslashes, every control character, non-BMP
+characters and invalid bytes, JSON) and of the kinds they copy from an Arrow kernel (ENUM,
+byte strings, latin1), with NULLs, INSERTs, UPDATEs that change some columns and DELETEs,
+go through ``BatchRenderer`` and through ``tests/support/silver_reference.py``: the silver
+rows and the quarantine rows must be identical. The corpus and the type-matrix workload are
+compared the same way in ``test_silver_render_diff.py``; here also with the loops off, and
+the loops must have rendered the corpus's full images themselves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines.bronze import coltypes as T
+from pipelines.bronze.records import BRONZE_SCHEMA
+from pipelines.silver import render_fast
+from pipelines.silver.naming import NamingPlan
+from tests.test_silver_render_diff import (_assert_same, _both, _changes, _corpus_files,
+                                           _decoded, _named, _plan)
+
+UTF8MB4, UTF8MB3, LATIN1, BINARY = 45, 33, 8, 63
+_TS = dt.datetime(2026, 11, 25, tzinfo=dt.timezone.utc)
+_TEXT = st.text(st.characters(codec="utf-8", categories=None, exclude_characters=""),
+                max_size=12) | st.sampled_from(['a"b', "a\\b", "\x00\x1f\x7f", "\u2028",
+                                                "\U0001f600", "|x|", ""])
+
+
+def _value(kind: str):
+    """A strategy of one column's bronze values (bytes) for a column kind."""
+    return {
+        "int": st.integers(-2**63, 2**63 - 1).map(lambda v: b"%d" % v),
+        "double": st.floats(allow_nan=False, allow_infinity=False).map(
+            lambda v: repr(v).encode()),
+        "decimal": st.decimals(-10**6, 10**6, places=2).map(lambda v: str(v).encode()),
+        "datetime": st.just(b"2026-11-25 02:43:59.123456"),
+        "utf8mb4": _TEXT.map(lambda s: s.encode()) | st.just(b"\xff\xfe"),
+        "utf8mb3": _TEXT.map(lambda s: s.encode()),
+        "latin1": st.binary(max_size=8),
+        "binary": st.binary(max_size=8),
+        "enum": st.integers(0, 3).map(lambda v: b"%d" % v),
+        "json": st.sampled_from([b'{"a": [1, "x\\\\y"]}', b"null", b'"\xc3\xa9"', b"[]"]),
+    }[kind]
+
+
+_COLUMN = {  # kind → (type, meta, charset id)
+    "int": (T.LONGLONG, 0, None), "double": (T.DOUBLE, 8, None),
+    "decimal": (T.NEWDECIMAL, (12 << 8) | 2, None), "datetime": (T.DATETIME2, 6, None),
+    "utf8mb4": (T.VARCHAR, 400, UTF8MB4), "utf8mb3": (T.VARCHAR, 300, UTF8MB3),
+    "latin1": (T.VARCHAR, 40, LATIN1), "binary": (T.BLOB, 2, BINARY),
+    "enum": (T.ENUM, 1, None), "json": (T.JSON, 4, None),
+}
+
+
+@st.composite
+def _batches(draw):
+    kinds = ["int"] + draw(st.lists(st.sampled_from(sorted(_COLUMN)), min_size=1, max_size=6))
+    pk = sorted({0} | set(draw(st.lists(st.integers(0, len(kinds) - 1), max_size=2))))
+    n = len(kinds)
+    meta = dict(column_count=n, column_types=[_COLUMN[k][0] for k in kinds],
+                column_meta=[_COLUMN[k][1] for k in kinds],
+                column_names=[f'c{i}"{k}' if i % 3 == 2 else f"c{i}" for i, k in
+                              enumerate(kinds)],
+                column_charsets=[_COLUMN[k][2] for k in kinds], primary_key=pk,
+                enum_values=[["a", "b", "ç"] if k == "enum" else None for k in kinds])
+
+    def image():
+        return [None if i > 0 and draw(st.integers(0, 4)) == 0 else draw(_value(k))
+                for i, k in enumerate(kinds)]
+
+    rows = []
+    for r in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["INSERT", "UPDATE", "DELETE"]))
+        before = image() if kind != "INSERT" else None
+        after = image() if kind != "DELETE" else None
+        if kind == "UPDATE" and draw(st.booleans()):
+            after = [b if draw(st.booleans()) else a for b, a in zip(before, after)]
+        row = {f.name: None for f in BRONZE_SCHEMA}
+        row.update(source_id="src", server_id=1, binlog_file="bin.000001", start_pos=100 + r,
+                   end_pos=200 + r, row_in_event=0, event_timestamp=_TS, schema_name="db",
+                   table_name="t", event_type=kind, row_before=before, row_after=after, **meta)
+        rows.append(row)
+    return pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
+
+
+@pytest.fixture(params=["compiled", "arrow"])
+def path(request, monkeypatch):
+    if request.param == "arrow":
+        monkeypatch.setattr(render_fast, "available", lambda: False)
+    else:
+        assert render_fast.available()  # numba is a dependency (setup.cfg)
+    return request.param
+
+
+@given(batch=_batches())
+@settings(max_examples=250, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_random_tables_render_as_the_reference(path, batch) -> None:
+    (silver, held), (ref_silver, ref_held) = _both([batch], NamingPlan.build([], []))
+    _assert_same(silver, ref_silver, "silver")
+    _assert_same(held, ref_held, "quarantine")
+
+
+def test_corpus_renders_as_the_reference_on_both_paths(corpus: Path, path, monkeypatch) -> None:
+    used = []
+    real = render_fast.render
+
+    def spy(*args):
+        out = real(*args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(render_fast, "render", spy)
+    batches = [_named(b, UTF8MB4) for b in _changes(_decoded(_corpus_files(corpus), 5000))]
+    (silver, held), (ref_silver, ref_held) = _both(batches, _plan(batches))
+    _assert_same(silver, ref_silver, "silver")
+    _assert_same(held, ref_held, "quarantine")
+    if path == "compiled":  # the loops rendered most groups themselves
+        assert sum(used) > len(used) // 2, (sum(used), len(used))
