@@ -93,13 +93,18 @@ def test_silver_pair_appends_each_row_once_and_creates_once(spark, tmp_path, bro
         assert delta_creates(lake / "silver" / "binlog_events") == 1
 
 
-def test_vacuum_during_silver_loses_nothing(spark, tmp_path, bronze_lake) -> None:
+@pytest.mark.parametrize("maintenance", ["vacuum", "optimize"])
+def test_maintenance_during_silver_loses_nothing(spark, tmp_path, bronze_lake,
+                                                 maintenance) -> None:
+    """``vacuum`` or ``optimize`` (which rewrites files of every lake table) started with a
+    silver run: both exit 0, every row once, one silver table id."""
     for i in range(ROUNDS):
         lake = _copy(bronze_lake, tmp_path / f"round{i}")
-        res = together(lake, [["silver"], ["vacuum"]])
+        res = together(lake, [["silver"], [maintenance]])
         _ok(res)
         assert assert_silver_once(spark, lake) == SAMPLE_ROW_CHANGES
         assert assert_bronze_once(spark, lake, SAMPLE_FILES) == SAMPLE_ROW_CHANGES
+        assert delta_creates(lake / "silver" / "binlog_events") == 1
 
 
 # -- the lease protocol itself, in one process ---------------------------------------------
@@ -310,6 +315,48 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) ->
     assert rc == 0, err
     assert "bronze/files: superseded state rows deleted, 4 -> 2 row(s)" in out, out
     assert assert_bronze_once(spark, lake, files) == 34
+
+
+@pytest.mark.mariadb
+@pytest.mark.parametrize("jvm", [
+    pytest.param("connect", marks=pytest.mark.jvm),
+    pytest.param("spark", marks=[pytest.mark.classic, pytest.mark.soak]),
+])
+def test_jvm_spark_same_files_maintenance_and_gold_pairs(spark, tmp_path, request, mariadb,
+                                                         jvm) -> None:
+    """The other pairs on JVM Spark with delta-spark (processes as in the test above): two
+    ``bronze`` of the same files; ``silver`` with ``optimize`` and, on a copy, with ``vacuum``;
+    two ``gold`` into one gold database. Every row once, one silver table id, gold = silver."""
+    lake = tmp_path / "jvm" / "lake"
+    lake.parent.mkdir()
+    if jvm == "connect":
+        flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
+    else:
+        flags, engine = [], "spark"
+    files = SAMPLE_FILES[:2]  # 18 + 16 row changes
+    env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
+    res = together(lake, [flags + _bronze(*files), flags + _bronze(*files)], engine=engine,
+                   env=env)
+    _ok(res)
+    assert _decoded(res) == files, "each file decoded by exactly one of the two"
+    assert assert_bronze_once(spark, lake, files) == 34
+    copy = _copy(lake, tmp_path / "vacuum")
+    for where, maintenance in ((lake, "optimize"), (copy, "vacuum")):
+        _ok(together(where, [flags + ["silver"], flags + [maintenance]], engine=engine,
+                     env=env))
+        assert assert_silver_once(spark, where) == 34, maintenance
+        assert assert_bronze_once(spark, where, files) == 34, maintenance
+        assert delta_creates(where / "silver" / "binlog_events") == 1, maintenance
+    db = "gold_jvm_" + uuid.uuid4().hex[:8]
+    dsn = mariadb.dsn(db)
+    _ok(together(lake, [flags + ["gold", "--gold-dsn", dsn]] * 2, engine=engine, env=env))
+    gold = [tuple(r) for r in mariadb.execute(
+        "SELECT source_id, binlog_file, start_pos, row_in_event FROM binlog_events", db=db)]
+    assert len(gold) == len(set(gold)) == 34
+    silver = {tuple(r) for r in spark.read.format("delta").load(
+        str(lake / "silver" / "binlog_events")).select(
+        "source_id", "binlog_file", "start_pos", "row_in_event").collect()}
+    assert set(gold) == silver
 
 
 # -- stream and index on one lake ---------------------------------------------------------
