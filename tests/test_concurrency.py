@@ -361,8 +361,26 @@ def test_jvm_spark_same_files_maintenance_and_gold_pairs(spark, tmp_path, reques
 
 # -- stream and index on one lake ---------------------------------------------------------
 
+# On JVM Spark the stream dies at its bronze table's first checkpoint (version 10): delta-spark
+# 4.1.0 calls a ParquetToSparkSchemaConverter constructor Spark 4.1.4 no longer has
+# (NoSuchMethodError) when a session that wrote a checkpoint reads the table again; one JVM
+# session appending 11 times then counting shows it. A long-lived JVM process (the stream, a
+# Spark Connect server) meets it; fresh processes read the table fine. An engine-version gap
+# (pyspark vs delta-spark), not a lease/commit one: strict, so it turns red once fixed.
+_JVM_CHECKPOINT_BUG = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="delta-spark 4.1.0 on Spark 4.1.4: NoSuchMethodError ParquetToSparkSchemaConverter "
+           "after a checkpoint in a long-lived session (docs/concurrency.md, Limits)")
+
+
 @pytest.mark.mariadb
-def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
+@pytest.mark.parametrize("engine", [
+    "sail", pytest.param("connect", marks=[pytest.mark.jvm, _JVM_CHECKPOINT_BUG])])
+def test_stream_and_index_together_keep_every_row_once(spark, tmp_path, request,
+                                                       engine) -> None:
+    """A stream follows a real MariaDB (committing bronze, running silver every second) while
+    whole ``index`` runs of other files go on: three rounds on the embedded engine, one on
+    JVM Spark (stream and index as clients of the tests' Spark Connect JVM server)."""
     from pipelines.bronze.files import load_states
     from pipelines.stream.progress import live_path, read_live
     from tests.support.lake_runs import finish
@@ -370,36 +388,49 @@ def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
 
     lake = tmp_path / "lake"
     lake.mkdir()
+    flags = (["--spark-remote", request.getfixturevalue("spark_connect_url")]
+             if engine == "connect" else [])
+    rounds = ROUNDS if engine == "sail" else 1
     with MariaDBServer() as server:
         server.execute("CREATE DATABASE app")
         server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
         env = {"BINLAKE_SOURCE_DSN": server.dsn(), "BINLAKE_STREAM_BATCH_INTERVAL_MS": "200",
                "BINLAKE_STREAM_SILVER_LAG_SECONDS": "1"}
-        stream = start(lake, "stream", "--server-id", "4444", env=env)
+        stream = start(lake, *flags, "stream", "--server-id", "4444", env=env)
         assert wait_for(lambda: (read_live(live_path(str(lake), "default")) or {}).get("state")
                         == "running", 600, 0.2)
-        for round_ in range(ROUNDS):
+        for round_ in range(rounds):
             for i in range(20):
                 server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
             # `index` (bronze → silver → quality) while the stream commits bronze and silver.
-            index = start(lake, "index", "--binlog-dir", str(SAMPLES), "--all",
+            index = start(lake, *flags, "index", "--binlog-dir", str(SAMPLES), "--all",
                           "--source", f"samples{round_}")
             for i in range(20, 40):
                 server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
             rc, out, err = finish(index)
             assert rc == 0, out + err
-        time.sleep(3.0)
+        # Stop once the stream has read up to the server's end (on JVM Spark each silver
+        # follow takes a while, and the stream reads nothing meanwhile): SIGTERM commits it.
+        file, pos = server.execute("SHOW MASTER STATUS")[0][:2]
+
+        def caught_up() -> bool:
+            st = read_live(live_path(str(lake), "default")) or {}
+            return (st.get("file") or "", st.get("pos") or 0) >= (file, pos)
+
+        assert wait_for(lambda: caught_up() or stream.poll() is not None, 600, 0.2), (
+            read_live(live_path(str(lake), "default")))
+        assert stream.poll() is None, "the stream stopped on its own:\n" + finish(stream)[2][-5000:]
         stream.terminate()
         rc, out, err = finish(stream)
         assert rc == 0, err[-3000:]
-    _ok([binlake(lake, "silver")])
+    _ok([binlake(lake, *flags, "silver")])
     from pipelines.lake import Lake
 
     states = load_states(spark, Lake(str(lake)))
-    for round_ in range(ROUNDS):
+    for round_ in range(rounds):
         mine = {n: st for (s, n), st in states.items() if s == f"samples{round_}"}
         assert sorted(mine) == SAMPLE_FILES and all(st.status == "completed"
                                                     for st in mine.values())
     assert any(s == "default" for s, _ in states), "the stream's files are recorded too"
     silver = assert_silver_once(spark, lake)
-    assert silver == ROUNDS * (SAMPLE_ROW_CHANGES + 40)
+    assert silver == rounds * (SAMPLE_ROW_CHANGES + 40)
