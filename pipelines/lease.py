@@ -36,7 +36,6 @@ import functools
 import json
 import logging
 import os
-import re
 import socket
 import sys
 import threading
@@ -63,9 +62,9 @@ def redact_command(argv: list[str] | None = None) -> str:
     argv = list(sys.argv if argv is None else argv)
     if argv and argv[0].endswith(("cli.py", "__main__.py")):
         argv[0] = "binlake"
-    text = " ".join(argv)
-    text = re.sub(r"(://[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
-    return re.sub(r"(--?password[= ])\S+", r"\1***", text)
+    from pipelines.mysql_client import redact_urls
+
+    return redact_urls(" ".join(argv))
 
 
 def _proc_start(pid: int) -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import os
+import re
 import struct
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping, Protocol
@@ -36,8 +37,9 @@ from pipelines.errors import ConfigError, SourceError
 
 __all__ = [
     "EVENT_HEADER", "HEADER_SIZE", "SSL_MODES", "Tls", "Dsn", "ServerSettings", "resolve_dsn",
-    "read_option_file", "redact", "error_text", "ssl_context", "connect", "allow_local_file",
-    "LocalFileRefused", "ServerUnreachable", "open_binlog_dump", "read_dump_packet",
+    "read_option_file", "redact", "redact_urls", "error_text", "ssl_context", "connect",
+    "allow_local_file", "LocalFileRefused", "ServerUnreachable", "open_binlog_dump",
+    "read_dump_packet",
 ]
 
 # The v4 event header every binlog event starts with, in files and on the wire (MySQL
@@ -235,6 +237,16 @@ def redact(text: str, *secrets: str) -> str:
             for form in {secret, quote(secret, safe="")}:
                 text = text.replace(form, "***")
     return text
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*):[^@\s]*@")
+_PASSWORD_FLAG = re.compile(r"(--?password[= ])\S+")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` (a command line, a log line) with the password of every ``scheme://user:pw@``
+    URL and of every ``--password X`` / ``--password=X`` replaced by ``***``."""
+    return _PASSWORD_FLAG.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
 
 
 def error_text(exc: BaseException, dsn: Dsn) -> str:

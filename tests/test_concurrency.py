@@ -93,13 +93,18 @@ def test_silver_pair_appends_each_row_once_and_creates_once(spark, tmp_path, bro
         assert delta_creates(lake / "silver" / "binlog_events") == 1
 
 
-def test_vacuum_during_silver_loses_nothing(spark, tmp_path, bronze_lake) -> None:
+@pytest.mark.parametrize("maintenance", ["vacuum", "optimize"])
+def test_maintenance_during_silver_loses_nothing(spark, tmp_path, bronze_lake,
+                                                 maintenance) -> None:
+    """``vacuum`` or ``optimize`` (which rewrites files of every lake table) started with a
+    silver run: both exit 0, every row once, one silver table id."""
     for i in range(ROUNDS):
         lake = _copy(bronze_lake, tmp_path / f"round{i}")
-        res = together(lake, [["silver"], ["vacuum"]])
+        res = together(lake, [["silver"], [maintenance]])
         _ok(res)
         assert assert_silver_once(spark, lake) == SAMPLE_ROW_CHANGES
         assert assert_bronze_once(spark, lake, SAMPLE_FILES) == SAMPLE_ROW_CHANGES
+        assert delta_creates(lake / "silver" / "binlog_events") == 1
 
 
 # -- the lease protocol itself, in one process ---------------------------------------------
@@ -312,10 +317,70 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) ->
     assert assert_bronze_once(spark, lake, files) == 34
 
 
+@pytest.mark.mariadb
+@pytest.mark.parametrize("jvm", [
+    pytest.param("connect", marks=pytest.mark.jvm),
+    pytest.param("spark", marks=[pytest.mark.classic, pytest.mark.soak]),
+])
+def test_jvm_spark_same_files_maintenance_and_gold_pairs(spark, tmp_path, request, mariadb,
+                                                         jvm) -> None:
+    """The other pairs on JVM Spark with delta-spark (processes as in the test above): two
+    ``bronze`` of the same files; ``silver`` with ``optimize`` and, on a copy, with ``vacuum``;
+    two ``gold`` into one gold database. Every row once, one silver table id, gold = silver."""
+    lake = tmp_path / "jvm" / "lake"
+    lake.parent.mkdir()
+    if jvm == "connect":
+        flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
+    else:
+        flags, engine = [], "spark"
+    files = SAMPLE_FILES[:2]  # 18 + 16 row changes
+    env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
+    res = together(lake, [flags + _bronze(*files), flags + _bronze(*files)], engine=engine,
+                   env=env)
+    _ok(res)
+    assert _decoded(res) == files, "each file decoded by exactly one of the two"
+    assert assert_bronze_once(spark, lake, files) == 34
+    copy = _copy(lake, tmp_path / "vacuum")
+    for where, maintenance in ((lake, "optimize"), (copy, "vacuum")):
+        _ok(together(where, [flags + ["silver"], flags + [maintenance]], engine=engine,
+                     env=env))
+        assert assert_silver_once(spark, where) == 34, maintenance
+        assert assert_bronze_once(spark, where, files) == 34, maintenance
+        assert delta_creates(where / "silver" / "binlog_events") == 1, maintenance
+    db = "gold_jvm_" + uuid.uuid4().hex[:8]
+    dsn = mariadb.dsn(db)
+    _ok(together(lake, [flags + ["gold", "--gold-dsn", dsn]] * 2, engine=engine, env=env))
+    gold = [tuple(r) for r in mariadb.execute(
+        "SELECT source_id, binlog_file, start_pos, row_in_event FROM binlog_events", db=db)]
+    assert len(gold) == len(set(gold)) == 34
+    silver = {tuple(r) for r in spark.read.format("delta").load(
+        str(lake / "silver" / "binlog_events")).select(
+        "source_id", "binlog_file", "start_pos", "row_in_event").collect()}
+    assert set(gold) == silver
+
+
 # -- stream and index on one lake ---------------------------------------------------------
 
+# On JVM Spark the stream dies at its bronze table's first checkpoint (version 10): delta-spark
+# 4.1.0 calls a ParquetToSparkSchemaConverter constructor Spark 4.1.4 no longer has
+# (NoSuchMethodError) when a session that wrote a checkpoint reads the table again; one JVM
+# session appending 11 times then counting shows it. A long-lived JVM process (the stream, a
+# Spark Connect server) meets it; fresh processes read the table fine. An engine-version gap
+# (pyspark vs delta-spark), not a lease/commit one: strict, so it turns red once fixed.
+_JVM_CHECKPOINT_BUG = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="delta-spark 4.1.0 on Spark 4.1.4: NoSuchMethodError ParquetToSparkSchemaConverter "
+           "after a checkpoint in a long-lived session (docs/concurrency.md, Limits)")
+
+
 @pytest.mark.mariadb
-def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
+@pytest.mark.parametrize("engine", [
+    "sail", pytest.param("connect", marks=[pytest.mark.jvm, _JVM_CHECKPOINT_BUG])])
+def test_stream_and_index_together_keep_every_row_once(spark, tmp_path, request,
+                                                       engine) -> None:
+    """A stream follows a real MariaDB (committing bronze, running silver every second) while
+    whole ``index`` runs of other files go on: three rounds on the embedded engine, one on
+    JVM Spark (stream and index as clients of the tests' Spark Connect JVM server)."""
     from pipelines.bronze.files import load_states
     from pipelines.stream.progress import live_path, read_live
     from tests.support.lake_runs import finish
@@ -323,36 +388,49 @@ def test_stream_and_index_together_keep_every_row_once(spark, tmp_path) -> None:
 
     lake = tmp_path / "lake"
     lake.mkdir()
+    flags = (["--spark-remote", request.getfixturevalue("spark_connect_url")]
+             if engine == "connect" else [])
+    rounds = ROUNDS if engine == "sail" else 1
     with MariaDBServer() as server:
         server.execute("CREATE DATABASE app")
         server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
         env = {"BINLAKE_SOURCE_DSN": server.dsn(), "BINLAKE_STREAM_BATCH_INTERVAL_MS": "200",
                "BINLAKE_STREAM_SILVER_LAG_SECONDS": "1"}
-        stream = start(lake, "stream", "--server-id", "4444", env=env)
+        stream = start(lake, *flags, "stream", "--server-id", "4444", env=env)
         assert wait_for(lambda: (read_live(live_path(str(lake), "default")) or {}).get("state")
                         == "running", 600, 0.2)
-        for round_ in range(ROUNDS):
+        for round_ in range(rounds):
             for i in range(20):
                 server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
             # `index` (bronze → silver → quality) while the stream commits bronze and silver.
-            index = start(lake, "index", "--binlog-dir", str(SAMPLES), "--all",
+            index = start(lake, *flags, "index", "--binlog-dir", str(SAMPLES), "--all",
                           "--source", f"samples{round_}")
             for i in range(20, 40):
                 server.execute("INSERT INTO app.t VALUES (%s, %s)", (round_ * 100 + i, i))
             rc, out, err = finish(index)
             assert rc == 0, out + err
-        time.sleep(3.0)
+        # Stop once the stream has read up to the server's end (on JVM Spark each silver
+        # follow takes a while, and the stream reads nothing meanwhile): SIGTERM commits it.
+        file, pos = server.execute("SHOW MASTER STATUS")[0][:2]
+
+        def caught_up() -> bool:
+            st = read_live(live_path(str(lake), "default")) or {}
+            return (st.get("file") or "", st.get("pos") or 0) >= (file, pos)
+
+        assert wait_for(lambda: caught_up() or stream.poll() is not None, 600, 0.2), (
+            read_live(live_path(str(lake), "default")))
+        assert stream.poll() is None, "the stream stopped on its own:\n" + finish(stream)[2][-5000:]
         stream.terminate()
         rc, out, err = finish(stream)
         assert rc == 0, err[-3000:]
-    _ok([binlake(lake, "silver")])
+    _ok([binlake(lake, *flags, "silver")])
     from pipelines.lake import Lake
 
     states = load_states(spark, Lake(str(lake)))
-    for round_ in range(ROUNDS):
+    for round_ in range(rounds):
         mine = {n: st for (s, n), st in states.items() if s == f"samples{round_}"}
         assert sorted(mine) == SAMPLE_FILES and all(st.status == "completed"
                                                     for st in mine.values())
     assert any(s == "default" for s, _ in states), "the stream's files are recorded too"
     silver = assert_silver_once(spark, lake)
-    assert silver == ROUNDS * (SAMPLE_ROW_CHANGES + 40)
+    assert silver == rounds * (SAMPLE_ROW_CHANGES + 40)

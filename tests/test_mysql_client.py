@@ -12,7 +12,7 @@ from pipelines.config import GoldConfig, SourceConfig, load_config
 from pipelines.errors import ConfigError
 from pipelines.mysql_client import (
     EVENT_HEADER, HEADER_SIZE, Dsn, LocalFileRefused, Tls, allow_local_file, connect,
-    error_text, read_option_file, redact, resolve_dsn,
+    error_text, read_option_file, redact, redact_urls, resolve_dsn,
 )
 
 
@@ -151,3 +151,36 @@ def test_load_data_local_sends_only_the_file_allowed(mariadb, tmp_path: Path) ->
     finally:
         conn.close()
     assert mariadb.execute("SELECT id, v FROM lfile.t") == [(2, "export")]
+
+
+def test_redact_urls_masks_dsn_passwords_and_password_flags() -> None:
+    line = ("binlake gold --gold-dsn mysql://u:p%40ss@h:3306/db --source-dsn mysql://r@h/ "
+            "--password hunter22 --password=hunter23")
+    assert redact_urls(line) == ("binlake gold --gold-dsn mysql://u:***@h:3306/db --source-dsn "
+                                 "mysql://r@h/ --password *** --password=***")
+
+
+# What only mysql_client.py may do: connect, read dump packets, reuse mysql-replication's
+# private dump set-up, define the event header, mask DSN passwords. A second copy anywhere in
+# pipelines/ is the sprawl issue 10 removed (three connect wrappers, redactions, headers).
+_ONLY_IN_CLIENT = {
+    "pymysql.connect(": "a pymysql connection",
+    "connections.Connection(": "a pymysql connection",
+    "_read_packet(": "pymysql's private packet read",
+    "__connect_to_stream": "mysql-replication's private dump set-up",
+    "BinLogStreamReader(": "mysql-replication's reader",
+    '"<IBIIIH"': "the binlog event header struct",
+    ":***@": "DSN password masking",
+}
+
+
+def test_only_the_client_module_connects_reads_packets_or_masks_passwords() -> None:
+    root = Path(__file__).resolve().parents[1] / "pipelines"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "mysql_client.py" and path.parent == root:
+            continue
+        text = path.read_text()
+        found += [f"{path.relative_to(root)}: {what} ({needle})"
+                  for needle, what in _ONLY_IN_CLIENT.items() if needle in text]
+    assert found == []

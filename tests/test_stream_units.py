@@ -166,3 +166,40 @@ def test_checkpoint_row_carries_its_json_and_a_key_no_change_has() -> None:
 def test_checkpoint_json_ignores_unknown_keys() -> None:
     text = json.dumps({"seq": 1, "mode": "gtid", "file": "f.000001", "pos": 4, "future": 1})
     assert Checkpoint.from_json(text).mode == "gtid"
+
+
+# -- reconnect backoff and liveness -----------------------------------------------------------
+
+def test_backoff_doubles_to_its_ceiling_resets_on_an_event_and_gives_up_when_told() -> None:
+    from pipelines.stream.backoff import Backoff
+
+    b = Backoff(attempts=0, max_seconds=5)
+    assert [b.failed(OSError("lost")) for _ in range(5)] == [1, 2, 4, 5, 5]
+    b.ok()
+    assert b.failed(OSError("lost")) == 1
+    limited = Backoff(attempts=2, max_seconds=60)
+    limited.failed(OSError("x"))
+    limited.failed(OSError("x"))
+    with pytest.raises(SourceError, match="lost again .gave up after 2 reconnects"):
+        limited.failed(OSError("lost again"))
+
+
+def test_liveness_writes_the_live_file_without_the_dsn(tmp_path: Path) -> None:
+    from pipelines.stream.committer import Committer, Identity
+    from pipelines.stream.position import StreamPosition, Where
+    from pipelines.stream.progress import Liveness, live_path, read_live
+
+    pos = StreamPosition()
+    pos.start(Where("bin.000002", 120, GtidState.parse("0-1-9", mariadb=True)))
+    pos.event(200, 1_700_000_000)
+    pos.rows(3)
+    committer = Committer(None, None, None, Identity("s", None, 7), batch_rows=1,
+                          batch_interval_ms=1)
+    path = live_path(str(tmp_path), "s")
+    live = Liveness(path, source_id="s", server="db:3306", pos=pos, committer=committer)
+    live.write("reconnecting", error="lost")
+    doc = read_live(path)
+    assert (doc["state"], doc["file"], doc["pos"], doc["gtid"], doc["row_changes"],
+            doc["error"], doc["server"]) == ("reconnecting", "bin.000002", 200, "0-1-9", 3,
+                                             "lost", "db:3306")
+    assert "stream s bin.000002:200 gtid 0-1-9" in live.status_line()

@@ -8,19 +8,26 @@ the stream bumps for every file it appended to before silver runs. The table is 
 the truth is bronze (END and CHECKPOINT rows), and a stream restarted after a SIGKILL
 re-derives its entries.
 
-Every save appends rows, so every ``compact_every`` saves the stream calls ``compact`` (the
-job's: compaction under the ``bronze`` lease when it is free at that moment,
-``bronze/files.compact_states``).
+Every save appends rows, so every ``compact_every`` saves the stream calls ``compact``
+(:func:`compact_if_free`: compaction under the ``bronze`` lease when it is free at that
+moment, ``bronze/files.compact_states``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Callable
 
-from pipelines.bronze.files import FileState, load_states, save_states
+from pipelines.bronze.files import FileState, compact_states, load_states, save_states
+from pipelines.config import Config
+from pipelines.errors import LeaseHeldError, LeaseLostError
 from pipelines.lake import Lake
+from pipelines.lease import lake_lease
 
-__all__ = ["StreamFiles", "STREAMING"]
+__all__ = ["StreamFiles", "STREAMING", "compact_if_free"]
+
+log = logging.getLogger(__name__)
 
 STREAMING = "streaming"
 COMPACT_EVERY = 200  # saves between two compaction checks of the table
@@ -64,3 +71,21 @@ class StreamFiles:
         self.saves += bool(changed)
         if changed and self.compact is not None and self.saves % self.compact_every == 0:
             self.compact()
+
+
+def compact_if_free(spark, lake: Lake, cfg: Config) -> None:
+    """Compact ``bronze/files`` when due, if the ``bronze`` lease is free right now (a bronze
+    run holding it compacts on its own; the stream never waits for it). Never raises for a
+    busy or lost lease: the DELETE is safe without it, the next check compacts."""
+    now = dataclasses.replace(cfg, lease=dataclasses.replace(cfg.lease, wait_seconds=0))
+    try:
+        with lake_lease(now, "bronze"):
+            done = compact_states(spark, lake, strict=False)
+    except LeaseHeldError:
+        return
+    except LeaseLostError as exc:
+        log.warning("bronze/files compaction: %s", exc)
+        return
+    if done is not None:
+        log.info("bronze/files compacted: %d -> %d rows for %d file(s)", done.rows_before,
+                 done.rows_after, done.files)

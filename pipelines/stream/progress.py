@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["RateMeter", "ProgressLine", "live_path", "write_live", "read_live"]
+__all__ = ["RateMeter", "ProgressLine", "Liveness", "live_path", "write_live", "read_live"]
 
 
 class RateMeter:
@@ -90,3 +90,54 @@ def read_live(path: str) -> dict[str, Any] | None:
         return json.loads(read_lake_file(path))
     except (OSError, ValueError, BinlakeError):
         return None
+
+
+class Liveness:
+    """What a running stream tells the terminal and ``binlake status``: the progress line
+    about once a second and the live file (:func:`write_live`), from the position's counters
+    and the committer's commit count. Best effort: nothing here affects correctness."""
+
+    def __init__(self, path: str, *, source_id: str, server: str, pos, committer,
+                 line: ProgressLine | None = None) -> None:
+        self.path = path
+        self.source_id = source_id
+        self.server = server  # host:port, never the DSN (it may carry a password)
+        self.pos = pos  # StreamPosition
+        self.committer = committer  # its .commits
+        self.line = line or ProgressLine()
+        self.meter = RateMeter()
+        self._shown = 0.0
+
+    def status_line(self, now: float | None = None) -> str:
+        p, h = self.pos, self.pos.here
+        where = f"{h.file}:{h.pos}" if h else "?"
+        gtid = f" gtid {h.gtid}" if h and h.gtid else ""
+        rate = self.meter.sample(p.events)
+        return (f"stream {self.source_id} {where}{gtid} | {rate:,.0f} ev/s | lag "
+                f"{p.lag(now or time.time()):.1f}s | {p.row_changes:,} row changes | "
+                f"{self.committer.commits} commits")
+
+    def tick(self) -> None:
+        """Called after every event: shows and writes at most once a second."""
+        now = time.monotonic()
+        if now - self._shown < 1.0:
+            return
+        self._shown = now
+        self.line.show(self.status_line(), force=True)
+        self.write("running")
+
+    def write(self, state: str, error: str | None = None) -> None:
+        """The live file: ``state`` (running, reconnecting, stopped) and the counters."""
+        p, h = self.pos, self.pos.here
+        write_live(self.path, {
+            "state": state, "pid": os.getpid(), "source_id": self.source_id, "mode": p.mode,
+            "file": h.file if h else None, "pos": h.pos if h else None,
+            "gtid": str(h.gtid) if h else None,
+            "events_per_second": round(self.meter.sample(p.events), 1),
+            "lag_seconds": round(p.lag(time.time()), 3), "events": p.events,
+            "row_changes": p.row_changes, "commits": self.committer.commits, "error": error,
+            "server": self.server,
+        })
+
+    def done(self) -> None:
+        self.line.done()
