@@ -36,7 +36,7 @@ def _columnar(path: str, chunks: int, columnar: bool | None) -> bool:
     if rowkernel.warmed():
         return True
     try:
-        return os.path.getsize(path) // max(chunks, 1) >= rowkernel.MIN_BYTES
+        return os.path.getsize(path) // max(chunks, 1) >= rowkernel.min_bytes()
     except OSError:
         return False
 
@@ -91,14 +91,11 @@ def _worker_body(conn, *args) -> None:
     """Forked worker body: decode inline, send each bronze batch, serialised, through ``conn``.
     The forkserver (``pipelines.workers``) has this module imported already: a forked worker
     starts in milliseconds instead of re-importing pyarrow and the decoder."""
-    import time as _t, sys as _s
-    c0 = _t.process_time()
     try:
         for batch in _inline(*args):
             conn.send_bytes(batch.serialize())
     finally:
         conn.close()
-        print("DEBUG worker cpu", _t.process_time() - c0, args[5:7], file=_s.stderr)
 
 
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,

@@ -151,7 +151,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
     if (cfg.bronze.decode_in_subprocess and rowkernel.installed()
-            and sum(os.path.getsize(p) for p in todo) >= rowkernel.MIN_BYTES):
+            and sum(os.path.getsize(p) for p in todo) >= rowkernel.min_bytes()):
         forkserver(row_kernel=True)  # the decoding workers get the compiled row loop loaded
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))

@@ -32,8 +32,8 @@ import numpy as np
 
 from pipelines.bronze import coltypes as T
 
-__all__ = ["available", "installed", "warm", "warmed", "program", "run", "MIN_BYTES", "DONE",
-           "NEED_ROOM", "GIVE_UP"]
+__all__ = ["available", "installed", "warm", "warmed", "program", "run", "MIN_BYTES",
+           "min_bytes", "DONE", "NEED_ROOM", "GIVE_UP"]
 
 # The loop costs a process about 0.6 s CPU to load (numba, then the cached machine code) and
 # saves about 1 s per 40 MB of binlog: decoding of less (per process) stays in Python, unless
@@ -106,8 +106,18 @@ def program(types, metas, unsigned, present: list[bool] | None) -> np.ndarray:
     return prog
 
 
+def _setting() -> str:
+    return os.environ.get("BINLAKE_ROW_KERNEL", "auto").strip().lower()
+
+
 def _enabled() -> bool:
-    return os.environ.get("BINLAKE_ROW_KERNEL", "1").strip().lower() not in ("0", "false", "no")
+    return _setting() not in ("0", "false", "no", "off")
+
+
+def min_bytes() -> int:
+    """Binlog bytes from which the compiled loops are worth loading: :data:`MIN_BYTES`, or 0
+    with ``BINLAKE_ROW_KERNEL=always`` (every run; ``0``/``off``: never, ``auto``: default)."""
+    return 0 if _setting() == "always" else MIN_BYTES
 
 
 _KERNEL = None

@@ -61,8 +61,9 @@ def _nulls(n: int) -> pa.Array:
 class TableRenderer:
     """Renders row changes of one :class:`TableSpec` (kernels built once)."""
 
-    def __init__(self, spec: TableSpec) -> None:
+    def __init__(self, spec: TableSpec, compiled: bool = True) -> None:
         self.spec = spec
+        self.compiled = compiled  # full images through render_fast's compiled loops
         self.n = len(spec.columns)
         self.names = [json.dumps(c.name, ensure_ascii=False) for c in spec.columns]
         self.plain = [c.name for c in spec.columns]
@@ -205,7 +206,7 @@ class TableRenderer:
             return self._finish(np.flatnonzero(~bad), inner, event_type, before, after,
                                 before_present, after_present, bad)
         fast = render_fast.render(self, event_type, before, after, before_present,
-                                  after_present, is_insert, bad)
+                                  after_present, is_insert, bad) if self.compiled else None
         if fast is not None:  # full images: one compiled pass per side
             row_before, row_after, changed, key = fast
             images = SilverImages(np.arange(m), row_before, row_after, changed,

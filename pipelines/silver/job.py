@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
+from pipelines.bronze.rowkernel import min_bytes
 from pipelines.config import Config
 from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sql_string,
                                  target_file_size)
@@ -112,11 +113,13 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return bronze.join(held, KEY, "left_anti")
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
+    # The compiled loops cost a process about half a second to load: for runs worth it.
+    compiled = sum(_binlog_bytes(bronze_files.get(k)) for k in res.files) >= min_bytes()
     if cfg.silver.change_data_feed:
-        _change_data_feed(spark, lake, to_silver(pending(), plan, workers))
+        _change_data_feed(spark, lake, to_silver(pending(), plan, workers, compiled))
     before = lake.version(spark, SILVER_EVENTS)
     for part in slices:  # one commit per slice: the engine's writer memory (plan_slices)
-        lake.append(to_silver(pending(part), plan, workers), SILVER_EVENTS,
+        lake.append(to_silver(pending(part), plan, workers, compiled), SILVER_EVENTS,
                     options=target_file_size(cfg.silver.target_file_mb))
         release_freed_memory()
     # The append's own commit metrics; a full count only where the log has none.
@@ -131,7 +134,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         lake.delete_where(spark, SILVER_QUARANTINE, where)
     if _pending_keys(spark, lake, where):
         for part in slices:
-            quarantined = to_quarantine(pending(part), plan, workers)
+            quarantined = to_quarantine(pending(part), plan, workers, compiled)
             lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
             release_freed_memory()
     elif not has_quarantine:  # the table exists from the first run on, empty or not
@@ -146,6 +149,10 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _binlog_bytes(st) -> int:
+    return 0 if st is None else max(st.size or 0, st.last_pos or 0)
 
 
 def _ddl_by_file(spark, lake: Lake, bronze_files: dict, known: dict) -> dict:
@@ -184,7 +191,7 @@ def plan_slices(files: list[tuple[str, str]], states: dict, commit_bytes: int) -
     size = 0
     for s, f in files:
         st = states.get((s, f))
-        n_bytes = max(st.size or 0, st.last_pos or 0) if st is not None else 0
+        n_bytes = _binlog_bytes(st)
         n = max(1, -(-n_bytes // commit_bytes))
         step = -(-n_bytes // n) if n_bytes else 0
         for k in range(n):

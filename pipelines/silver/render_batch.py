@@ -71,10 +71,14 @@ def _concat(arrays: list[pa.Array]) -> pa.Array:
 
 
 class BatchRenderer:
-    """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached)."""
+    """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached).
 
-    def __init__(self, plan: NamingPlan) -> None:
+    ``compiled``: full row images through the compiled loops (``render_fast``), for runs
+    big enough to pay for loading them (about half a second of CPU per process)."""
+
+    def __init__(self, plan: NamingPlan, compiled: bool = True) -> None:
         self.plan = plan
+        self.compiled = compiled
         self._renderers: dict[TableSpec, TableRenderer] = {}
         self._start_pos = np.empty(0, dtype=np.int64)
 
@@ -146,7 +150,7 @@ class BatchRenderer:
                 continue
             tr = self._renderers.get(spec)
             if tr is None:
-                tr = self._renderers[spec] = TableRenderer(spec)
+                tr = self._renderers[spec] = TableRenderer(spec, self.compiled)
             images = tr.render(*[batch.column(c).slice(int(rows[0]), len(rows))
                                  for c in _IMAGES])
             for i, why in images.errors:

@@ -190,7 +190,8 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
 
 
 def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quarantine: bool,
-                   workers: int, batch_rows: int = 16384) -> Iterator[pa.RecordBatch]:
+                   workers: int, batch_rows: int = 16384, compiled: bool = True
+                   ) -> Iterator[pa.RecordBatch]:
     """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order,
     rendered ``batch_rows`` at a time (the memory bound: ``workers`` × ``batch_rows`` rows)."""
     batches = _coalesced(batches, batch_rows)
@@ -200,7 +201,7 @@ def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quara
         workers = 0
     batches = itertools.chain([b for b in (first, second) if b is not None], batches)
     if workers <= 0 or not forkserver_is_safe():
-        renderer = BatchRenderer(plan)
+        renderer = BatchRenderer(plan, compiled)
         for batch in batches:
             out = _pick(renderer, batch, quarantine)
             if out.num_rows:

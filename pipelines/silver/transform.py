@@ -42,9 +42,10 @@ def render_workers(setting: int, in_subprocess: bool) -> int:
 CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver names
 
 
-def _process(plan: NamingPlan, quarantine: bool, workers: int):
+def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool):
     def run(batches):
-        yield from render_batches(batches, plan, quarantine=quarantine, workers=workers)
+        yield from render_batches(batches, plan, quarantine=quarantine, workers=workers,
+                                  compiled=compiled)
 
     return run
 
@@ -53,12 +54,15 @@ def _changes(bronze):
     return bronze.where(F.col("event_type").isin(*CHANGE_TYPES)).select(*BRONZE_INPUT)
 
 
-def to_silver(bronze, plan: NamingPlan, workers: int = 0):
-    """Bronze rows → silver rows (``SILVER_COLUMNS``) for every change a schema names."""
-    rendered = _changes(bronze).mapInArrow(_process(plan, False, workers), _RENDERED_DDL)
+def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True):
+    """Bronze rows → silver rows (``SILVER_COLUMNS``) for every change a schema names.
+    ``compiled``: full images through the compiled loops (``render_fast``)."""
+    rendered = _changes(bronze).mapInArrow(_process(plan, False, workers, compiled),
+                                           _RENDERED_DDL)
     return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
 
 
-def to_quarantine(bronze, plan: NamingPlan, workers: int = 0):
+def to_quarantine(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True):
     """Bronze rows → quarantine rows (bronze key and reason) for changes no schema names."""
-    return _changes(bronze).mapInArrow(_process(plan, True, workers), QUARANTINE_DDL)
+    return _changes(bronze).mapInArrow(_process(plan, True, workers, compiled),
+                                       QUARANTINE_DDL)
