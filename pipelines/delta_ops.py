@@ -236,8 +236,8 @@ def create_with_stats_columns(path: str, schema, partition_by: list[str],
 def set_retention(path: str, *, log_retention: str, deleted_file_retention: str) -> dict[str, str]:
     """Set ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration``; return the
     table's properties after. delta-rs on every engine: Sail 0.7 has no ``ALTER TABLE … SET
-    TBLPROPERTIES``, and delta-spark 4.1.0's fails on Spark 4.1.4 (``NoClassDefFoundError:
-    IgnoreCachedData``, docs/engines.md)."""
+    TBLPROPERTIES``, and delta-spark's fails on a Spark it was not built for (delta-spark
+    4.1.0 on Spark 4.1.4: ``NoClassDefFoundError: IgnoreCachedData``, docs/engines.md)."""
     try:
         from deltalake import DeltaTable
     except ImportError as exc:

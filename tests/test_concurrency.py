@@ -361,21 +361,10 @@ def test_jvm_spark_same_files_maintenance_and_gold_pairs(spark, tmp_path, reques
 
 # -- stream and index on one lake ---------------------------------------------------------
 
-# On JVM Spark the stream dies at its bronze table's first checkpoint (version 10): delta-spark
-# 4.1.0 calls a ParquetToSparkSchemaConverter constructor Spark 4.1.4 no longer has
-# (NoSuchMethodError) when a session that wrote a checkpoint reads the table again; one JVM
-# session appending 11 times then counting shows it. A long-lived JVM process (the stream, a
-# Spark Connect server) meets it; fresh processes read the table fine. An engine-version gap
-# (pyspark vs delta-spark), not a lease/commit one: strict, so it turns red once fixed.
-_JVM_CHECKPOINT_BUG = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="delta-spark 4.1.0 on Spark 4.1.4: NoSuchMethodError ParquetToSparkSchemaConverter "
-           "after a checkpoint in a long-lived session (docs/concurrency.md, Limits)")
-
 
 @pytest.mark.mariadb
 @pytest.mark.parametrize("engine", [
-    "sail", pytest.param("connect", marks=[pytest.mark.jvm, _JVM_CHECKPOINT_BUG])])
+    "sail", pytest.param("connect", marks=pytest.mark.jvm)])
 def test_stream_and_index_together_keep_every_row_once(spark, tmp_path, request,
                                                        engine) -> None:
     """A stream follows a real MariaDB (committing bronze, running silver every second) while
