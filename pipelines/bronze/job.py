@@ -121,6 +121,12 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     source_id = cfg.source.name
     lake = Lake.of(cfg)
     paths = select_files(binlog_dir, all_files=all_files, names=files)
+    if (cfg.bronze.decode_in_subprocess and rowkernel.installed()
+            and sum(os.path.getsize(p) for p in paths) >= rowkernel.min_bytes()):
+        # The decoding workers' forkserver starts now and loads the compiled row loop while
+        # this run reads and saves its file states (files already indexed included: a
+        # wasted load costs only that process's time).
+        forkserver(row_kernel=True)
     states = load_states(spark, lake)
     todo, result = [], BronzeResult()
     for path in paths:
@@ -150,9 +156,6 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         lake.delete_where(spark, BRONZE_EVENTS,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
-    if (cfg.bronze.decode_in_subprocess and rowkernel.installed()
-            and sum(os.path.getsize(p) for p in todo) >= rowkernel.min_bytes()):
-        forkserver(row_kernel=True)  # the decoding workers get the compiled row loop loaded
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
     for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):

@@ -35,10 +35,12 @@ from pipelines.bronze import coltypes as T
 __all__ = ["available", "installed", "warm", "warmed", "program", "run", "MIN_BYTES",
            "min_bytes", "DONE", "NEED_ROOM", "GIVE_UP"]
 
-# The loop costs a process about 0.6 s CPU to load (numba, then the cached machine code) and
-# saves about 1 s per 40 MB of binlog: decoding of less (per process) stays in Python, unless
-# the process has the loop loaded already (a worker forked from a warmed forkserver).
-MIN_BYTES = 32 << 20
+# The loop costs a process about 0.6 s to load (numba, then the cached machine code) and saves
+# about 0.25 s per 40 MB of binlog on two cores (the engine's own costs stay): decoding of
+# less than this (per run, or per chunk decoded in a process of its own) stays in Python,
+# unless the process has the loop loaded already (a worker forked from a warmed forkserver).
+# Measured with whole `binlake index` commands (docs/performance.md).
+MIN_BYTES = 96 << 20
 
 # Operations (column program, field 1).
 OP_GIVE_UP, OP_NULL_TYPE, OP_INT, OP_UINT, OP_UINT_BE, OP_YEAR, OP_BYTES = range(7)
@@ -114,10 +116,10 @@ def _enabled() -> bool:
     return _setting() not in ("0", "false", "no", "off")
 
 
-def min_bytes() -> int:
-    """Binlog bytes from which the compiled loops are worth loading: :data:`MIN_BYTES`, or 0
-    with ``BINLAKE_ROW_KERNEL=always`` (every run; ``0``/``off``: never, ``auto``: default)."""
-    return 0 if _setting() == "always" else MIN_BYTES
+def min_bytes(default: int = MIN_BYTES) -> int:
+    """Binlog bytes from which compiled loops are worth loading: ``default``, or 0 with
+    ``BINLAKE_ROW_KERNEL=always`` (every run; ``0``/``off``: never, ``auto``: default)."""
+    return 0 if _setting() == "always" else default
 
 
 _KERNEL = None
