@@ -151,6 +151,20 @@ def _zero_timestamp(data, at, fsp):
 
 
 @_jit
+def _digit_group(buf, p, digits, mask, first):
+    """One big-endian group of ``digits`` decimal digits at ``buf[p:]`` (bytes xor ``mask``;
+    the value's first byte without its sign bit): (value, position after it)."""
+    nbytes = _DIG2BYTES[digits] if digits < 9 else 4
+    v = 0
+    for i in range(nbytes):
+        b = buf[p + i] ^ mask
+        if first and i == 0:
+            b &= 0x7F
+        v = (v << 8) | b
+    return v, p + nbytes
+
+
+@_jit
 def _decimal(buf, pos, precision, scale, data, at):
     """DECIMAL text at ``data[at:]``; returns (new pos, new at), or (-1, 0) for bad digits."""
     intg = precision - scale
@@ -160,21 +174,12 @@ def _decimal(buf, pos, precision, scale, data, at):
     start = at
     at += 1  # room for the sign, known once the digits are
     p = pos
-    first = True
     nonzero = False
     printed = False  # an integer digit group is out: the next ones are zero-padded
     nint = intg // 9 + (1 if lead else 0)
     for g in range(nint):
         digits = lead if (g == 0 and lead) else 9
-        nbytes = _DIG2BYTES[digits] if digits < 9 else 4
-        v = 0
-        for i in range(nbytes):
-            b = buf[p + i] ^ mask
-            if first:
-                b &= 0x7F
-                first = False
-            v = (v << 8) | b
-        p += nbytes
+        v, p = _digit_group(buf, p, digits, mask, p == pos)
         if v >= _POW10[digits]:
             return -1, 0
         if printed:
@@ -194,15 +199,7 @@ def _decimal(buf, pos, precision, scale, data, at):
         nfrac = scale // 9 + (1 if tail else 0)
         for g in range(nfrac):
             digits = tail if (g == nfrac - 1 and tail) else 9
-            nbytes = _DIG2BYTES[digits] if digits < 9 else 4
-            v = 0
-            for i in range(nbytes):
-                b = buf[p + i] ^ mask
-                if first:
-                    b &= 0x7F
-                    first = False
-                v = (v << 8) | b
-            p += nbytes
+            v, p = _digit_group(buf, p, digits, mask, p == pos)
             if v >= _POW10[digits]:
                 return -1, 0
             at = _put(data, at, v, digits)
@@ -367,19 +364,22 @@ def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
             k += 1
             op = prog[c, 1]
             a = prog[c, 2]
-            if op == _BYTES or op == _FIX_PREFIXED:
+            if op == _BYTES or op == _FIX_PREFIXED or op == _FIX_FIXED:
                 if pos + a > end:
                     return _BAD
-                n = np.int64(_le(buf, pos, a))
-                s = pos + a
-                if s + n > end:
-                    return _BAD
+                if op == _FIX_FIXED:
+                    s, stop = pos, pos + a
+                else:  # a length prefix of ``a`` bytes, then the value
+                    s = pos + a
+                    stop = s + np.int64(_le(buf, pos, a))
+                    if stop > end:
+                        return _BAD
                 if op == _BYTES:
-                    if at + n > data.shape[0]:
+                    if at + stop - s > data.shape[0]:
                         return _ROOM
-                    data[at:at + n] = buf[s:s + n]
-                    at += n
-                else:
+                    data[at:at + stop - s] = buf[s:stop]
+                    at += stop - s
+                else:  # measured only: its Python decoder renders it (a fix-up)
                     if nfix >= fix.shape[0]:
                         return _ROOM
                     fix[nfix, 0] = side
@@ -387,18 +387,7 @@ def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
                     fix[nfix, 2] = pos
                     fix[nfix, 3] = c
                     nfix += 1
-                pos = s + n
-            elif op == _FIX_FIXED:
-                if pos + a > end:
-                    return _BAD
-                if nfix >= fix.shape[0]:
-                    return _ROOM
-                fix[nfix, 0] = side
-                fix[nfix, 1] = nv
-                fix[nfix, 2] = pos
-                fix[nfix, 3] = c
-                nfix += 1
-                pos += a
+                pos = stop
             elif op == _GIVE_UP:
                 return _BAD
             else:

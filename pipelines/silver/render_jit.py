@@ -21,6 +21,11 @@ _NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
 _OK, _ROOM, _INVALID = 0, 1, 2
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 _NULL = np.frombuffer(b"null", np.uint8)
+# Per byte: 0 (as it is), the letter after a backslash, or u (\u00xx), as json.dumps writes it.
+_ESC = np.zeros(256, np.uint8)
+_ESC[:32] = ord("u")
+for _c, _letter in ((34, '"'), (92, "\\"), (10, "n"), (13, "r"), (9, "t"), (8, "b"), (12, "f")):
+    _ESC[_c] = ord(_letter)
 
 _jit = nb.njit(cache=True, nogil=True)
 
@@ -74,34 +79,15 @@ def _escaped(d, s, e, out, at):
     at += 1
     for i in range(s, e):
         c = d[i]
-        if c == 34 or c == 92:
-            out[at] = 92
-            out[at + 1] = c
-            at += 2
-        elif c >= 0x20:
+        esc = _ESC[c]
+        if esc == 0:
             out[at] = c
             at += 1
-        elif c == 10:
+        elif esc != 117:  # \" \\ \n \r \t \b \f
             out[at] = 92
-            out[at + 1] = 110
+            out[at + 1] = esc
             at += 2
-        elif c == 13:
-            out[at] = 92
-            out[at + 1] = 114
-            at += 2
-        elif c == 9:
-            out[at] = 92
-            out[at + 1] = 116
-            at += 2
-        elif c == 8:
-            out[at] = 92
-            out[at + 1] = 98
-            at += 2
-        elif c == 12:
-            out[at] = 92
-            out[at + 1] = 102
-            at += 2
-        else:
+        else:  # another control character: \u00xx
             out[at] = 92
             out[at + 1] = 117
             out[at + 2] = 48
