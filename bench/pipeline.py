@@ -15,8 +15,9 @@
 5. ``quality``: ``run_quality`` over all silver rows.
 6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them;
    ``binlake index`` as a whole command (a process of its own: start-up, the engine, the
-   three stages), and ``binlake index --gold-dsn`` into a throwaway local MariaDB (a fresh
-   database each run; the DSN goes by environment, never on a command line).
+   three stages), and ``binlake index --gold-dsn`` into a throwaway local MariaDB
+   (``GOLD_SERVER_OPTIONS``; a fresh database each run; the DSN goes by environment, never on
+   a command line).
 7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
    input's last file) indexed after that history, against the same file on an empty lake.
 
@@ -187,12 +188,18 @@ def table(figures: list[Figure]) -> str:
 
 # -- the stages ----------------------------------------------------------------------------
 
+# The gold server as one would size it for a gold table of millions of rows: InnoDB's
+# buffer pool holds the table's unique key (the 128 MB default stops fitting it past ~1M rows
+# and every insert then waits on the disk). Everything else is MariaDB's default.
+GOLD_SERVER_OPTIONS = {"innodb_buffer_pool_size": "1G"}
+
+
 def _gold_server():
     """A throwaway MariaDB for gold (``devtools/mariadb.py``; its password never printed)."""
     from devtools.mariadb import MariaDBServer, MariaDBStartError
 
     try:
-        return MariaDBServer().start()
+        return MariaDBServer(extra_options=GOLD_SERVER_OPTIONS).start()
     except MariaDBStartError as exc:
         raise SystemExit(f"mariadbd did not start (install MariaDB: `make mariadb`): {exc}")
 
