@@ -283,7 +283,7 @@ def test_gold_pair_into_one_database_is_exactly_once(spark, tmp_path, bronze_lak
     pytest.param("spark", marks=[pytest.mark.classic, pytest.mark.soak]),
 ])
 def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) -> None:
-    """Both pairs once on JVM Spark with delta-spark. ``connect`` (``make test-jvm``): every
+    """Both pairs, two rounds, on JVM Spark with delta-spark. ``connect`` (``make test-jvm``): every
     process is a client of the tests' one Spark Connect JVM server (``spark_connect_url``),
     so no process starts a JVM of its own; ``spark`` (``make test-soak``): every process
     starts its own local JVM, as two clusters would (a few minutes on 2 cores). Either way the
@@ -296,25 +296,30 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) ->
         flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
     else:
         flags, engine = [], "spark"
-    files = SAMPLE_FILES[:2]  # 18 + 16 row changes
     env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
-    res = together(lake, [flags + _bronze(files[0]), flags + _bronze(files[1])],
-                   engine=engine, env=env)
-    _ok(res)
-    assert _decoded(res) == files
-    assert assert_bronze_once(spark, lake, files) == 34
-    res = together(lake, [flags + ["silver"], flags + ["silver"]], engine=engine, env=env)
-    _ok(res)
-    appended = sorted(int(out.split(" row changes appended")[0].rsplit(" ", 1)[1])
-                      for _, out, _ in res)
-    assert appended == [0, 34]
-    assert assert_silver_once(spark, lake) == 34
-    assert delta_creates(lake / "silver" / "binlog_events") == 1
+    done: list[str] = []
+    held = 0
+    for round_ in range(2):  # two rounds: new files each, the second on existing tables
+        files = SAMPLE_FILES[2 * round_:2 * round_ + 2]
+        res = together(lake, [flags + _bronze(files[0]), flags + _bronze(files[1])],
+                       engine=engine, env=env)
+        _ok(res)
+        assert _decoded(res) == files
+        done += files
+        total = assert_bronze_once(spark, lake, done)
+        res = together(lake, [flags + ["silver"], flags + ["silver"]], engine=engine, env=env)
+        _ok(res)
+        appended = sorted(int(out.split(" row changes appended")[0].rsplit(" ", 1)[1])
+                          for _, out, _ in res)
+        assert appended == [0, total - held], round_
+        held = total
+        assert assert_silver_once(spark, lake) == total
+        assert delta_creates(lake / "silver" / "binlog_events") == 1
     # bronze/files' compaction on delta-spark: two rows per file (in_progress, completed)
     rc, out, err = binlake(lake, *flags, "optimize", "--tables", "bronze/files", engine=engine)
     assert rc == 0, err
-    assert "bronze/files: superseded state rows deleted, 4 -> 2 row(s)" in out, out
-    assert assert_bronze_once(spark, lake, files) == 34
+    assert "bronze/files: superseded state rows deleted, 8 -> 4 row(s)" in out, out
+    assert assert_bronze_once(spark, lake, done) == held
 
 
 @pytest.mark.mariadb
