@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
-from typing import Callable, Iterator, TextIO
+import threading
+from typing import Any, Callable, Iterator, TextIO
 
 from pipelines.text_table import ascii_table
 
@@ -156,13 +158,46 @@ class Shell:
         self._print("cancelled (the engine may finish its running work first)")
 
     # -- commands ------------------------------------------------------------------------
+    def _interruptible(self, work: Callable[[], Any]) -> Any:
+        """``work()``'s result (or its exception), computed in a thread while this thread
+        waits in short steps: Ctrl-C then reaches the shell at once (a signal waits while the
+        main thread blocks inside the engine client's network call), the engine is asked to
+        interrupt its operations and KeyboardInterrupt is raised; the abandoned thread ends
+        when the engine gives up the operation."""
+        box: dict[str, Any] = {}
+        _python_takes_ctrl_c()
+
+        def run() -> None:
+            try:
+                box["value"] = work()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=run, name="binlake-sql", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(0.05)
+        except KeyboardInterrupt:
+            try:
+                self.spark.interruptAll()
+            except Exception:  # noqa: BLE001 - an engine without interrupts: just stop waiting
+                pass
+            raise
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
     def run_sql(self, stmt: str) -> bool:
         """Run one statement and show its result; False (after a one-line error) on failure."""
-        try:
+        def fetch() -> tuple[list, list]:
             df = self.spark.sql(stmt)
             columns = df.columns
-            rows = df.limit(self.limit + 1).collect() if columns else []
-        except KeyboardInterrupt:  # Ctrl-C: pyspark has asked the engine to interrupt it
+            return columns, (df.limit(self.limit + 1).collect() if columns else [])
+
+        try:
+            columns, rows = self._interruptible(fetch)
+        except KeyboardInterrupt:  # Ctrl-C: the engine was asked to interrupt it
             self._cancelled()
             return False
         except Exception as exc:  # noqa: BLE001 - every engine error becomes one line
@@ -183,9 +218,9 @@ class Shell:
             if cmd == "\\q":
                 return False
             if cmd == "\\d" and not arg:
-                self._list()
+                self._interruptible(self._list)
             elif cmd == "\\d":
-                self._describe(arg)
+                self._interruptible(lambda: self._describe(arg))
             else:
                 self._print(HELP)
         except KeyboardInterrupt:
@@ -211,6 +246,7 @@ class Shell:
         """Read lines with ``read_line(prompt)`` (raising EOFError at the end) until quit;
         return the exit code (1 when a non-interactive run had an error)."""
         self._load_history()
+        _python_takes_ctrl_c()
         if self.interactive:
             self._print("binlake SQL shell: statements end with ;  \\d lists views, "
                         "\\? helps, \\q quits")
@@ -240,6 +276,16 @@ class Shell:
         if pending.strip():
             failed |= not self.run_sql(pending.strip())
         return 1 if failed and not self.interactive else 0
+
+
+def _python_takes_ctrl_c() -> None:
+    """Hand SIGINT (Ctrl-C) back to Python: the embedded engine's runtime can install its own
+    handler (its shutdown, which waits for the running work) once the session has started.
+    Only the main thread may set it; elsewhere nothing changes."""
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        pass
 
 
 def _lines(stream: TextIO) -> Callable[[str], str]:
