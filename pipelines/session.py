@@ -118,6 +118,19 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0):
     return server
 
 
+def _python_keeps_sigint() -> None:
+    """Give SIGINT (Ctrl-C) back to Python's own handler: making a Connect session here
+    leaves another SIGINT handler installed at the C level (seen with the embedded engine:
+    its runtime's, which waits for the running work), so Ctrl-C no longer reached the shell,
+    the stream or the caller's code. Only the main thread may set a handler; elsewhere
+    nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.getsignal(signal.SIGINT))
+
+
 def _start_sail() -> str:
     """Start (once per process) the embedded Sail server; return its sc:// URL."""
     global _SAIL_SERVER
@@ -157,9 +170,11 @@ def _connect(url: str):
 
     _reachable(url)
     try:
-        return SparkSession.builder.remote(url).getOrCreate()
+        spark = SparkSession.builder.remote(url).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - grpc/pyspark raise many kinds
         raise EngineError(f"cannot reach Spark Connect at {url}: {exc}") from exc
+    _python_keeps_sigint()
+    return spark
 
 
 def default_delta_jars_dir() -> Path | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -165,7 +164,6 @@ class Shell:
         interrupt its operations and KeyboardInterrupt is raised; the abandoned thread ends
         when the engine gives up the operation."""
         box: dict[str, Any] = {}
-        _python_takes_ctrl_c()
 
         def run() -> None:
             try:
@@ -246,7 +244,6 @@ class Shell:
         """Read lines with ``read_line(prompt)`` (raising EOFError at the end) until quit;
         return the exit code (1 when a non-interactive run had an error)."""
         self._load_history()
-        _python_takes_ctrl_c()
         if self.interactive:
             self._print("binlake SQL shell: statements end with ;  \\d lists views, "
                         "\\? helps, \\q quits")
@@ -276,16 +273,6 @@ class Shell:
         if pending.strip():
             failed |= not self.run_sql(pending.strip())
         return 1 if failed and not self.interactive else 0
-
-
-def _python_takes_ctrl_c() -> None:
-    """Hand SIGINT (Ctrl-C) back to Python: the embedded engine's runtime can install its own
-    handler (its shutdown, which waits for the running work) once the session has started.
-    Only the main thread may set it; elsewhere nothing changes."""
-    try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    except ValueError:
-        pass
 
 
 def _lines(stream: TextIO) -> Callable[[str], str]:

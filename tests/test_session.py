@@ -57,3 +57,46 @@ def test_embedded_session_outlives_sails_idle_timeout(tmp_path: Path) -> None:
                          timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr[-2000:]
     assert "after idle: 4" in out.stdout
+
+
+_SIGINT = """
+import ctypes, signal
+from pipelines.config import load_config
+from pipelines.session import get_spark
+
+libc = ctypes.CDLL(None)
+
+
+class Action(ctypes.Structure):
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16),
+                ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+
+
+def handler():
+    act = Action()
+    libc.sigaction(signal.SIGINT, None, ctypes.byref(act))
+    return act.handler
+
+
+before = handler()
+spark = get_spark(load_config(env={}, overrides={"lake.root": "/nonexistent"}).engine)
+spark.range(3).count()
+print("same handler:", handler() == before)
+"""
+
+
+def test_embedded_engine_leaves_ctrl_c_to_python() -> None:
+    # Starting Sail in-process installed its runtime's SIGINT handler at the C level (its own
+    # shutdown), so Ctrl-C no longer reached the shell or the stream: the handler before the
+    # engine started must be the one after (read with sigaction, not signal.getsignal).
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+        env.pop(var, None)
+    out = subprocess.run([sys.executable, "-c", _SIGINT], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "same handler: True" in out.stdout, out.stdout
