@@ -115,10 +115,7 @@ class _Side:
                  names: tuple) -> None:
         jit = _JIT
         m, n = len(image), len(kinds)
-        loff, lvalid, voff, vdata, vvalid = _list_buffers(image)
-        pvalid = np.zeros(m, np.uint8)  # full images only (render checks)
-        poff = np.zeros(m + 1, np.int32)
-        pdata = np.zeros(1, np.uint8)
+        loff, lvalid, voff, vdata, vvalid = _list_buffers(image)  # full images (render checks)
         self.s = np.empty((m, n), np.int64)
         self.e = np.empty((m, n), np.int64)
         ooff = np.empty(m + 1, np.int32)
@@ -127,9 +124,9 @@ class _Side:
         size = int(voff[-1] - voff[0]) * 2 + m * (len(names[1]) + 4 * n + 2) + 64
         while True:
             out = np.empty(size, np.uint8)
-            outcome = jit.render_side(loff, lvalid, voff, vdata, vvalid, poff, pvalid, pdata,
-                                      kinds, pre, *pre_texts, *names, out, ooff, self.valid,
-                                      self.s, self.e, state)
+            outcome = jit.render_side(loff, lvalid, voff, vdata, vvalid, kinds, pre,
+                                      *pre_texts, *names, out, ooff, self.valid, self.s,
+                                      self.e, state)
             if outcome != 1:  # not _ROOM
                 break
             size = max(2 * size, int(state[0]) * 2)
@@ -202,17 +199,16 @@ def render(tr, event_type: pa.Array, before: pa.Array, after: pa.Array,
         _JIT.changed_columns(both_np, b.out, b.s, b.e, a.out, a.s, a.e, *tr.fast_items, out,
                              off, valid)
         changed = _strings(off, out, valid, m)
-    insert = is_insert.to_numpy(zero_copy_only=False)
+    insert = is_insert.to_numpy(zero_copy_only=False).view(np.uint8)  # key from the after
     keys = []
-    src = np.concatenate([b.out, a.out]) if tr.spec.pk else None
-    shift = len(b.out)
     for i in tr.spec.pk:
-        s = np.where(insert, a.s[:, i] + shift, b.s[:, i])
-        e = np.where(insert, a.e[:, i] + shift, b.e[:, i])
-        s = np.where(np.where(insert, a.valid, b.valid) != 0, s, -1)
-        out = np.empty(int(np.sum(np.where(s >= 0, e - s, 0))) + 1, np.uint8)
+        b_s = np.where(b.valid != 0, b.s[:, i], -1)  # no image: its spans are not written
+        a_s = np.where(a.valid != 0, a.s[:, i], -1)
+        lengths = np.where(insert, np.where(a_s >= 0, a.e[:, i] - a_s, 0),
+                           np.where(b_s >= 0, b.e[:, i] - b_s, 0))
+        out = np.empty(int(lengths.sum()) + 1, np.uint8)
         off = np.empty(m + 1, np.int32)
         valid = np.empty(m, np.uint8)
-        _JIT.gather(src, s, e, out, off, valid)
+        _JIT.gather(insert, b.out, b_s, b.e[:, i], a.out, a_s, a.e[:, i], out, off, valid)
         keys.append(_strings(off, out, valid, m))
     return b.objects, a.objects, changed, keys

@@ -100,15 +100,13 @@ def _escaped(d, s, e, out, at):
 
 
 @_jit
-def render_side(loff, lvalid, voff, vdata, vvalid, poff, pvalid, pdata, kinds, pre,
-                pre_off, pre_data, pre_valid, noff, ndata, out, ooff, ovalid, span_s, span_e,
-                state):
-    """One image side of ``m`` rows (``loff``… the ``list<binary>`` image, ``poff``… the
-    ``list<bool>`` presence, both aligned to the rows) → JSON objects (``out``/``ooff``/
-    ``ovalid``) and per (row, column) the value's text span in ``out`` (start -1: no image or
-    column absent). ``pre[i]`` ≥ 0: column ``i``'s texts come rendered (``pre_*``, row-major
-    by pre column). Returns _OK, _ROOM (``out`` too small; ``state[0]`` the bytes needed so
-    far) or _INVALID (``state[1]`` the row)."""
+def render_side(loff, lvalid, voff, vdata, vvalid, kinds, pre, pre_off, pre_data, pre_valid,
+                noff, ndata, out, ooff, ovalid, span_s, span_e, state):
+    """One image side of ``m`` rows (``loff``… the ``list<binary>`` image, every column
+    present) → JSON objects (``out``/``ooff``/``ovalid``) and per (row, column) the value's
+    text span in ``out`` (start -1: no image). ``pre[i]`` ≥ 0: column ``i``'s texts come
+    rendered (``pre_*``, row-major by pre column). Returns _OK, _ROOM (``out`` too small;
+    ``state[0]`` the bytes needed so far) or _INVALID (``state[1]`` the row)."""
     m = lvalid.shape[0]
     n = kinds.shape[0]
     at = 0
@@ -122,7 +120,6 @@ def render_side(loff, lvalid, voff, vdata, vvalid, poff, pvalid, pdata, kinds, p
             continue
         ovalid[r] = 1
         base = loff[r]
-        full = not pvalid[r]
         if at + 2 > cap:
             state[0] = at
             return _ROOM
@@ -130,9 +127,6 @@ def render_side(loff, lvalid, voff, vdata, vvalid, poff, pvalid, pdata, kinds, p
         at += 1
         first = True
         for i in range(n):
-            if not full and not pdata[poff[r] + i]:
-                span_s[r, i] = -1
-                continue
             v = base + i
             ns, ne = noff[i], noff[i + 1]
             kind = kinds[i]
@@ -240,17 +234,18 @@ def changed_columns(both, b_out, b_s, b_e, a_out, a_s, a_e, noff, ndata, out, oo
 
 
 @_jit
-def gather(src, s, e, out, ooff, ovalid):
-    """Spans ``src[s[r]:e[r]]`` (``s[r]`` < 0: null) as one string array's buffers."""
+def gather(pick, a, a_s, a_e, b, b_s, b_e, out, ooff, ovalid):
+    """Per row the span ``a[a_s[r]:a_e[r]]`` where ``pick[r]`` is 0, else ``b[b_s[r]:b_e[r]]``
+    (a start < 0: null), as one string array's buffers."""
     at = 0
-    for r in range(s.shape[0]):
+    for r in range(pick.shape[0]):
         ooff[r] = at
-        if s[r] < 0:
+        src, s, e = (a, a_s[r], a_e[r]) if pick[r] == 0 else (b, b_s[r], b_e[r])
+        if s < 0:
             ovalid[r] = 0
             continue
         ovalid[r] = 1
-        n = e[r] - s[r]
-        out[at:at + n] = src[s[r]:e[r]]
-        at += n
-    ooff[s.shape[0]] = at
+        out[at:at + e - s] = src[s:e]
+        at += e - s
+    ooff[pick.shape[0]] = at
     return at
