@@ -23,7 +23,7 @@ from pipelines.errors import SchemaMismatchError
 from pipelines.silver import render_fast
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import make_renderer
-from pipelines.silver.render_columns import column_kernel, value_error
+from pipelines.silver.render_columns import ImageColumns, column_kernel, value_error
 
 __all__ = ["SilverImages", "TableRenderer"]
 
@@ -113,42 +113,44 @@ class TableRenderer:
 
     # -- the vectorised path ---------------------------------------------------------------
 
+    def column_texts(self, cols: ImageColumns, i: int, bad: np.ndarray,
+                     values: pa.Array | None = None) -> pa.Array:
+        """Column ``i``'s JSON texts for ``cols``' rows (``values``: those values already
+        taken out); rows whose value cannot be rendered are marked in ``bad``."""
+        texts, failed = self._kernels[i](cols.column(i) if values is None else values)
+        if failed is not None:
+            bad[cols.rows[failed]] = True
+        return texts
+
     def _side(self, image: pa.Array, present: pa.Array, bad: np.ndarray
               ) -> tuple[list[pa.Array], bool]:
         """Per column: JSON texts aligned to the rows (null: no image, or column absent); and
         whether any column is absent from an image."""
         m, n = len(image), self.n
-        valid = image.is_valid().to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(valid)
-        k = len(rows)
+        cols = ImageColumns(image, n)
+        k = cols.k
         if k == 0:
             return [_nulls(m)] * n, False
-        every = k == m
-        lists = image if every else image.take(pa.array(rows))
-        flat = lists.flatten()
         shown = None
-        pres = present if every else present.take(pa.array(rows))
+        pres = present if cols.every else present.take(pa.array(cols.rows))
         if pres.null_count < k:
             shown = np.ones((k, n), dtype=bool)
             has = pres.is_valid().to_numpy(zero_copy_only=False)
             shown[has] = pres.flatten().to_numpy(zero_copy_only=False).reshape(-1, n)
-        spread = None if every else pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
         out = []
         partial = False
         for i in range(n):
-            values = flat.take(pa.array(np.arange(i, k * n, n)))
+            values = cols.column(i)
             shown_i = None if shown is None or shown[:, i].all() else pa.array(shown[:, i])
             if shown_i is not None:
                 partial = True
                 values = pc.if_else(shown_i, values, pa.nulls(k, values.type))
-            texts, failed = self._kernels[i](values)
-            if failed is not None:
-                bad[rows[failed]] = True
+            texts = self.column_texts(cols, i, bad, values)
             if texts.null_count:
                 texts = texts.fill_null("null")
             if shown_i is not None:
                 texts = pc.if_else(shown_i, texts, _nulls(k))
-            out.append(texts if every else texts.take(spread))
+            out.append(cols.aligned(texts))
         return out, partial
 
     def _object(self, cols: list[pa.Array], valid: pa.Array, partial: bool) -> pa.Array:

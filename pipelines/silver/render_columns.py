@@ -30,7 +30,7 @@ from pipelines.bronze import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.render import ColumnSpec, make_renderer
 
-__all__ = ["Kernel", "column_kernel", "value_error"]
+__all__ = ["ImageColumns", "Kernel", "column_kernel", "value_error"]
 
 # (texts, positions that cannot be rendered or None)
 Kernel = Callable[[pa.Array], "tuple[pa.Array, np.ndarray | None]"]
@@ -145,3 +145,30 @@ def column_kernel(spec: ColumnSpec) -> Kernel:
             and spec.charset in _UTF8):
         return _utf8_text(spec)
     return _distinct(spec)
+
+
+class ImageColumns:
+    """One image side (``list<binary>``) split by table column: each column's values for the
+    rows that have an image (``rows``, ``k`` of them), and :meth:`aligned` back to every row."""
+
+    def __init__(self, image: pa.Array, n: int) -> None:
+        valid = image.is_valid().to_numpy(zero_copy_only=False)
+        self.valid, self.n = valid, n
+        self.rows = np.flatnonzero(valid)
+        self.k = len(self.rows)
+        self.every = self.k == len(image)
+        self.lists = image if self.every else image.take(pa.array(self.rows))
+        self.flat = self.lists.flatten()
+        self._spread: pa.Array | None = None
+
+    def column(self, i: int) -> pa.Array:
+        """Column ``i``'s values of the rows with an image."""
+        return self.flat.take(pa.array(np.arange(i, self.k * self.n, self.n)))
+
+    def aligned(self, texts: pa.Array) -> pa.Array:
+        """``texts`` (one per row with an image) spread to every row, null where none."""
+        if self.every:
+            return texts
+        if self._spread is None:
+            self._spread = pa.array(np.cumsum(self.valid) - 1, pa.int64(), mask=~self.valid)
+        return texts.take(self._spread)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze import coltypes as T
+from pipelines.silver.render_columns import ImageColumns
 
 __all__ = ["available", "column_kinds", "name_table", "render", "MIN_BYTES"]
 
@@ -138,20 +139,10 @@ class _Side:
 def _pre_texts(tr, image: pa.Array, pre_cols: list[int], bad: np.ndarray) -> list[pa.Array]:
     """The Arrow kernels' texts of the ``pre_cols`` columns of one side, aligned to the rows
     (null where no image); rows whose value cannot be rendered are marked in ``bad``."""
-    m, n = len(image), tr.n
-    valid = image.is_valid().to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero(valid)
-    k = len(rows)
-    every = k == m
-    flat = (image if every else image.take(pa.array(rows))).flatten()
-    spread = None if every else pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
-    out = []
-    for i in pre_cols:
-        texts, failed = tr._kernels[i](flat.take(pa.array(np.arange(i, k * n, n))))
-        if failed is not None:
-            bad[rows[failed]] = True
-        out.append(texts if every else texts.take(spread))
-    return out
+    if not pre_cols:
+        return []
+    cols = ImageColumns(image, tr.n)
+    return [cols.aligned(tr.column_texts(cols, i, bad)) for i in pre_cols]
 
 
 def _pre_buffers(arrays: list[pa.Array], m: int) -> tuple:
