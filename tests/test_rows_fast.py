@@ -104,7 +104,8 @@ def test_truncated_image_fails_like_the_reference(col_type, meta, unsigned, raw,
         assert outcome[0] == "error"
 
 
-@pytest.mark.parametrize("col_type,meta,hexstr", [
+# Impossible bytes and impossible metadata: (type, meta, value hex).
+MALFORMED = [
     (T.NEWDECIMAL, dec_meta(10, 2), "85f5e100 00"),  # int group 1e8 > 8 digits
     (T.NEWDECIMAL, dec_meta(10, 2), "80000000 64"),  # frac group 100 > 2 digits
     (T.NEWDECIMAL, dec_meta(20, 2), "80000000 3b9aca00 01"),  # 9-digit group = 1e9
@@ -116,7 +117,10 @@ def test_truncated_image_fails_like_the_reference(col_type, meta, unsigned, raw,
     (T.DATETIME2, 9, "00"),
     (T.BLOB, 5, "00"),
     (99, 0, "00"),
-])
+]
+
+
+@pytest.mark.parametrize("col_type,meta,hexstr", MALFORMED)
 def test_malformed_value_fails_like_the_reference(col_type, meta, hexstr) -> None:
     table = _Table([(T.TINY, 0, None), (col_type, meta, None)])
     buf = b"\x00\x01" + bytes.fromhex(hexstr.replace(" ", "")) + b"\x00" * 8

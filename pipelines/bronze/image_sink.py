@@ -37,10 +37,6 @@ class ImageSink:
 
     # -- size -----------------------------------------------------------------------------
     @property
-    def rows(self) -> int:
-        return int(self.cnt[2]) + len(self._python)
-
-    @property
     def nbytes(self) -> int:
         return int(self.cnt[1])
 

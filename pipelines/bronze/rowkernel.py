@@ -31,9 +31,10 @@ import os
 import numpy as np
 
 from pipelines.bronze import coltypes as T
+from pipelines.errors import EngineError
 
-__all__ = ["available", "installed", "warm", "warmed", "program", "run", "MIN_BYTES",
-           "min_bytes", "DONE", "NEED_ROOM", "GIVE_UP"]
+__all__ = ["available", "installed", "jit_module", "warm", "warmed", "program", "run",
+           "MIN_BYTES", "min_bytes", "DONE", "NEED_ROOM", "GIVE_UP"]
 
 # The loop costs a process about 0.6 s to load (numba, then the cached machine code) and saves
 # about 0.25 s per 40 MB of binlog on two cores (the engine's own costs stay): decoding of
@@ -123,8 +124,8 @@ def min_bytes(default: int = MIN_BYTES) -> int:
 
 
 _KERNEL = None
-_TRIED = False
 _WARM = False
+_MODULES: dict = {}
 
 
 def installed() -> bool:
@@ -134,18 +135,28 @@ def installed() -> bool:
     return _enabled() and importlib.util.find_spec("numba") is not None
 
 
+def jit_module(name: str):
+    """The module of compiled loops ``name`` (it imports numba), or ``None`` when numba is
+    missing or ``BINLAKE_ROW_KERNEL`` is off; imported once per process."""
+    if name not in _MODULES:
+        module = None
+        if _enabled():
+            import importlib
+
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
+        _MODULES[name] = module
+    return _MODULES[name]
+
+
 def available() -> bool:
     """Whether the compiled loop can be used in this process (numba importable, not off)."""
-    global _KERNEL, _TRIED
-    if not _TRIED:
-        _TRIED = True
-        if _enabled():
-            try:
-                from pipelines.bronze import rowkernel_jit
-            except ImportError:
-                _KERNEL = None
-            else:
-                _KERNEL = rowkernel_jit.decode_rows
+    global _KERNEL
+    if _KERNEL is None:
+        module = jit_module("pipelines.bronze.rowkernel_jit")
+        _KERNEL = module.decode_rows if module is not None else None
     return _KERNEL is not None
 
 
@@ -172,7 +183,9 @@ def run(buf: np.ndarray, pos: int, end: int, kind: int, prog_a: np.ndarray,
         prog_b: np.ndarray, before, after, fix: np.ndarray, state: np.ndarray) -> int:
     """Decode rows from ``pos`` into the sinks ``before``/``after`` (kind 0 INSERT, 1 DELETE,
     2 UPDATE); returns DONE, NEED_ROOM or GIVE_UP with ``state`` = (stop position, rows
-    written, fix-ups written). Call :func:`available` first."""
+    written, fix-ups written). Only where :func:`available` is true."""
+    if _KERNEL is None and not available():
+        raise EngineError("the compiled row loop is not available (numba missing or off)")
     return _KERNEL(buf, pos, end, kind, prog_a, prog_b,
                    before.data, before.voff, before.vvalid, before.loff, before.lvalid,
                    before.cnt,

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze import coltypes as T
+from pipelines.bronze.rowkernel import jit_module
 from pipelines.silver.render_columns import ImageColumns
 
 __all__ = ["available", "column_kinds", "name_table", "render", "MIN_BYTES"]
@@ -31,22 +32,13 @@ _QUOTED_TYPES = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.
 # per 250 MB of binlog: smaller silver runs render the Arrow way (docs/performance.md).
 MIN_BYTES = 256 << 20
 _JIT = None
-_TRIED = False
 
 
 def available() -> bool:
     """Whether the compiled loops can be used (numba importable, ``BINLAKE_ROW_KERNEL`` on)."""
-    global _JIT, _TRIED
-    if not _TRIED:
-        _TRIED = True
-        from pipelines.bronze.rowkernel import installed
-
-        if installed():
-            try:
-                from pipelines.silver import render_jit
-            except ImportError:
-                render_jit = None
-            _JIT = render_jit
+    global _JIT
+    if _JIT is None:
+        _JIT = jit_module("pipelines.silver.render_jit")
     return _JIT is not None
 
 
