@@ -278,6 +278,14 @@ def test_gold_pair_into_one_database_is_exactly_once(spark, tmp_path, bronze_lak
 
 # -- JVM Spark with delta-spark ------------------------------------------------------------
 
+def _jvm_flags(request, jvm: str) -> tuple[list[str], str | None]:
+    """(CLI flags, engine) of a JVM leg: a client of the tests' Spark Connect JVM server
+    (``connect``), or a local JVM of the process's own (``spark``)."""
+    if jvm == "connect":
+        return ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
+    return [], "spark"
+
+
 @pytest.mark.parametrize("jvm", [
     pytest.param("connect", marks=pytest.mark.jvm),
     pytest.param("spark", marks=[pytest.mark.classic, pytest.mark.soak]),
@@ -292,10 +300,7 @@ def test_jvm_spark_bronze_pair_and_silver_pair(spark, tmp_path, request, jvm) ->
     ``optimize`` compacts ``bronze/files`` there."""
     lake = tmp_path / "jvm" / "lake"
     lake.parent.mkdir()
-    if jvm == "connect":
-        flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
-    else:
-        flags, engine = [], "spark"
+    flags, engine = _jvm_flags(request, jvm)
     env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
     done: list[str] = []
     held = 0
@@ -334,10 +339,7 @@ def test_jvm_spark_same_files_maintenance_and_gold_pairs(spark, tmp_path, reques
     two ``gold`` into one gold database. Every row once, one silver table id, gold = silver."""
     lake = tmp_path / "jvm" / "lake"
     lake.parent.mkdir()
-    if jvm == "connect":
-        flags, engine = ["--spark-remote", request.getfixturevalue("spark_connect_url")], None
-    else:
-        flags, engine = [], "spark"
+    flags, engine = _jvm_flags(request, jvm)
     files = SAMPLE_FILES[:2]  # 18 + 16 row changes
     env = {"BINLAKE_BRONZE_PARALLELISM": "1"}
     res = together(lake, [flags + _bronze(*files), flags + _bronze(*files)], engine=engine,

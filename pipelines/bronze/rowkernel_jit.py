@@ -122,28 +122,29 @@ def _civil(days):
 
 
 @_jit
+def _datetime_text(data, at, year, month, day, hour, minute, second):
+    """``YYYY-MM-DD HH:MM:SS`` (each field zero-padded to its width, wider when larger)."""
+    at = _put(data, at, year, 4)
+    at = _two(data, at, 45, month)
+    at = _two(data, at, 45, day)
+    at = _two(data, at, 32, hour)
+    at = _two(data, at, 58, minute)
+    return _two(data, at, 58, second)
+
+
+@_jit
 def _epoch_text(data, at, secs):
     """``YYYY-MM-DD HH:MM:SS`` (UTC) of seconds since the epoch."""
     h = secs // 3600
     s = secs % 3600
     y, m, d = _civil(h // 24)
-    at = _put(data, at, y, 4)
-    at = _two(data, at, 45, m)
-    at = _two(data, at, 45, d)
-    at = _two(data, at, 32, h % 24)
-    at = _two(data, at, 58, s // 60)
-    return _two(data, at, 58, s % 60)
+    return _datetime_text(data, at, y, m, d, h % 24, s // 60, s % 60)
 
 
 @_jit
 def _zero_timestamp(data, at, fsp):
     """``0000-00-00 00:00:00`` and, with a fraction, ``.`` and ``fsp`` zeros."""
-    at = _put(data, at, 0, 4)
-    at = _two(data, at, 45, 0)
-    at = _two(data, at, 45, 0)
-    at = _two(data, at, 32, 0)
-    at = _two(data, at, 58, 0)
-    at = _two(data, at, 58, 0)
+    at = _datetime_text(data, at, 0, 0, 0, 0, 0, 0)
     if fsp:
         data[at] = 46
         at = _put(data, at + 1, 0, fsp)
@@ -273,12 +274,8 @@ def _value(buf, pos, end, op, a, b, data, at):
         key = ip >> 12
         ymd = key >> 5
         ym = ymd >> 5
-        at = _put(data, at, ym // 13, 4)
-        at = _two(data, at, 45, ym % 13)
-        at = _two(data, at, 45, ymd & 31)
-        at = _two(data, at, 32, key & 31)
-        at = _two(data, at, 58, (ip >> 6) & 63)
-        at = _two(data, at, 58, ip & 63)
+        at = _datetime_text(data, at, ym // 13, ym % 13, ymd & 31, key & 31, (ip >> 6) & 63,
+                            ip & 63)
         if a:
             at = _fraction(data, at, f, a)
         return pos + n, at
