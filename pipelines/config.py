@@ -76,6 +76,9 @@ class BronzeConfig:
     # a statement of N rows is stored N times, so it is off unless asked for (docs/gold.md).
     statement_text: bool = False
     commit_mb: float = 64.0  # binlog MB per bronze commit: bounds the writer's memory; 0 = one commit
+    # Binlog MB of a run from which rows are decoded by the compiled loop (docs/bronze.md;
+    # loading it costs a process ~0.6 s): 0 = every run
+    compiled_min_mb: float = 96.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class SilverConfig:
     target_file_mb: int = 128  # silver data files roll over at about this size
     commit_mb: float = 64.0  # binlog MB whose row changes go in one silver commit; 0 = one commit
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
+    # Binlog MB of a run from which full row images are rendered by compiled loops (loading
+    # them costs the engine's process ~0.5 s, docs/performance.md): 0 = every run
+    compiled_min_mb: float = 256.0
 
 
 @dataclass(frozen=True)
@@ -279,6 +285,8 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(f"{section}.commit_mb: must be 0 (one commit per run) or more")
         if getattr(cfg, section).target_file_mb < 0:
             raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
+        if getattr(cfg, section).compiled_min_mb < 0:
+            raise ConfigError(f"{section}.compiled_min_mb: must be 0 (every run) or more")
     if cfg.silver.render_workers < 0:
         raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)

@@ -40,9 +40,14 @@ def server_binlogs(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.parametrize("compiled_min_mb", [96, 0], ids=["python", "compiled"])
 def test_bronze_equals_mariadb_binlog_on_server_workload(spark, server_binlogs: Path,
-                                                          tmp_path: Path) -> None:
-    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+                                                          tmp_path: Path,
+                                                          compiled_min_mb: int) -> None:
+    # "compiled": rows decoded by the compiled loop (bronze.compiled_min_mb = 0), "python":
+    # by the Python decoders (these files are far below the default 96 MB).
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
+                                         "bronze.compiled_min_mb": compiled_min_mb})
     res = run_bronze(spark, cfg, binlog_dir=str(server_binlogs), all_files=True)
     # The last file was copied while the server was still writing it.
     assert [f.status for f in res.files] == ["completed"] * (len(res.files) - 1) + ["partial"]

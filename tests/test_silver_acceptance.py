@@ -77,14 +77,13 @@ def test_full_metadata_alter_mid_stream_one_final_snapshot(spark, tmp_path: Path
     assert main(["--lake", cfg.lake.root, "quality", "--window", "all"]) == 0
 
 
-def test_compiled_loops_replay_the_server(spark, tmp_path: Path, monkeypatch) -> None:
+def test_compiled_loops_replay_the_server(spark, tmp_path: Path) -> None:
     """The same workload with bronze's row loop and silver's render loops (``rowkernel``,
-    ``render_fast``) forced on for these small files (decoding in the engine's process, where
-    the setting is read): silver still replays to the server's tables."""
-    monkeypatch.setenv("BINLAKE_ROW_KERNEL", "always")
+    ``render_fast``) on for these small files (``compiled_min_mb = 0``): silver still
+    replays to the server's tables."""
     _, expected, replayed, summary, silver, quarantine = _build(
         spark, tmp_path, metadata="FULL", alter=True, snapshot_before=False,
-        **{"bronze.decode_in_subprocess": False})
+        **{"bronze.compiled_min_mb": 0, "silver.compiled_min_mb": 0})
     assert quarantine == [] and len(silver) == summary.total_row_changes
     _assert_replays(expected, replayed, WORKLOAD_TABLES)
 

@@ -36,7 +36,7 @@ def _columnar(path: str, chunks: int, columnar: bool | None) -> bool:
     if rowkernel.warmed():
         return True
     try:
-        return os.path.getsize(path) // max(chunks, 1) >= rowkernel.min_bytes()
+        return os.path.getsize(path) // max(chunks, 1) >= rowkernel.MIN_BYTES
     except OSError:
         return False
 

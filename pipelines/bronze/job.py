@@ -60,8 +60,9 @@ class BronzeResult:
         return [f for f in self.files if f.status == "failed"]
 
 
-def _decode_partition(cfg: Config):
-    """The mapInArrow function: (path, source_id) rows → bronze batches."""
+def _decode_partition(cfg: Config, compiled: bool = False):
+    """The mapInArrow function: (path, source_id) rows → bronze batches; ``compiled``: rows
+    decoded by the compiled loop (``rowkernel``)."""
     b = cfg.bronze
     server_uuid = cfg.source.server_uuid or None
 
@@ -74,7 +75,7 @@ def _decode_partition(cfg: Config):
                     batch_rows=b.batch_rows, checksum=b.checksum,
                     subprocess=b.decode_in_subprocess, chunk=chunk or 0, chunks=chunks or 1,
                     start_at=_start_at(path, chunk or 0, chunks or 1),
-                    statement_text=b.statement_text)
+                    statement_text=b.statement_text, columnar=compiled)
 
     return run
 
@@ -88,13 +89,14 @@ def _start_at(path: str, chunk: int, chunks: int) -> int:
         return 4
 
 
-def decode_files(tasks, cfg: Config):
+def decode_files(tasks, cfg: Config, compiled: bool = False):
     """Pure transform: a DataFrame of ``TASKS_DDL`` rows → bronze rows (``BRONZE_DDL``).
 
     A task row is a file, or one chunk of a file split among tasks (``reader.py``); each
-    chunk's rows end with its closing END/ERROR row.
+    chunk's rows end with its closing END/ERROR row. ``compiled``: rows decoded by the
+    compiled loop (the same rows, docs/bronze.md).
     """
-    return tasks.mapInArrow(_decode_partition(cfg), BRONZE_DDL)
+    return tasks.mapInArrow(_decode_partition(cfg, compiled), BRONZE_DDL)
 
 
 def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
@@ -121,8 +123,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     source_id = cfg.source.name
     lake = Lake.of(cfg)
     paths = select_files(binlog_dir, all_files=all_files, names=files)
-    if (cfg.bronze.decode_in_subprocess and rowkernel.installed()
-            and sum(os.path.getsize(p) for p in paths) >= rowkernel.min_bytes()):
+    compiled = (rowkernel.installed() and sum(os.path.getsize(p) for p in paths)
+                >= cfg.bronze.compiled_min_mb * 2**20)
+    if compiled and cfg.bronze.decode_in_subprocess:
         # The decoding workers' forkserver starts now and loads the compiled row loop while
         # this run reads and saves its file states (files already indexed included: a
         # wasted load costs only that process's time).
@@ -161,8 +164,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):
         tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n)
                                        for p, c, n, _ in wave], TASKS_DDL)
-        decoded = filter_tables(decode_files(tasks.repartition(min(len(wave), cores)), cfg),
-                                schemas, tables)
+        decoded = filter_tables(decode_files(tasks.repartition(min(len(wave), cores)), cfg,
+                                             compiled), schemas, tables)
         lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
         release_freed_memory()
 

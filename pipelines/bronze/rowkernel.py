@@ -20,8 +20,9 @@ decoding finish the event (raising its exact error). So the loop only ever write
 reference decoding would return: ``tests/test_rows_kernel.py`` holds the two against each
 other value by value, on mutated and truncated rows and over the whole corpus.
 
-Without numba (or with ``BINLAKE_ROW_KERNEL=0``) :func:`available` is false and bronze
-decodes in Python as before.
+Without numba (or with ``BINLAKE_ROW_KERNEL=off``, a switch for comparing the two paths)
+:func:`available` is false and bronze decodes in Python. When it is worth loading is the
+stage's setting (``bronze.compiled_min_mb``), for callers without one :data:`MIN_BYTES`.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from pipelines.bronze import coltypes as T
 from pipelines.errors import EngineError
 
 __all__ = ["available", "installed", "jit_module", "warm", "warmed", "program", "run",
-           "MIN_BYTES", "min_bytes", "DONE", "NEED_ROOM", "GIVE_UP"]
+           "MIN_BYTES", "DONE", "NEED_ROOM", "GIVE_UP"]
 
 # The loop costs a process about 0.6 s to load (numba, then the cached machine code) and saves
-# about 0.25 s per 40 MB of binlog on two cores (the engine's own costs stay): decoding of
-# less than this (per run, or per chunk decoded in a process of its own) stays in Python,
-# unless the process has the loop loaded already (a worker forked from a warmed forkserver).
-# Measured with whole `binlake index` commands (docs/performance.md).
+# about 0.25 s per 40 MB of binlog on two cores (the engine's own costs stay): a chunk of
+# less than this, decoded with no setting (``decode_file_batches(columnar=None)``), stays in
+# Python unless the process has the loop loaded already. The bronze stage's own threshold is
+# ``bronze.compiled_min_mb`` (the same 96 MB by default; measured with whole `binlake index`
+# commands, docs/performance.md).
 MIN_BYTES = 96 << 20
 
 # Operations (column program, field 1).
@@ -109,18 +111,9 @@ def program(types, metas, unsigned, present: list[bool] | None) -> np.ndarray:
     return prog
 
 
-def _setting() -> str:
-    return os.environ.get("BINLAKE_ROW_KERNEL", "auto").strip().lower()
-
-
 def _enabled() -> bool:
-    return _setting() not in ("0", "false", "no", "off")
-
-
-def min_bytes(default: int = MIN_BYTES) -> int:
-    """Binlog bytes from which compiled loops are worth loading: ``default``, or 0 with
-    ``BINLAKE_ROW_KERNEL=always`` (every run; ``0``/``off``: never, ``auto``: default)."""
-    return 0 if _setting() == "always" else default
+    setting = os.environ.get("BINLAKE_ROW_KERNEL", "on").strip().lower()
+    return setting not in ("0", "false", "no", "off")
 
 
 _KERNEL = None

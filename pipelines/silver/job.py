@@ -18,8 +18,6 @@ import time
 from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
-from pipelines.bronze.rowkernel import min_bytes
-from pipelines.silver import render_fast
 from pipelines.config import Config
 from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sql_string,
                                  target_file_size)
@@ -116,7 +114,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     # The compiled loops cost a process about half a second to load: for runs worth it.
     compiled = (sum(_binlog_bytes(bronze_files.get(k)) for k in res.files)
-                >= min_bytes(render_fast.MIN_BYTES))
+                >= cfg.silver.compiled_min_mb * 2**20)
     if cfg.silver.change_data_feed:
         _change_data_feed(spark, lake, to_silver(pending(), plan, workers, compiled))
     before = lake.version(spark, SILVER_EVENTS)

@@ -23,14 +23,11 @@ from pipelines.bronze import coltypes as T
 from pipelines.bronze.rowkernel import jit_module
 from pipelines.silver.render_columns import ImageColumns
 
-__all__ = ["available", "column_kinds", "name_table", "render", "MIN_BYTES"]
+__all__ = ["available", "column_kinds", "name_table", "render"]
 
 _NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
 _QUOTED_TYPES = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
                  T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2)
-# Loading the loops costs the engine's process about half a second; they save about that
-# per 250 MB of binlog: smaller silver runs render the Arrow way (docs/performance.md).
-MIN_BYTES = 256 << 20
 _JIT = None
 
 
