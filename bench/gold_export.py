@@ -41,9 +41,11 @@ import pyarrow as pa  # noqa: E402
 
 from pipelines.config import GoldConfig, load_config  # noqa: E402
 from pipelines.gold import ddl  # noqa: E402
+from pipelines.gold.client import connect  # noqa: E402
 from pipelines.gold.exporter import write_chunk  # noqa: E402
 from pipelines.gold.job import run_gold  # noqa: E402
 from pipelines.gold.rows import to_gold  # noqa: E402
+from pipelines.mysql_client import Dsn  # noqa: E402
 from pipelines.session import get_spark  # noqa: E402
 from devtools.mariadb import MariaDBServer  # noqa: E402
 from devtools.silver_rows import write_silver  # noqa: E402
@@ -63,13 +65,12 @@ def _fresh_table(srv, db: str, first_hour: dt.datetime) -> None:
 
 
 def _writer(srv, db: str, gold: pa.Table, method: str, chunk_rows: int) -> float:
-    conn = srv.connect(db, autocommit=False, local_infile=method == "load_data")
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'")
+    # The export's own connection (strict mode, UTC; LOAD DATA bodies sent from memory).
+    conn = connect(Dsn.parse(srv.dsn(db), setting="gold.dsn"), autocommit=False,
+                   local_infile=method == "load_data")
     t = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmpdir:
-        for batch in gold.to_batches(max_chunksize=chunk_rows):
-            write_chunk(conn, batch, method, tmpdir)
+    for batch in gold.to_batches(max_chunksize=chunk_rows):
+        write_chunk(conn, batch, method)
     secs = time.monotonic() - t
     conn.close()
     return secs

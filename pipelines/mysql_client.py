@@ -321,6 +321,9 @@ def _tls_message(dsn: Dsn, section: str, exc: BaseException) -> str | None:
 
 # -- connecting --------------------------------------------------------------------------
 
+_LOCAL_PACKET = 1 << 20  # LOAD DATA LOCAL packets sent from memory
+
+
 class ServerUnreachable(SourceError):
     """The server could not be reached at all (network; not TLS, not the login): a later
     attempt may succeed."""
@@ -343,15 +346,32 @@ def _guarded_connection_class():
             conn = self.connection
             asked = LoadLocalPacketWrapper(first_packet).filename.decode("utf-8", "replace")
             if conn.allowed_local_file is not None and asked == conn.allowed_local_file:
-                return super()._read_load_local_packet(first_packet)
+                if conn.local_file_data is None:
+                    return super()._read_load_local_packet(first_packet)
+                return self._send_from_memory(conn, memoryview(conn.local_file_data))
             conn.refused_local_files.append(asked)
             conn.write_packet(b"")  # an empty file: the server gets nothing
             conn._read_packet()  # its OK for zero rows (an error packet raises here)
             raise LocalFileRefused(f"the server asked for local file {asked!r}, which this "
                                    "client did not send: refused, nothing was read")
 
+        def _send_from_memory(self, conn, data: memoryview) -> None:
+            # pymysql's own sender reads a file in 16 KiB packets; from memory, in packets of
+            # up to 1 MiB (fewer round trips through Python and the server's reader).
+            step = max(min(conn.max_allowed_packet, _LOCAL_PACKET), 1)
+            try:
+                for at in range(0, len(data), step):
+                    conn.write_packet(data[at:at + step])
+            finally:
+                conn.write_packet(b"")  # the end of the file
+                ok = conn._read_packet()
+            if not ok.is_ok_packet():
+                raise pymysql.err.OperationalError(2014, "Commands out of sync")
+            self._read_ok_packet(ok)
+
     class GuardedConnection(pymysql.connections.Connection):
         allowed_local_file: str | None = None
+        local_file_data: bytes | None = None
 
         def __init__(self, *args, **kwargs):
             self.refused_local_files: list[str] = []
@@ -373,13 +393,16 @@ def _guarded_connection_class():
 
 
 @contextlib.contextmanager
-def allow_local_file(conn, path: str) -> Iterator[None]:
-    """Within the block, a ``LOAD DATA LOCAL INFILE`` on ``conn`` may send ``path`` — only it."""
-    conn.allowed_local_file = path
+def allow_local_file(conn, path: str, data: bytes | None = None) -> Iterator[None]:
+    """Within the block, a ``LOAD DATA LOCAL INFILE`` on ``conn`` may send ``path`` — only it.
+
+    With ``data`` the client answers the request for ``path`` with those bytes, from memory
+    (no file is read or written); ``path`` is then only the name the statement uses."""
+    conn.allowed_local_file, conn.local_file_data = path, data
     try:
         yield
     finally:
-        conn.allowed_local_file = None
+        conn.allowed_local_file = conn.local_file_data = None
 
 
 def connect(dsn: Dsn, *, section: str = "source", database: str | None = None,

@@ -155,13 +155,52 @@ def test_json_and_pk_values_are_exact_on_the_server(spark, tmp_path, mariadb, go
         assert digest == hashlib.sha256(LONG_PK.encode()).hexdigest()
 
 
-def test_insert_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db) -> None:
-    cfg = cfg_for(tmp_path, mariadb, gold_db, **{"gold.method": "insert", "gold.batch_rows": 300})
+@pytest.mark.parametrize("method", ["insert", "load_data"])
+def test_each_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db, method) -> None:
+    cfg = cfg_for(tmp_path, mariadb, gold_db, **{"gold.method": method, "gold.batch_rows": 300})
     write_silver(spark, silver_path(cfg), 2000, hours=3)
     res = run_gold(spark, cfg)
-    assert (res.method, res.rows_inserted) == ("insert", 2000)
+    assert (res.method, res.rows_inserted) == (method, 2000)
     assert_exactly_once(spark, cfg, mariadb, gold_db)
     assert_partitions_hourly(mariadb, gold_db)
+    assert run_gold(spark, cfg).rows_inserted == 0
+    # a chunk written again (a re-run after a crash) is all duplicate-key no-ops
+    from pipelines.gold.client import connect
+    from pipelines.gold.exporter import write_chunk
+    from pipelines.gold.rows import to_gold
+    from pipelines.mysql_client import Dsn
+    silver = spark.read.format("delta").load(silver_path(cfg)).limit(500).toArrow()
+    gold, _ = to_gold(silver.combine_chunks().to_batches()[0])
+    conn = connect(Dsn.parse(mariadb.dsn(gold_db)), autocommit=False,
+                   local_infile=method == "load_data")
+    try:
+        assert write_chunk(conn, gold, method) == 0
+    finally:
+        conn.close()
+    assert_exactly_once(spark, cfg, mariadb, gold_db)
+
+
+def test_auto_method_follows_the_servers_autoinc_lock_mode(mariadb, tmp_path) -> None:
+    # LOAD DATA holds a partition's AUTO-INC lock to its end under lock mode 1 (MariaDB's
+    # default), so two tasks would take turns: auto then writes multi-row INSERTs; under
+    # mode 2 (MySQL 8's default), or with one task, LOAD DATA.
+    from devtools.mariadb import MariaDBServer
+    from pipelines.gold.client import connect
+    from pipelines.gold.job import _server_method
+    from pipelines.mysql_client import Dsn
+
+    def chosen(server, tasks: int) -> str:
+        conn = connect(Dsn.parse(server.dsn()), database=False)
+        try:
+            return _server_method(conn, "auto", tasks)
+        finally:
+            conn.close()
+
+    assert mariadb.execute("SELECT @@GLOBAL.innodb_autoinc_lock_mode") == [(1,)]
+    assert (chosen(mariadb, 2), chosen(mariadb, 1)) == ("insert", "load_data")
+    with MariaDBServer(workdir=tmp_path / "mode2",
+                       extra_options={"innodb_autoinc_lock_mode": 2}) as mode2:
+        assert chosen(mode2, 2) == "load_data"
 
 
 def test_lost_watermark_or_recreated_silver_adds_nothing(spark, tmp_path, mariadb, gold_db) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines import mysql_client
 from pipelines.config import GoldConfig, SourceConfig, load_config
 from pipelines.errors import ConfigError
 from pipelines.mysql_client import (
@@ -152,6 +153,31 @@ def test_load_data_local_sends_only_the_file_allowed(mariadb, tmp_path: Path) ->
         conn.close()
     assert mariadb.execute("SELECT id, v FROM lfile.t") == [(2, "export")]
 
+
+
+@pytest.mark.mariadb
+def test_load_data_local_from_memory_sends_the_bytes_in_packets(mariadb) -> None:
+    # The gold export's way: the body is sent from memory under the name the statement uses,
+    # in 1 MiB packets (this body needs three); no file of that name exists.
+    mariadb.execute("CREATE DATABASE IF NOT EXISTS lmem")
+    mariadb.execute("CREATE TABLE IF NOT EXISTS lmem.t (id INT PRIMARY KEY, v TEXT)")
+    rows = [(i, f"v{i:06d}" + "x" * 200) for i in range(12_000)]
+    body = "".join(f"{i}\t{v}\n" for i, v in rows).encode()
+    assert len(body) > 2 * mysql_client._LOCAL_PACKET
+    conn = connect(Dsn.parse(mariadb.dsn("lmem")), section="gold", database="lmem",
+                   local_infile=True)
+    try:
+        with conn.cursor() as cur:
+            with allow_local_file(conn, "no-such-file.tsv", body):
+                assert cur.execute("LOAD DATA LOCAL INFILE %s INTO TABLE t",
+                                   ("no-such-file.tsv",)) == len(rows)
+            with pytest.raises(LocalFileRefused):  # the bytes are gone with the block
+                cur.execute("LOAD DATA LOCAL INFILE %s INTO TABLE t", ("no-such-file.tsv",))
+            assert conn.local_file_data is None
+    finally:
+        conn.close()
+    assert mariadb.execute("SELECT COUNT(*), MIN(v), MAX(v) FROM lmem.t") == [
+        (len(rows), rows[0][1], rows[-1][1])]
 
 def test_redact_urls_masks_dsn_passwords_and_password_flags() -> None:
     line = ("binlake gold --gold-dsn mysql://u:p%40ss@h:3306/db --source-dsn mysql://r@h/ "

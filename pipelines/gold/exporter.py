@@ -8,10 +8,11 @@ Spark Connect, classic Spark and Databricks.
 
 Methods (``gold.method``; ``bench/gold_export.py`` measures them side by side):
 
-* ``load_data``: ``LOAD DATA LOCAL INFILE … IGNORE`` from a temporary TSV file per chunk (the
-  connection hands the server that file only, ``mysql_client.allow_local_file``). The
-  chunk's warnings are checked before COMMIT: every warning must be a duplicate-key skip
-  (their number = rows read − rows inserted), anything else rolls back and raises.
+* ``load_data``: ``LOAD DATA LOCAL INFILE … IGNORE`` of a TSV body per chunk, sent from memory
+  under a fixed name (the connection answers that name only, ``mysql_client.allow_local_file``;
+  no file is written). The chunk's warnings are checked before COMMIT: every warning must be
+  a duplicate-key skip (their number = rows read − rows inserted), anything else rolls back
+  and raises.
 * ``insert``: multi-row ``INSERT … ON DUPLICATE KEY UPDATE event_id = event_id`` (a no-op on
   an existing row; unlike INSERT IGNORE it keeps strict mode's errors as errors).
 * ``single``: one INSERT per row, committed per chunk — the baseline the bench compares.
@@ -22,13 +23,13 @@ retrying a chunk safe after InnoDB picks it as a deadlock victim. Deadlocks are 
 shape: with ``innodb_autoinc_lock_mode=1`` (MariaDB's default) a LOAD DATA statement holds
 each partition's table-level AUTO-INC lock to its end, so two statements spanning several
 partitions in different orders deadlock; a chunk therefore never crosses an hour boundary
-(:func:`hour_chunks`), and the job gives each task a time range in time order.
+(:func:`hour_chunks`). The same lock makes two LOAD DATA statements into one partition take
+turns, which is why the job's ``auto`` method picks multi-row INSERT (a light AUTO-INC
+mutex in that mode) for several tasks unless the server runs mode 2 (MySQL 8's default).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ import pyarrow as pa
 
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
 from pipelines.gold.digest import StatementDigests
-from pipelines.gold.rows import SILVER_INPUT, sql_rows, to_gold, tsv_rows
+from pipelines.gold.rows import SILVER_INPUT, sql_rows, sql_values, to_gold, tsv_rows
 from pipelines.mysql_client import allow_local_file, error_text
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
@@ -50,6 +51,7 @@ _NOOP = " ON DUPLICATE KEY UPDATE event_id = event_id"
 _LOAD = (f"LOAD DATA LOCAL INFILE %s IGNORE INTO TABLE `{EVENTS_TABLE}` CHARACTER SET utf8mb4 "
          "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
          f"({_COLS})")
+_CHUNK_NAME = "binlake-gold-chunk.tsv"  # the name LOAD DATA asks for; the body comes from memory
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def hour_chunks(gold: pa.RecordBatch, max_rows: int):
             yield gold.slice(off, min(max_rows, b - off))
 
 
-def write_chunk(conn, chunk: pa.RecordBatch, method: str, tmpdir: str | None = None) -> int:
+def write_chunk(conn, chunk: pa.RecordBatch, method: str) -> int:
     """Write one chunk of gold values in one transaction; return the rows inserted.
 
     Raises pymysql errors as they come (the caller maps them); for ``load_data`` a warning
@@ -110,20 +112,14 @@ def write_chunk(conn, chunk: pa.RecordBatch, method: str, tmpdir: str | None = N
         return 0
     with conn.cursor() as cur:
         if method == "insert":
-            inserted = cur.execute(_INSERT + ",".join(sql_rows(chunk)) + _NOOP)
+            inserted = cur.execute(_INSERT.encode() + sql_values(chunk) + _NOOP.encode())
         elif method == "single":
             inserted = 0
             for row in sql_rows(chunk):
                 inserted += cur.execute(_INSERT + row + _NOOP)
         elif method == "load_data":
-            fd, path = tempfile.mkstemp(suffix=".tsv", dir=tmpdir)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(tsv_rows(chunk))
-                with allow_local_file(conn, path):  # the server may read this file only
-                    inserted = cur.execute(_LOAD, (path,))
-            finally:
-                os.unlink(path)
+            with allow_local_file(conn, _CHUNK_NAME, tsv_rows(chunk)):
+                inserted = cur.execute(_LOAD, (_CHUNK_NAME,))
             cur.execute("SELECT @@warning_count")
             warnings = int(cur.fetchone()[0])
             if warnings > n - inserted:
@@ -144,13 +140,13 @@ _RETRY_CODES = (1213, 1205)
 _RETRIES = 8
 
 
-def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, tmpdir: str, dsn,
+def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, dsn,
                     counts: ExportCounts) -> int:
     import pymysql
 
     for attempt in range(_RETRIES + 1):
         try:
-            return write_chunk(conn, chunk, opts.method, tmpdir)
+            return write_chunk(conn, chunk, opts.method)
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
             try:
@@ -176,16 +172,14 @@ def _task(opts: ExportOptions):
         conn = connect(dsn, local_infile=opts.method == "load_data", autocommit=False)
         digests = StatementDigests(conn)
         try:
-            with tempfile.TemporaryDirectory(prefix="binlake-gold-") as tmpdir:
-                for batch in batches:
-                    if batch.num_rows == 0:
-                        continue
-                    gold, marked = to_gold(batch, digests.lookup)
-                    counts.rows_read += gold.num_rows
-                    counts.pk_marked += marked
-                    for chunk in hour_chunks(gold, opts.batch_rows):
-                        counts.rows_inserted += _write_retrying(conn, chunk, opts, tmpdir, dsn,
-                                                                 counts)
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                gold, marked = to_gold(batch, digests.lookup)
+                counts.rows_read += gold.num_rows
+                counts.pk_marked += marked
+                for chunk in hour_chunks(gold, opts.batch_rows):
+                    counts.rows_inserted += _write_retrying(conn, chunk, opts, dsn, counts)
         finally:
             conn.close()
         counts.seconds = time.monotonic() - started

@@ -136,13 +136,19 @@ class GoldResult:
     note: str = ""
 
 
-def _server_method(conn, wanted: str) -> str:
+def _server_method(conn, wanted: str, tasks: int) -> str:
+    """``gold.method``, or for ``auto`` what the server runs best (``docs/gold.md``): LOAD DATA
+    LOCAL when it allows it, unless several tasks would take turns on its AUTO-INC lock
+    (``innodb_autoinc_lock_mode`` below 2: a LOAD DATA holds it to the statement's end, a
+    multi-row INSERT only while it takes its ids); else multi-row INSERT."""
     if wanted != "auto":
         return wanted
     with conn.cursor() as cur:
-        cur.execute("SELECT @@GLOBAL.local_infile")
-        on = str(cur.fetchone()[0]).upper() in ("1", "ON")
-    return "load_data" if on else "insert"
+        cur.execute("SELECT @@GLOBAL.local_infile, @@GLOBAL.innodb_autoinc_lock_mode")
+        local_infile, lock_mode = cur.fetchone()
+    if str(local_infile).upper() not in ("1", "ON"):
+        return "insert"
+    return "load_data" if tasks == 1 or int(lock_mode) == 2 else "insert"
 
 
 def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: int):
@@ -192,7 +198,8 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             res.seconds = time.monotonic() - started
             return res
         df, res.mode, res.files = _silver_rows(spark, lake, silver_path, watermark, target)
-        res.method = _server_method(conn, cfg.gold.method)
+        tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
+        res.method = _server_method(conn, cfg.gold.method, tasks)
         if df is not None:
             df = df.where(F.col("event_type").isin("INSERT", "UPDATE", "DELETE"))
             if st.rotated_before is not None:
@@ -201,15 +208,13 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             res.partitions_added = _partitions_for(conn, res.database, df, cfg, st.rotated_before)
             state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
                                target=target)
-            res.tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
+            res.tasks = tasks
             opts = ExportOptions(replace(dsn, database=res.database).url(), res.database,
                                  res.method, cfg.gold.batch_rows)
             try:
-                # Each task a time range, in time order: chunks then stay inside one hourly
-                # partition (exporter.hour_chunks), see exporter's docstring on AUTO-INC.
-                spread = (df.repartitionByRange(res.tasks, "event_timestamp")
-                          .sortWithinPartitions("event_timestamp", "source_id", "binlog_file",
-                                                "start_pos", "row_in_event"))
+                # Rows dealt to the tasks in turn: equal shares, whatever the rows' times
+                # (each task sorts its batches into hourly chunks, exporter.hour_chunks).
+                spread = df.repartition(tasks)
                 counts = sum_counts(export_rows(spread, opts).collect())
             except Exception as exc:  # noqa: BLE001 - engines wrap task errors differently
                 msg = _first_line(exc)

@@ -9,15 +9,18 @@
 * JSON columns go out as silver's text, byte for byte: no parse, so big integers and
   decimals keep every digit (MariaDB stores the text; MySQL's JSON type keeps 64-bit integers
   exact and turns other numbers into doubles — silver renders DECIMAL as strings).
-* :func:`sql_rows` renders rows as ``(…)`` tuples for multi-row INSERT (backslash escapes on,
-  see ``client.SESSION_SQL_MODE``); :func:`tsv_rows` as LOAD DATA lines (``\\t``-separated,
-  ``\\``-escaped, ``\\N`` for NULL). Both are vectorised with pyarrow compute.
+* :func:`sql_rows` renders rows as ``(…)`` tuples and :func:`sql_values` as one multi-row
+  INSERT's ``VALUES`` list (backslash escapes on, see ``client.SESSION_SQL_MODE``);
+  :func:`tsv_rows` as LOAD DATA lines (``\\t``-separated, ``\\``-escaped, ``\\N`` for NULL).
+  All are vectorised with pyarrow compute; a column is escaped only in the rows that need it,
+  and the bodies are the Arrow text buffers as they are, not a Python string per row.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,7 +30,7 @@ from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
 from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, gold_query_text
 
 __all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "gold_pk_values", "to_gold", "sql_rows",
-           "tsv_rows"]
+           "sql_values", "tsv_rows"]
 
 # What the export reads from silver: gold's columns less query_hash (asked of the server).
 SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c != "query_hash")
@@ -123,9 +126,20 @@ def to_gold(batch: pa.RecordBatch, digests: Digests | None = None
 
 
 def _escape(arr: pa.Array, pairs: tuple[tuple[str, str], ...]) -> pa.Array:
+    """``arr`` with each ``old`` replaced by ``new``; only the rows holding one of the
+    ``old`` characters are rewritten (one scan finds them; most JSON images hold none)."""
+    need = pc.fill_null(pc.match_substring_regex(arr, _any_of(pairs)), False)
+    hits = pc.sum(need).as_py() or 0
+    if hits == 0:
+        return arr
+    rows = arr if hits == len(arr) else pc.filter(arr, need)
     for old, new in pairs:
-        arr = pc.replace_substring(arr, old, new)
-    return arr
+        rows = pc.replace_substring(rows, old, new)
+    return rows if hits == len(arr) else pc.replace_with_mask(arr, need, rows)
+
+
+def _any_of(pairs: tuple[tuple[str, str], ...]) -> str:
+    return "[" + "".join(f"\\x{ord(old):02x}" for old, _ in pairs) + "]"
 
 
 _SQL_ESCAPES = (("\\", "\\\\"), ("'", "\\'"), ("\x00", "\\0"))
@@ -148,13 +162,32 @@ def _rendered(batch: pa.RecordBatch, *, sql: bool) -> list[pa.Array]:
 
 def sql_rows(batch: pa.RecordBatch) -> list[str]:
     """Each gold row as an SQL tuple ``(v, …)`` in :data:`EVENT_COLUMNS` order."""
-    cols = _rendered(batch, sql=True)
-    rows = pc.binary_join_element_wise(*cols, ",")
-    return pc.binary_join_element_wise("(", rows, ")", "").to_pylist()
+    return _tuples(batch).to_pylist()
+
+
+def sql_values(batch: pa.RecordBatch) -> bytes:
+    """The rows as one multi-row ``VALUES`` list, ``(…),(…)`` (UTF-8)."""
+    if batch.num_rows == 0:
+        return b""
+    return _body(pc.binary_join_element_wise(_tuples(batch), ",", ""))[:-1]
 
 
 def tsv_rows(batch: pa.RecordBatch) -> bytes:
     """The rows as a LOAD DATA file body (UTF-8, one ``\\n``-terminated line per row)."""
+    if batch.num_rows == 0:
+        return b""
     cols = _rendered(batch, sql=False)
-    lines = pc.binary_join_element_wise(*cols, "\t").to_pylist()
-    return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+    return _body(pc.binary_join_element_wise(pc.binary_join_element_wise(*cols, "\t"), "\n", ""))
+
+
+def _tuples(batch: pa.RecordBatch) -> pa.Array:
+    rows = pc.binary_join_element_wise(*_rendered(batch, sql=True), ",")
+    return pc.binary_join_element_wise("(", rows, ")", "")
+
+
+def _body(texts: pa.Array) -> bytes:
+    """The texts one after another: the string array's data buffer as it is (each text
+    already ends in its separator), without a Python string per row."""
+    _, offsets, data = texts.buffers()
+    ends = np.frombuffer(offsets, np.int32)[[texts.offset, texts.offset + len(texts)]]
+    return data.slice(int(ends[0]), int(ends[1] - ends[0])).to_pybytes()
