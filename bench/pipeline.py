@@ -211,7 +211,7 @@ def best(stage: str, repeat: int, run, reference: str = "") -> Figure:
 
 def table(figures: list[Figure]) -> str:
     by_name = {f.stage: f for f in figures}
-    lines = ["| stage | seconds | row changes/s | ratio to reference | peak memory (tree PSS) "
+    lines = ["| stage | seconds | row changes/s | ratio to reference | peak memory (tree) "
              "| cores busy | load |", "|---|---:|---:|---|---:|---:|---:|"]
     for f in figures:
         ref = by_name.get(f.reference)
