@@ -176,7 +176,8 @@ def test_mariadb_binlog_logs_no_thread_id_for_row_transactions(trail) -> None:
             in_trx = False
         assert not (in_trx and "thread_id=" in line), line
     assert transactions >= 6
-    assert [s for s in statements if "dbt.t" in s] == [
+    # (gold's own INSERTs into dbt_gold on the same server quote these statements as values)
+    assert [s for s in statements if "dbt.t" in s and "`binlog_events`" not in s] == [
         s for who, s in PART1 + PART2 if who != "c" and s not in ("BEGIN", "COMMIT")]
 
 
