@@ -79,13 +79,14 @@ _COUNTERS = (b"VmRSS", b"RssAnon", b"RssShmem")
 _WALK_EVERY = 10  # ticks
 
 
-def _pss(pid: int, walk: bool = True) -> int | None:
-    """Proportional set size in bytes: pages shared by forked workers are counted once in a
-    tree's sum (RSS would count them in every process). Reading it (smaps) walks every page
-    under the process's memory-map lock and stalls its allocations (index whole command on
-    250 MB: 8.5 s alone, 10.2 s sampled so every 100 ms), so: a process of
-    :data:`_WALK_BELOW` or more (the engine's) counts its resident anonymous and shared memory,
-    the kernel's running counters; a smaller one is walked only when ``walk`` (None if not)."""
+def _memory(pid: int, walk: bool = True) -> int | None:
+    """A process's memory in bytes, its proportional set size: pages shared by forked workers
+    are counted once in a tree's sum (RSS would count them in every process). Reading it
+    (smaps) walks every page under the process's memory-map lock and stalls its allocations
+    (index whole command on 250 MB: 8.5 s alone, 10.2 s sampled so every 100 ms), so: a
+    process of :data:`_WALK_BELOW` or more (the engine's) counts its resident anonymous and
+    shared memory, the kernel's running counters; a smaller one is walked only when ``walk``
+    (None if not)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as fh:
             counters = {k: int(v.split()[0]) * 1024 for k, _, v in
@@ -113,7 +114,7 @@ NOT_MEASURED: set[int] = set()
 
 def _tree(walk: bool = True) -> dict[int, tuple[float, int | None]]:
     """pid → (CPU seconds, PSS bytes) for this process and all its descendants but
-    :data:`NOT_MEASURED` (PSS None: not walked this time, :func:`_pss`)."""
+    :data:`NOT_MEASURED` (memory None: not walked this time, :func:`_memory`)."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -127,7 +128,7 @@ def _tree(walk: bool = True) -> dict[int, tuple[float, int | None]]:
     while todo:
         pid = todo.pop()
         if pid in stats and pid not in NOT_MEASURED:
-            out[pid] = (stats[pid][1], _pss(pid, walk))
+            out[pid] = (stats[pid][1], _memory(pid, walk))
             todo += children.get(pid, [])
     return out
 
@@ -226,8 +227,10 @@ def table(figures: list[Figure]) -> str:
 # The gold server as one would size it for a gold table of millions of rows: InnoDB's
 # buffer pool holds the table's unique key (the 128 MB default stops fitting it past ~1M rows
 # and every insert then waits on the disk). The redo log is MariaDB 10.11's default size
-# (devtools' test servers shrink it to 8 MB, which makes a bulk load wait on checkpoints);
-# everything else is MariaDB's default too (innodb_autoinc_lock_mode = 1: see docs/gold.md).
+# (devtools' test servers shrink it to 8 MB, which makes a bulk load wait on checkpoints).
+# innodb_autoinc_lock_mode is MariaDB's default, 1 (docs/gold.md); the rest is devtools'
+# server (binary log on, relaxed flushing: with MariaDB's own flushing and no binary log the
+# 250 MB export took the same time, 11.7 s, measured).
 GOLD_SERVER_OPTIONS = {"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "96M"}
 
 
@@ -239,7 +242,7 @@ def _gold_server():
         server = MariaDBServer(extra_options=GOLD_SERVER_OPTIONS).start()
     except MariaDBStartError as exc:
         raise SystemExit(f"mariadbd did not start (install MariaDB: `make mariadb`): {exc}")
-    NOT_MEASURED.add(int((server.workdir / "mariadbd.pid").read_text()))
+    NOT_MEASURED.add(server.pid)
     return server
 
 

@@ -153,6 +153,11 @@ class MariaDBServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The running server's process id (None when it is not running)."""
+        return self._proc.pid if self.running else None
+
     def __repr__(self) -> str:  # never shows the password
         state = f"port={self.port}" if self.running else "stopped"
         return f"<MariaDBServer {state} metadata={self.binlog_row_metadata} id={self.server_id}>"

@@ -334,9 +334,10 @@ class LocalFileRefused(SourceError):
 
 
 def _guarded_connection_class():
-    """A pymysql Connection that answers a LOAD DATA LOCAL request only for the one file
-    :func:`allow_local_file` names. pymysql has no public hook for its local-infile handler
-    (``MySQLResult._read_load_local_packet``); this subclass is the one place that uses it."""
+    """A pymysql Connection that answers a LOAD DATA LOCAL request only for the one name
+    :func:`allow_local_file` gives, with its bytes. pymysql has no public hook for its
+    local-infile handler (``MySQLResult._read_load_local_packet``); this subclass is the one
+    place that replaces it."""
     import pymysql
     from pymysql.connections import MySQLResult
     from pymysql.protocol import LoadLocalPacketWrapper
@@ -346,8 +347,6 @@ def _guarded_connection_class():
             conn = self.connection
             asked = LoadLocalPacketWrapper(first_packet).filename.decode("utf-8", "replace")
             if conn.allowed_local_file is not None and asked == conn.allowed_local_file:
-                if conn.local_file_data is None:
-                    return super()._read_load_local_packet(first_packet)
                 return self._send_from_memory(conn, memoryview(conn.local_file_data))
             conn.refused_local_files.append(asked)
             conn.write_packet(b"")  # an empty file: the server gets nothing
@@ -356,8 +355,8 @@ def _guarded_connection_class():
                                    "client did not send: refused, nothing was read")
 
         def _send_from_memory(self, conn, data: memoryview) -> None:
-            # pymysql's own sender reads a file in 16 KiB packets; from memory, in packets of
-            # up to 1 MiB (fewer round trips through Python and the server's reader).
+            # As pymysql's own sender, but from memory and in packets of up to 1 MiB (it reads
+            # a file in 16 KiB ones): fewer round trips through Python and the server's reader.
             step = max(min(conn.max_allowed_packet, _LOCAL_PACKET), 1)
             try:
                 for at in range(0, len(data), step):
@@ -393,12 +392,11 @@ def _guarded_connection_class():
 
 
 @contextlib.contextmanager
-def allow_local_file(conn, path: str, data: bytes | None = None) -> Iterator[None]:
-    """Within the block, a ``LOAD DATA LOCAL INFILE`` on ``conn`` may send ``path`` — only it.
-
-    With ``data`` the client answers the request for ``path`` with those bytes, from memory
-    (no file is read or written); ``path`` is then only the name the statement uses."""
-    conn.allowed_local_file, conn.local_file_data = path, data
+def allow_local_file(conn, name: str, data: bytes) -> Iterator[None]:
+    """Within the block, a ``LOAD DATA LOCAL INFILE`` on ``conn`` that asks for ``name`` —
+    only that name — gets ``data``, sent from memory: no file is ever read or written, so a
+    server asking for another path gets nothing (:class:`LocalFileRefused`)."""
+    conn.allowed_local_file, conn.local_file_data = name, data
     try:
         yield
     finally:
@@ -412,7 +410,7 @@ def connect(dsn: Dsn, *, section: str = "source", database: str | None = None,
     """A pymysql connection to ``dsn`` with its TLS and credentials.
 
     ``section`` (``source`` / ``gold``) names the settings in error messages. With
-    ``local_infile`` the connection sends only the file :func:`allow_local_file` names.
+    ``local_infile`` the connection sends only the bytes :func:`allow_local_file` gives.
     Raises :class:`SourceError` (host:port, never the password; a TLS failure names the
     ``ssl_*`` setting) or :class:`ConfigError` for unreadable certificate files.
     """

@@ -140,7 +140,7 @@ def test_load_data_local_sends_only_the_file_allowed(mariadb, tmp_path: Path) ->
     load = "LOAD DATA LOCAL INFILE %s INTO TABLE t"
     try:
         with conn.cursor() as cur:
-            with allow_local_file(conn, str(export)):
+            with allow_local_file(conn, str(export), export.read_bytes()):
                 assert cur.execute(load, (str(export),)) == 1
                 with pytest.raises(LocalFileRefused, match="private.txt"):
                     cur.execute(load, (str(private),))  # the server asks for another name

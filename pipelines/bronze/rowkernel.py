@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from pipelines.bronze import coltypes as T
+from pipelines.config import BronzeConfig
 from pipelines.errors import EngineError
 
 __all__ = ["available", "installed", "jit_module", "warm", "warmed", "program", "run",
@@ -40,10 +41,9 @@ __all__ = ["available", "installed", "jit_module", "warm", "warmed", "program", 
 # The loop costs a process about 0.6 s to load (numba, then the cached machine code) and saves
 # about 0.25 s per 40 MB of binlog on two cores (the engine's own costs stay): a chunk of
 # less than this, decoded with no setting (``decode_file_batches(columnar=None)``), stays in
-# Python unless the process has the loop loaded already. The bronze stage's own threshold is
-# ``bronze.compiled_min_mb`` (the same 96 MB by default; measured with whole `binlake index`
-# commands, docs/performance.md).
-MIN_BYTES = 96 << 20
+# Python unless the process has the loop loaded already. It is ``bronze.compiled_min_mb``'s
+# default (measured with whole `binlake index` commands, docs/performance.md).
+MIN_BYTES = int(BronzeConfig.compiled_min_mb * 2**20)
 
 # Operations (column program, field 1).
 OP_GIVE_UP, OP_NULL_TYPE, OP_INT, OP_UINT, OP_UINT_BE, OP_YEAR, OP_BYTES = range(7)

@@ -50,7 +50,7 @@ def connect(dsn: Dsn, *, database: bool = True, local_infile: bool = False,
     """A connection to ``dsn`` (its database unless ``database=False``) through
     :func:`pipelines.mysql_client.connect`: the DSN's TLS and credentials, strict mode, UTC.
 
-    With ``local_infile`` the server gets only the file named by
+    With ``local_infile`` the server gets only the bytes given under their name by
     :func:`~pipelines.mysql_client.allow_local_file`. Raises :class:`SourceError` when the
     server cannot be reached or refuses the login (a TLS failure names the ``gold.ssl_*``
     setting; ``section`` names whose settings they are).

@@ -48,6 +48,7 @@ RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, retries long, 
 _COLS = ", ".join(f"`{c}`" for c in EVENT_COLUMNS)
 _INSERT = f"INSERT INTO `{EVENTS_TABLE}` ({_COLS}) VALUES "
 _NOOP = " ON DUPLICATE KEY UPDATE event_id = event_id"
+_INSERT_BYTES, _NOOP_BYTES = _INSERT.encode(), _NOOP.encode()
 _LOAD = (f"LOAD DATA LOCAL INFILE %s IGNORE INTO TABLE `{EVENTS_TABLE}` CHARACTER SET utf8mb4 "
          "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
          f"({_COLS})")
@@ -87,8 +88,8 @@ def hour_chunks(gold: pa.RecordBatch, max_rows: int):
     if n == 0:
         return
     ts = EVENT_COLUMNS.index("event_timestamp")
-    # The engine's sortWithinPartitions may not reach the task in order (Sail 0.7 over Delta
-    # scans does not): sort the batch here, stably, by hour.
+    # Rows reach a task in no particular order (the job deals them out in turn): sort the
+    # batch here, stably, by time.
     gold = gold.take(pc.array_sort_indices(gold.column(ts)))
     hours = pc.utf8_slice_codeunits(gold.column(ts), 0, 13)
     cuts = [0]
@@ -112,7 +113,7 @@ def write_chunk(conn, chunk: pa.RecordBatch, method: str) -> int:
         return 0
     with conn.cursor() as cur:
         if method == "insert":
-            inserted = cur.execute(_INSERT.encode() + sql_values(chunk) + _NOOP.encode())
+            inserted = cur.execute(_INSERT_BYTES + sql_values(chunk) + _NOOP_BYTES)
         elif method == "single":
             inserted = 0
             for row in sql_rows(chunk):

@@ -169,7 +169,8 @@ def sql_values(batch: pa.RecordBatch) -> bytes:
     """The rows as one multi-row ``VALUES`` list, ``(…),(…)`` (UTF-8)."""
     if batch.num_rows == 0:
         return b""
-    return _body(pc.binary_join_element_wise(_tuples(batch), ",", ""))[:-1]
+    body = _body(pc.binary_join_element_wise(_tuples(batch), ",", ""))
+    return body.slice(0, body.size - 1).to_pybytes()  # no comma after the last
 
 
 def tsv_rows(batch: pa.RecordBatch) -> bytes:
@@ -177,7 +178,8 @@ def tsv_rows(batch: pa.RecordBatch) -> bytes:
     if batch.num_rows == 0:
         return b""
     cols = _rendered(batch, sql=False)
-    return _body(pc.binary_join_element_wise(pc.binary_join_element_wise(*cols, "\t"), "\n", ""))
+    lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*cols, "\t"), "\n", "")
+    return _body(lines).to_pybytes()
 
 
 def _tuples(batch: pa.RecordBatch) -> pa.Array:
@@ -185,9 +187,9 @@ def _tuples(batch: pa.RecordBatch) -> pa.Array:
     return pc.binary_join_element_wise("(", rows, ")", "")
 
 
-def _body(texts: pa.Array) -> bytes:
+def _body(texts: pa.Array) -> pa.Buffer:
     """The texts one after another: the string array's data buffer as it is (each text
     already ends in its separator), without a Python string per row."""
     _, offsets, data = texts.buffers()
     ends = np.frombuffer(offsets, np.int32)[[texts.offset, texts.offset + len(texts)]]
-    return data.slice(int(ends[0]), int(ends[1] - ends[0])).to_pybytes()
+    return data.slice(int(ends[0]), int(ends[1] - ends[0]))
