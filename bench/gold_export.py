@@ -42,7 +42,7 @@ import pyarrow as pa  # noqa: E402
 from pipelines.config import GoldConfig, load_config  # noqa: E402
 from pipelines.gold import ddl  # noqa: E402
 from pipelines.gold.client import connect  # noqa: E402
-from pipelines.gold.exporter import write_chunk  # noqa: E402
+from pipelines.gold.exporter import statement_limit, write_chunk  # noqa: E402
 from pipelines.gold.job import run_gold  # noqa: E402
 from pipelines.gold.rows import to_gold  # noqa: E402
 from pipelines.mysql_client import Dsn  # noqa: E402
@@ -68,9 +68,10 @@ def _writer(srv, db: str, gold: pa.Table, method: str, chunk_rows: int) -> float
     # The export's own connection (strict mode, UTC; LOAD DATA bodies sent from memory).
     conn = connect(Dsn.parse(srv.dsn(db), setting="gold.dsn"), autocommit=False,
                    local_infile=method == "load_data")
+    limit = statement_limit(conn)  # asked once, as the export's tasks do
     t = time.monotonic()
     for batch in gold.to_batches(max_chunksize=chunk_rows):
-        write_chunk(conn, batch, method)
+        write_chunk(conn, batch, method, limit)
     secs = time.monotonic() - t
     conn.close()
     return secs

@@ -180,6 +180,42 @@ def test_each_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db, meth
     assert_exactly_once(spark, cfg, mariadb, gold_db)
 
 
+
+def test_insert_chunks_fit_the_servers_max_allowed_packet(spark, tmp_path) -> None:
+    # A chunk of wide rows is more than one INSERT may carry (max_allowed_packet 1 MB here;
+    # MySQL 5.7's default is 4 MB): the chunk goes as several statements, one transaction.
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    from devtools.mariadb import MariaDBServer
+    from devtools.silver_rows import silver_frame
+    from pipelines.gold import ddl
+    from pipelines.gold.client import connect
+    from pipelines.gold.exporter import statement_limit, write_chunk
+    from pipelines.gold.rows import to_gold
+    from pipelines.mysql_client import Dsn
+
+    wide = '{"pad":"' + "x" * 100_000 + '"}'
+    silver = (silver_frame(spark, 40, hours=1)
+              .withColumn("row_after", F.lit(wide)).withColumn("row_before", F.lit(None))
+              .toArrow())
+    gold, _ = to_gold(silver.combine_chunks().to_batches()[0])
+    with MariaDBServer(workdir=tmp_path / "small_packet",
+                       extra_options={"max_allowed_packet": "1M"}) as server:
+        server.execute("CREATE DATABASE wide")
+        first = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(days=3)
+        server.execute(ddl.create_events_sql(first.replace(minute=0, second=0, microsecond=0),
+                                             24 * 4), db="wide")
+        conn = connect(Dsn.parse(server.dsn("wide")), autocommit=False)
+        try:
+            assert statement_limit(conn) < 1 << 20
+            assert write_chunk(conn, gold, "insert") == 40
+        finally:
+            conn.close()
+        assert server.execute("SELECT COUNT(*), SUM(LENGTH(row_after)) FROM binlog_events",
+                              db="wide") == [(40, 40 * len(wide))]
+
 def test_auto_method_follows_the_servers_autoinc_lock_mode(mariadb, tmp_path) -> None:
     # LOAD DATA holds a partition's AUTO-INC lock to its end under lock mode 1 (MariaDB's
     # default), so two tasks would take turns: auto then writes multi-row INSERTs; under

@@ -15,7 +15,8 @@ from pipelines.errors import ConfigError
 from pipelines.gold.ddl import (Partition, create_events_sql, partition_clause, partition_hour,
                                 partition_name, plan_partitions)
 from pipelines.gold.rotate import epoch_hour, plan_rotation
-from pipelines.gold.rows import PK_MARK, gold_pk_values, sql_rows, to_gold, tsv_rows
+from pipelines.gold.rows import (PK_MARK, gold_pk_values, sql_rows, sql_values, to_gold,
+                                 tsv_rows)
 
 H = dt.datetime(2024, 3, 10, 12)
 
@@ -183,6 +184,11 @@ def test_wire_forms_escape_every_row_that_needs_it(seed: int) -> None:
         rows = part.to_pylist()
         assert tsv_rows(part).decode() == "".join(_reference_line(r, "tsv") for r in rows)
         assert sql_rows(part) == [_reference_line(r, "sql") for r in rows]
+        tuples = [_reference_line(r, "sql").encode() for r in rows]
+        assert sql_values(part) == ([b",".join(tuples)] if rows else [])
+        lists = sql_values(part, 60)  # split where the next row would pass 60 bytes
+        assert b",".join(lists) == b",".join(tuples)
+        assert all(len(v) <= 60 or b"),(" not in v for v in lists)
 
 def test_unknown_event_type_is_an_error() -> None:
     with pytest.raises(ValueError, match="QUERY"):

@@ -41,7 +41,7 @@ from pipelines.gold.rows import SILVER_INPUT, sql_rows, sql_values, to_gold, tsv
 from pipelines.mysql_client import allow_local_file, error_text
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
-           "hour_chunks", "write_chunk", "sum_counts"]
+           "hour_chunks", "statement_limit", "write_chunk", "sum_counts"]
 
 METHODS = ("load_data", "insert", "single")
 RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, retries long, seconds double"
@@ -102,18 +102,32 @@ def hour_chunks(gold: pa.RecordBatch, max_rows: int):
             yield gold.slice(off, min(max_rows, b - off))
 
 
-def write_chunk(conn, chunk: pa.RecordBatch, method: str) -> int:
+def statement_limit(conn) -> int:
+    """The longest ``VALUES`` list one INSERT may carry on ``conn``: the server's
+    ``max_allowed_packet`` (4 MB on MySQL 5.7, 16 MB on MariaDB 10.11, 64 MB on MySQL 8)
+    less the statement around it."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@SESSION.max_allowed_packet")
+        packet = int(cur.fetchone()[0])
+    return max(packet - len(_INSERT_BYTES) - len(_NOOP_BYTES) - 1024, 1)
+
+
+def write_chunk(conn, chunk: pa.RecordBatch, method: str, limit: int | None = None) -> int:
     """Write one chunk of gold values in one transaction; return the rows inserted.
 
-    Raises pymysql errors as they come (the caller maps them); for ``load_data`` a warning
-    other than a duplicate-key skip rolls the chunk back and raises ValueError.
+    ``insert`` writes as many statements as keep each within ``limit`` bytes of values
+    (:func:`statement_limit`, asked of the server when not given). Raises pymysql errors as
+    they come (the caller maps them); for ``load_data`` a warning other than a duplicate-key
+    skip rolls the chunk back and raises ValueError.
     """
     n = chunk.num_rows
     if n == 0:
         return 0
     with conn.cursor() as cur:
         if method == "insert":
-            inserted = cur.execute(_INSERT_BYTES + sql_values(chunk) + _NOOP_BYTES)
+            limit = statement_limit(conn) if limit is None else limit
+            inserted = sum(cur.execute(_INSERT_BYTES + values + _NOOP_BYTES)
+                           for values in sql_values(chunk, limit))
         elif method == "single":
             inserted = 0
             for row in sql_rows(chunk):
@@ -142,12 +156,12 @@ _RETRIES = 8
 
 
 def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, dsn,
-                    counts: ExportCounts) -> int:
+                    counts: ExportCounts, limit: int) -> int:
     import pymysql
 
     for attempt in range(_RETRIES + 1):
         try:
-            return write_chunk(conn, chunk, opts.method)
+            return write_chunk(conn, chunk, opts.method, limit)
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
             try:
@@ -173,6 +187,7 @@ def _task(opts: ExportOptions):
         conn = connect(dsn, local_infile=opts.method == "load_data", autocommit=False)
         digests = StatementDigests(conn)
         try:
+            limit = statement_limit(conn)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -180,7 +195,8 @@ def _task(opts: ExportOptions):
                 counts.rows_read += gold.num_rows
                 counts.pk_marked += marked
                 for chunk in hour_chunks(gold, opts.batch_rows):
-                    counts.rows_inserted += _write_retrying(conn, chunk, opts, dsn, counts)
+                    counts.rows_inserted += _write_retrying(conn, chunk, opts, dsn, counts,
+                                                             limit)
         finally:
             conn.close()
         counts.seconds = time.monotonic() - started

@@ -165,12 +165,24 @@ def sql_rows(batch: pa.RecordBatch) -> list[str]:
     return _tuples(batch).to_pylist()
 
 
-def sql_values(batch: pa.RecordBatch) -> bytes:
-    """The rows as one multi-row ``VALUES`` list, ``(…),(…)`` (UTF-8)."""
-    if batch.num_rows == 0:
-        return b""
-    body = _body(pc.binary_join_element_wise(_tuples(batch), ",", ""))
-    return body.slice(0, body.size - 1).to_pybytes()  # no comma after the last
+def sql_values(batch: pa.RecordBatch, max_bytes: int | None = None) -> list[bytes]:
+    """The rows as multi-row ``VALUES`` lists, ``(…),(…)`` (UTF-8), in order: one list, or
+    with ``max_bytes`` as many as keep each within it (a row longer than that alone)."""
+    n = batch.num_rows
+    if n == 0:
+        return []
+    items = pc.binary_join_element_wise(_tuples(batch), ",", "")  # each row with its comma
+    ends = np.cumsum(pc.binary_length(items).to_numpy(zero_copy_only=False))
+    out, start = [], 0
+    while start < n:
+        stop = n
+        if max_bytes is not None:
+            before = int(ends[start - 1]) if start else 0
+            stop = max(int(np.searchsorted(ends, before + max_bytes, side="right")), start + 1)
+        body = _body(items.slice(start, stop - start))
+        out.append(body.slice(0, body.size - 1).to_pybytes())  # no comma after the last
+        start = stop
+    return out
 
 
 def tsv_rows(batch: pa.RecordBatch) -> bytes:
