@@ -134,3 +134,46 @@ def test_small_commits_give_the_same_silver_and_quarantine(spark, tmp_path: Path
     appends = [c for c in DeltaTable(cfg.table_path("silver", "binlog_events")).history()
                if c.get("operation") != "CREATE TABLE"]
     assert len(appends) > 3  # it was sliced: more commits than the workload's files
+
+
+def test_a_later_snapshot_releases_the_quarantine(spark, tmp_path: Path) -> None:
+    """Rows quarantined for want of a schema move to silver once a snapshot names them: the
+    next run appends them and empties the quarantine (a row is in one of the two, never
+    both), and silver then replays every table to the server's."""
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    binlogs = tmp_path / "binlogs"
+    binlogs.mkdir()
+    held = []
+    with MariaDBServer(binlog_row_metadata="MINIMAL") as server:
+        dsn = Dsn.parse(server.dsn())
+        with server.connect() as conn:  # the pre-ALTER snapshot is taken but kept back
+            summary = run_mixed_workload(conn, after_ddl=lambda: held.append(
+                take_snapshot(dsn, source_id=cfg.source.name, schemas=["shop", "ops"])),
+                alter_mid_stream=True)
+        server.flush_logs()
+        save_snapshot(spark, cfg, *take_snapshot(dsn, source_id=cfg.source.name,
+                                                 schemas=["shop", "ops"]))
+        with server.connect() as conn:
+            expected = server_tables(conn, WORKLOAD_TABLES)
+            for f in server.binlog_files():
+                shutil.copy(f, binlogs / f.name)
+            assert not run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True).failed
+
+            def tables():
+                silver = [r.asDict() for r in spark.read.format("delta")
+                          .load(cfg.table_path("silver", "binlog_events")).collect()]
+                quarantine = spark.read.format("delta").load(
+                    cfg.table_path("silver", "quarantine")).collect()
+                return silver, quarantine
+
+            assert run_silver(spark, cfg).quarantined > 0
+            assert_pre_alter_orders_quarantined(summary, *tables())
+            save_snapshot(spark, cfg, *held[0])
+            res = run_silver(spark, cfg)
+            silver, quarantine = tables()
+            assert (res.quarantined, quarantine) == (0, [])
+            assert len(silver) == summary.total_row_changes
+            keys = {(r["binlog_file"], r["start_pos"], r["row_in_event"]) for r in silver}
+            assert len(keys) == len(silver)
+            replayed = replay_silver(silver, conn, WORKLOAD_TABLES)
+    _assert_replays(expected, replayed, WORKLOAD_TABLES)

@@ -89,9 +89,11 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     candidates = {key for key, st in bronze_files.items()
                   if st.status != "in_progress" and seen.get(key) != st.updated_at}
     has_quarantine = lake.exists(spark, SILVER_QUARANTINE)
+    held_back: set[tuple[str, str]] = set()  # the files with rows in quarantine
     if has_quarantine:
-        candidates |= {(r[0], r[1]) for r in lake.read(spark, SILVER_QUARANTINE)
-                       .select("source_id", "binlog_file").distinct().collect()}
+        held_back = {(r[0], r[1]) for r in lake.read(spark, SILVER_QUARANTINE)
+                     .select("source_id", "binlog_file").distinct().collect()}
+        candidates |= held_back
     res.files = sorted(candidates)
     if not candidates:
         res.silver_version = lake.version(spark, SILVER_EVENTS)
@@ -130,8 +132,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     # What is still not in silver is exactly what no schema names: the quarantine. Counting
     # those keys reads only the key columns; rendering them again (to say why) happens only
     # when there are some.
-    if has_quarantine:
-        lake.delete_where(spark, SILVER_QUARANTINE, where)
+    if held_back:  # the run holds the silver lease: no other run adds quarantine rows now
+        lake.delete_where(spark, SILVER_QUARANTINE, _in_files(sorted(held_back)))
     if _pending_keys(spark, lake, where):
         for part in slices:
             quarantined = to_quarantine(pending(part), plan, workers, compiled)
