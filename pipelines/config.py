@@ -88,7 +88,9 @@ class SilverConfig:
     render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
     render_in_subprocess: bool = False  # true: render in worker processes (docs/performance.md)
     target_file_mb: int = 128  # silver data files roll over at about this size
-    commit_mb: float = 64.0  # binlog MB whose row changes go in one silver commit; 0 = one commit
+    # Binlog MB whose row changes go in one silver commit; 0 = one commit. At least
+    # bronze.commit_mb: a slice's tasks are the bronze files it reads (docs/performance.md)
+    commit_mb: float = 64.0
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
     # Binlog MB of a run from which full row images are rendered by compiled loops (loading
     # them costs the engine's process ~0.5 s, docs/performance.md): 0 = every run

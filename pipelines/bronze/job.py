@@ -33,7 +33,7 @@ from pipelines.memory import release_freed_memory
 from pipelines.workers import forkserver
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
-           "TASKS_DDL", "plan_chunks", "plan_commits"]
+           "TASKS_DDL", "plan_chunks", "plan_commits", "task_frame"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,29 @@ def decode_files(tasks, cfg: Config, compiled: bool = False):
     return tasks.mapInArrow(_decode_partition(cfg, compiled), BRONZE_DDL)
 
 
+def task_frame(spark, tasks: list[tuple[str, str, int, int]], partitions: int):
+    """The decoding tasks (``TASKS_DDL`` rows) as a DataFrame of ``partitions`` partitions
+    holding as many tasks each, give or take one, in order, without a shuffle: ``range``
+    makes the partitions and each row picks its task by its id.
+
+    Not ``repartition(partitions)``: JVM Spark deals rows round robin from a start drawn per
+    input partition, so the two chunks of one file landed in one partition (one core decoded
+    both, then wrote one file that silver read with one task; 8 tasks filled 4 of 8
+    partitions), and ``repartitionByRange`` does the same on Sail (measured on both)."""
+    from pyspark.sql import functions as F
+
+    columns = list(zip(*tasks)) if tasks else [(), (), (), ()]
+    at = (F.col("id") + 1).cast("int")
+
+    def pick(values, kind: str):
+        return F.element_at(F.array(*[F.lit(v) for v in values]), at).cast(kind)
+
+    kinds = [part.split()[1] for part in TASKS_DDL.split(", ")]
+    names = [part.split()[0] for part in TASKS_DDL.split(", ")]
+    return spark.range(0, len(tasks), 1, max(partitions, 1)).select(
+        *[pick(v, k).alias(n) for v, k, n in zip(columns, kinds, names)])
+
+
 def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
     if not schemas and not tables:
         return df
@@ -162,10 +185,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
     for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):
-        tasks = spark.createDataFrame([(os.path.abspath(p), source_id, c, n)
-                                       for p, c, n, _ in wave], TASKS_DDL)
-        decoded = filter_tables(decode_files(tasks.repartition(min(len(wave), cores)), cfg,
-                                             compiled), schemas, tables)
+        tasks = task_frame(spark, [(os.path.abspath(p), source_id, c, n) for p, c, n, _ in wave],
+                           min(len(wave), cores))
+        decoded = filter_tables(decode_files(tasks, cfg, compiled), schemas, tables)
         lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
         release_freed_memory()
 
