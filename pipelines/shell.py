@@ -103,6 +103,7 @@ class Shell:
         self.history_file = history_file
         self._readline = None
         self.cancelled_work = False  # a statement was cancelled with Ctrl-C
+        self._interrupting: threading.Thread | None = None  # an interrupt request in flight
 
     # -- history -------------------------------------------------------------------------
     def _load_history(self) -> None:
@@ -163,6 +164,10 @@ class Shell:
         main thread blocks inside the engine client's network call), the engine is asked to
         interrupt its operations and KeyboardInterrupt is raised; the abandoned thread ends
         when the engine gives up the operation."""
+        pending = self._interrupting
+        while pending is not None and pending.is_alive():  # it must not stop this statement
+            pending.join(0.05)
+        self._interrupting = None
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -177,14 +182,26 @@ class Shell:
             while thread.is_alive():
                 thread.join(0.05)
         except KeyboardInterrupt:
-            try:
-                self.spark.interruptAll()
-            except Exception:  # noqa: BLE001 - an engine without interrupts: just stop waiting
-                pass
+            self._ask_to_interrupt()
             raise
         if "error" in box:
             raise box["error"]
         return box["value"]
+
+    def _ask_to_interrupt(self, wait: float = 1.0) -> None:
+        """Ask the engine to interrupt its operations, waiting at most ``wait`` seconds for the
+        answer: an engine whose threads are all busy with the statement may take minutes to
+        answer the request, and the shell must come back to its prompt at once."""
+        def ask() -> None:
+            try:
+                self.spark.interruptAll()
+            except Exception:  # noqa: BLE001 - an engine without interrupts: just stop waiting
+                pass
+
+        asking = threading.Thread(target=ask, name="binlake-sql-interrupt", daemon=True)
+        asking.start()
+        asking.join(wait)
+        self._interrupting = asking  # the next statement waits for the answer first
 
     def run_sql(self, stmt: str) -> bool:
         """Run one statement and show its result; False (after a one-line error) on failure."""
