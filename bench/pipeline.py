@@ -157,8 +157,7 @@ class TreeMeter:
     def _young(self, pid: int) -> bool:
         """Seen for less than :data:`_WALK_EVERY` ticks: a process that lives a second or
         less (the decoding workers of a small file) is walked every tick, or its peak would
-        be missed (60 MB bronze:
-        516 MiB counted without walking them, ~750 MiB with)."""
+        be missed (60 MB bronze: 516 MiB counted without walking them, ~750 MiB with)."""
         return self._ticks - self.born.setdefault(pid, self._ticks) < _WALK_EVERY
 
     def _sample(self, walk: bool = True) -> None:

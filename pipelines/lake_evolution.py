@@ -30,7 +30,8 @@ __all__ = ["with_declared_columns", "read_data_files", "Declared"]
 
 def with_declared_columns(df, table: Declared):
     """``df`` with every declared column of ``table`` it lacks added as a typed NULL: a table
-    (or data files) written before those columns existed reads like a current one."""
+    (or data files) written before those columns existed reads like a current one. ``df``
+    itself when it lacks none (``Lake.read`` relies on that to remember a complete table)."""
     have = set(df.columns)
     missing = [(c, t) for c, t in table.columns if c not in have]
     if not missing:

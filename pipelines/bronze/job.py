@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 # sensible partition size.
 BRONZE_PARTITIONS = list(BRONZE_EVENTS.partition_by)
 TASKS_DDL = "path string, source_id string, chunk int, chunks int"
+_TASK_FIELDS = [field.split() for field in TASKS_DDL.split(", ")]  # (name, type) each
 
 
 @dataclass
@@ -110,16 +111,10 @@ def task_frame(spark, tasks: list[tuple[str, str, int, int]], partitions: int):
     partitions), and ``repartitionByRange`` does the same on Sail (measured on both)."""
     from pyspark.sql import functions as F
 
-    columns = list(zip(*tasks)) if tasks else [(), (), (), ()]
     at = (F.col("id") + 1).cast("int")
-
-    def pick(values, kind: str):
-        return F.element_at(F.array(*[F.lit(v) for v in values]), at).cast(kind)
-
-    kinds = [part.split()[1] for part in TASKS_DDL.split(", ")]
-    names = [part.split()[0] for part in TASKS_DDL.split(", ")]
-    return spark.range(0, len(tasks), 1, max(partitions, 1)).select(
-        *[pick(v, k).alias(n) for v, k, n in zip(columns, kinds, names)])
+    return spark.range(0, len(tasks), 1, max(partitions, 1)).select(*[
+        F.element_at(F.array(*[F.lit(task[i]) for task in tasks]), at).cast(kind).alias(name)
+        for i, (name, kind) in enumerate(_TASK_FIELDS)])
 
 
 def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
