@@ -152,6 +152,8 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
 
     spark = get_spark(cfg.engine)
+    if args.command == "index":
+        _warm_silver(cfg, args)
     res = run_bronze(spark, cfg, binlog_dir=args.binlog_dir, all_files=args.all,
                      files=args.files, schemas=args.schemas, tables=args.tables)
     for f in res.files:
@@ -173,6 +175,22 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
     if args.command == "index":
         code = max(code, _cmd_silver(args, cfg))
     return code
+
+
+def _warm_silver(cfg: Config, args: argparse.Namespace) -> None:
+    """``index`` over at least ``silver.compiled_min_mb`` of binlog: silver's compiled loops
+    load on a thread of their own while bronze decodes (docs/performance.md)."""
+    import os
+
+    from pipelines.bronze.files import select_files
+    from pipelines.silver.render_warm import warm_in_background
+
+    try:
+        paths = select_files(args.binlog_dir, all_files=args.all, names=args.files)
+    except (BinlakeError, OSError):
+        return  # run_bronze reports it
+    if sum(os.path.getsize(p) for p in paths) >= cfg.silver.compiled_min_mb * 2**20:
+        warm_in_background()
 
 
 def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:

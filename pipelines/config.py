@@ -93,8 +93,9 @@ class SilverConfig:
     commit_mb: float = 64.0
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
     # Binlog MB of a run from which full row images are rendered by compiled loops (loading
-    # them costs the engine's process ~0.5 s, docs/performance.md): 0 = every run
-    compiled_min_mb: float = 256.0
+    # them costs the engine's process ~1 s, on a thread of its own: docs/performance.md);
+    # 0 = every run
+    compiled_min_mb: float = 160.0
 
 
 @dataclass(frozen=True)

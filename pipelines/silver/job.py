@@ -26,6 +26,7 @@ from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVE
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
+from pipelines.silver.render_warm import warm_in_background
 from pipelines.silver.render_worker import close_idle
 from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
                                        to_quarantine, to_silver)
@@ -100,6 +101,14 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         res.seconds = time.monotonic() - started
         return res
 
+    workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
+    # The compiled loops cost a process about a second to load: for runs worth it, and
+    # loaded on a thread of their own while the planning below waits on the engine (where
+    # this process renders: no render workers, the embedded engine).
+    compiled = (sum(_binlog_bytes(bronze_files.get(k)) for k in res.files)
+                >= cfg.silver.compiled_min_mb * 2**20)
+    if compiled and not workers:
+        warm_in_background()
     ddl = _ddl_by_file(spark, lake, bronze_files, known_ddl)
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
@@ -113,10 +122,6 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         held = lake.read(spark, SILVER_EVENTS).where(part).select(*KEY)
         return bronze.join(held, KEY, "left_anti")
 
-    workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
-    # The compiled loops cost a process about half a second to load: for runs worth it.
-    compiled = (sum(_binlog_bytes(bronze_files.get(k)) for k in res.files)
-                >= cfg.silver.compiled_min_mb * 2**20)
     if cfg.silver.change_data_feed:
         _change_data_feed(spark, lake, to_silver(pending(), plan, workers, compiled))
     before = lake.version(spark, SILVER_EVENTS)

@@ -1,0 +1,83 @@
+"""Silver's compiled loops loaded ahead of the rows (``render_warm``).
+
+The load is worth something only if it loads exactly the machine code a real run calls: a
+loop called with other argument types would be compiled again on the run's first batch (or
+worse, the warm-up would load code no run uses). So, in a fresh interpreter (nothing loaded
+by earlier tests): warm, note each loop's loaded signatures, render real bronze rows of the
+shipped sample binlogs through the compiled path, and the loops must hold the same
+signatures. The warm-up's own two rows must render as silver (not quarantine).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+_SCRIPT = r"""
+import json, sys
+import pyarrow as pa, pyarrow.compute as pc
+from pipelines.bronze.decode_task import decode_file_batches
+from pipelines.silver import render_fast, render_jit, render_warm
+from pipelines.silver.naming import NamingPlan
+from pipelines.silver.render_batch import BatchRenderer
+
+LOOPS = ("render_side", "changed_columns", "gather")
+
+def loaded():
+    return {n: sorted(str(s) for s in getattr(render_jit, n).signatures) for n in LOOPS}
+
+before = loaded()
+ok = render_warm.warm()
+warmed = loaded()
+used = []
+real = render_fast.render
+def spy(*args):
+    out = real(*args)
+    used.append(out is not None)
+    return out
+render_fast.render = spy
+batches, ddl = [], []
+for path in sys.argv[1:]:
+    for b in decode_file_batches(path, source_id="s", subprocess=False, batch_rows=5000):
+        q = b.filter(pc.equal(b.column("event_type"), "QUERY"))
+        ddl += [tuple(r.values()) for r in q.select(
+            ["source_id", "binlog_file", "start_pos", "schema_name", "query"]).to_pylist()]
+        b = b.filter(pc.is_in(b.column("event_type"), pa.array(["INSERT", "UPDATE", "DELETE"])))
+        if b.num_rows:
+            batches.append(b)
+renderer = BatchRenderer(NamingPlan.build(ddl, []), compiled=True)
+rows = sum(renderer.render(b)[0].num_rows for b in batches)
+print(json.dumps({"ok": ok, "before": before, "warmed": warmed, "after": loaded(),
+                  "compiled_groups": sum(used), "rows": rows}))
+"""
+
+
+def test_warm_loads_exactly_what_a_real_run_calls() -> None:
+    binlogs = sorted(str(p) for p in (REPO / "samples" / "binlogs").glob("mariadb-bin.0*"))
+    out = subprocess.run([sys.executable, "-c", _SCRIPT, *binlogs], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["ok"] is True  # the warm-up's two rows rendered as silver
+    assert all(not sigs for sigs in got["before"].values())  # a fresh interpreter
+    assert all(len(sigs) == 1 for sigs in got["warmed"].values()), got["warmed"]
+    # The real rows went through the compiled loops, and loaded nothing more.
+    assert got["rows"] > 0 and got["compiled_groups"] > 0, got
+    assert got["after"] == got["warmed"], (got["warmed"], got["after"])
+
+
+def test_warm_in_background_loads_nothing_off_the_embedded_engine() -> None:
+    # No embedded engine in this interpreter (JVM Spark and Connect servers render in their
+    # own Python workers): no load is started.
+    code = ("import threading\n"
+            "from pipelines.silver import render_warm\n"
+            "print(render_warm.warm_in_background(), "
+            "sorted(t.name for t in threading.enumerate()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "False ['MainThread']"
