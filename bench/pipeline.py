@@ -21,8 +21,11 @@
 7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
    input's last file) indexed after that history, against the same file on an empty lake.
 
-Each figure is the best of ``--repeat`` runs. Per stage: seconds, row changes/s, the ratio to
-its reference (``mariadb-binlog -v`` for bronze, bronze for silver and quality and index),
+The stages run in rounds, each stage once per round in the order above, ``--repeat`` rounds:
+a stage and its reference run within a minute of each other (this machine's speed drifts over
+minutes). Each figure is the best of its rounds. Per stage: seconds, row changes/s, the ratio
+to its reference (``mariadb-binlog -v`` for bronze, bronze for silver and quality and index)
+of those best figures, and the median (min–max) of the ratios paired round by round,
 the peak memory of the whole process tree (the sum of PSS over this process with the
 embedded engine, the decoding and rendering workers; not the gold server's) and the cores
 kept busy (CPU seconds of the tree less the sampling's own / wall seconds), sampled from
@@ -33,6 +36,7 @@ run, rather than the absolute figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -204,27 +208,70 @@ class Figure:
         return self.cpu / self.seconds if self.seconds else 0.0
 
 
+def measure(stage: str, run, reference: str = "") -> Figure:
+    """One run of ``run() -> rows`` (it prepares its own state), sampled."""
+    with TreeMeter() as meter:
+        rows = run()
+    load = os.getloadavg()[0]
+    say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
+        f", peak PSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores"
+        f", load {load:.1f}")
+    return Figure(stage, rows, meter.seconds, meter.peak, meter.cpu, reference, load)
+
+
 def best(stage: str, repeat: int, run, reference: str = "") -> Figure:
-    """The fastest of ``repeat`` runs of ``run() -> rows`` (each run prepares its own state)."""
-    figures = []
-    for _ in range(repeat):
-        with TreeMeter() as meter:
-            rows = run()
-        load = os.getloadavg()[0]
-        figures.append(Figure(stage, rows, meter.seconds, meter.peak, meter.cpu, reference, load))
-        say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
-            f", peak PSS {meter.peak / 2**20:,.0f} MiB, {meter.cpu / meter.seconds:.2f} cores"
-            f", load {load:.1f}")
-    return min(figures, key=lambda f: f.seconds)
+    """The fastest of ``repeat`` runs of ``run() -> rows`` one after the other."""
+    return min((measure(stage, run, reference) for _ in range(repeat)),
+               key=lambda f: f.seconds)
 
 
-def table(figures: list[Figure]) -> str:
+def rounds(plan: list[tuple[str, object, str]], repeat: int, first: Figure
+           ) -> dict[str, list[Figure]]:
+    """Every stage of ``plan`` (name, run, reference) once per round, in order, ``repeat``
+    rounds (``first``: round 1's run of the first stage, made already).
+
+    Why rounds and not each stage ``repeat`` times in a row: this machine's speed drifts
+    over minutes (the same ``binlake index`` took 10.8 s, then 15.0 s five minutes later,
+    nothing else running), so a stage measured minutes after its reference would carry the
+    drift into its ratio. In a round a stage and its reference run within a minute of each
+    other, and :func:`table` also prints the ratio of each round's pair."""
+    runs: dict[str, list[Figure]] = {name: [] for name, _, _ in plan}
+    runs[plan[0][0]].append(first)
+    for r in range(repeat):
+        say(f"  round {r + 1} of {repeat}")
+        for i, (name, run, reference) in enumerate(plan):
+            if r == 0 and i == 0:
+                continue
+            runs[name].append(measure(name, run, reference))
+    return runs
+
+
+def _paired(runs: dict[str, list[Figure]], f: Figure) -> str:
+    """Median (min–max) over rounds of the stage's rate against its reference's in the same
+    round."""
+    mine, refs = runs.get(f.stage, []), runs.get(f.reference, [])
+    ratios = sorted((a.rate / b.rate) for a, b in zip(mine, refs) if b.rate)
+    if not ratios:
+        return "—"
+    mid = ratios[len(ratios) // 2] if len(ratios) % 2 else \
+        (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    return f"{mid:.2f}x ({ratios[0]:.2f}–{ratios[-1]:.2f})" if len(ratios) > 1 else f"{mid:.2f}x"
+
+
+def table(figures: list[Figure], runs: dict[str, list[Figure]] | None = None) -> str:
+    """The figures as one Markdown table; with ``runs`` (stages run in rounds) also each
+    round's ratio to the reference, paired (:func:`rounds`)."""
     by_name = {f.stage: f for f in figures}
-    lines = ["| stage | seconds | row changes/s | ratio to reference | peak memory (tree) "
-             "| cores busy | load |", "|---|---:|---:|---|---:|---:|---:|"]
+    paired = runs is not None
+    lines = ["| stage | seconds | row changes/s | ratio to reference "
+             + ("| paired ratio per round: median (min–max) " if paired else "")
+             + "| peak memory (tree) | cores busy | load |",
+             "|---|---:|---:|---|" + ("---|" if paired else "") + "---:|---:|---:|"]
     for f in figures:
         ref = by_name.get(f.reference)
         ratio = f"{f.rate / ref.rate:.2f}x {f.reference}" if ref and ref.rate else "—"
+        if paired:
+            ratio += f" | {_paired(runs, f)}"
         lines.append(f"| {f.stage} | {f.seconds:.2f} | {f.rate:,.0f} | {ratio} | "
                      f"{f.peak_mem / 2**20:,.0f} MiB | {f.cores:.2f} | {f.load:.1f} |")
     return "\n".join(lines)
@@ -407,36 +454,42 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     if unknown:
         raise SystemExit(f"--stages: unknown {sorted(unknown)}; known: {', '.join(STAGES)}")
     one = {"bronze.commit_mb": 0, "silver.commit_mb": 0}
-    figures = [best("bronze", args.repeat, bronze(), "mariadb-binlog -v")]
-    rows = figures[-1].rows
+    first = measure("bronze", bronze(), "mariadb-binlog -v")  # round 1's: the row count
+    rows = first.rows
+    plan: list[tuple[str, object, str]] = [("bronze", bronze(), "mariadb-binlog -v")]
     if "mariadb-binlog" in stages:
-        figures.insert(0, best("mariadb-binlog -v", args.repeat, _mariadb_binlog(paths, rows)))
+        plan.append(("mariadb-binlog -v", _mariadb_binlog(paths, rows), ""))
     if "silver" in stages:
-        figures.append(best("silver", args.repeat, silver(), "bronze"))
+        plan.append(("silver", silver(), "bronze"))
     if "silver-workers" in stages:
-        figures.append(best("silver (render workers)", args.repeat,
-                            silver(**{"silver.render_in_subprocess": True}), "bronze"))
+        plan.append(("silver (render workers)",
+                     silver(**{"silver.render_in_subprocess": True}), "bronze"))
     if "quality" in stages:
-        figures.append(best("quality", args.repeat, quality, "bronze"))
+        plan.append(("quality", quality, "bronze"))
     if "index" in stages:
-        figures.append(best("index (bronze+silver+quality)", args.repeat, index, "bronze"))
+        plan.append(("index (bronze+silver+quality)", index, "bronze"))
     if "index-command" in stages:
-        figures.append(best("binlake index (whole command)", args.repeat,
-                            _index_command(lake, binlog_dir, rows), "bronze"))
-    if "index-gold" in stages:
-        with _gold_server() as server:
-            figures.append(best("binlake index --gold-dsn (whole command)", args.repeat,
-                                _index_command(lake, binlog_dir, rows, server), "bronze"))
-    if "small-file" in stages:
-        figures.append(best("small file, empty lake", args.repeat, one_new_file(None)))
-        figures.append(best("small file after the history", args.repeat, one_new_file(lake),
-                            "small file, empty lake"))
+        plan.append(("binlake index (whole command)", _index_command(lake, binlog_dir, rows),
+                     "bronze"))
+    with contextlib.ExitStack() as stack:
+        if "index-gold" in stages:
+            server = stack.enter_context(_gold_server())
+            plan.append(("binlake index --gold-dsn (whole command)",
+                         _index_command(lake, binlog_dir, rows, server), "bronze"))
+        if "small-file" in stages:
+            plan.append(("small file, empty lake", one_new_file(None), ""))
+            plan.append(("small file after the history", one_new_file(lake),
+                         "small file, empty lake"))
+        runs = rounds(plan, args.repeat, first)
+    figures = [min(runs[name], key=lambda f: f.seconds) for name, _, _ in plan]
+    if "mariadb-binlog" in stages:  # the reference first
+        figures.insert(0, figures.pop(1))
     if args.one_commit:  # last: the memory this process keeps after them would count above
         figures.append(best("bronze (one commit)", args.repeat, bronze(**one),
                             "mariadb-binlog -v"))
         figures.append(best("silver (one commit)", args.repeat, silver(**one), "bronze"))
     say("")
-    say(table(figures))
+    say(table(figures, runs))
     return 0
 
 
