@@ -80,7 +80,7 @@ class BronzeConfig:
     commit_mb: float = 64.0  # binlog MB per bronze commit: bounds the writer's memory; 0 = one commit
     # Binlog MB of a run from which rows are decoded by the compiled loop (docs/bronze.md;
     # loading it costs a process ~0.6 s): 0 = every run
-    compiled_min_mb: float = 96.0
+    compiled_min_mb: float = 48.0
 
 
 @dataclass(frozen=True)

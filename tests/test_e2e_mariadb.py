@@ -45,7 +45,7 @@ def test_bronze_equals_mariadb_binlog_on_server_workload(spark, server_binlogs: 
                                                           tmp_path: Path,
                                                           compiled_min_mb: int) -> None:
     # "compiled": rows decoded by the compiled loop (bronze.compiled_min_mb = 0), "python":
-    # by the Python decoders (these files are far below the default 96 MB).
+    # by the Python decoders (these files are far below the default 48 MB).
     cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
                                          "bronze.compiled_min_mb": compiled_min_mb})
     res = run_bronze(spark, cfg, binlog_dir=str(server_binlogs), all_files=True)
