@@ -74,7 +74,7 @@ class BatchRenderer:
     """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached).
 
     ``compiled``: full row images through the compiled loops (``render_fast``), for runs
-    big enough to pay for loading them (about half a second of CPU per process)."""
+    big enough to pay for loading them (about a second per process, ``render_warm``)."""
 
     def __init__(self, plan: NamingPlan, compiled: bool = True) -> None:
         self.plan = plan
