@@ -151,9 +151,11 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.bronze.job import run_bronze
     from pipelines.session import get_spark
 
+    paths = _binlog_paths(args)
+    _start_decoders(cfg, paths)
     spark = get_spark(cfg.engine)
     if args.command == "index":
-        _warm_silver(cfg, args)
+        _warm_silver(cfg, paths)
     res = run_bronze(spark, cfg, binlog_dir=args.binlog_dir, all_files=args.all,
                      files=args.files, schemas=args.schemas, tables=args.tables)
     for f in res.files:
@@ -177,19 +179,33 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
     return code
 
 
-def _warm_silver(cfg: Config, args: argparse.Namespace) -> None:
-    """``index`` over at least ``silver.compiled_min_mb`` of binlog: silver's compiled loops
-    load on a thread of their own while bronze decodes (docs/performance.md)."""
-    import os
-
+def _binlog_paths(args: argparse.Namespace) -> list[str]:
+    """The files a bronze run will consider (empty when they cannot be listed: the run
+    itself reports why)."""
     from pipelines.bronze.files import select_files
-    from pipelines.silver.render_warm import warm_in_background
 
     try:
-        paths = select_files(args.binlog_dir, all_files=args.all, names=args.files)
+        return select_files(args.binlog_dir, all_files=args.all, names=args.files)
     except (BinlakeError, OSError):
-        return  # run_bronze reports it
-    if sum(os.path.getsize(p) for p in paths) >= cfg.silver.compiled_min_mb * 2**20:
+        return []
+
+
+def _start_decoders(cfg: Config, paths: list[str]) -> None:
+    """Before the engine starts: the decoding workers' server boots on the other core while
+    this process imports the Connect client and starts the engine (docs/performance.md)."""
+    from pipelines.bronze.job import start_decoders
+
+    if paths:
+        start_decoders(cfg, paths, here=cfg.engine.kind == "sail" and not cfg.engine.remote)
+
+
+def _warm_silver(cfg: Config, paths: list[str]) -> None:
+    """``index`` over at least ``silver.compiled_min_mb`` of binlog: silver's compiled loops
+    load on a thread of their own while bronze decodes (docs/performance.md)."""
+    from pipelines.bronze.files import megabytes
+    from pipelines.silver.render_warm import warm_in_background
+
+    if paths and megabytes(paths) >= cfg.silver.compiled_min_mb:
         warm_in_background()
 
 

@@ -68,6 +68,9 @@ class SourceConfig:
 class BronzeConfig:
     batch_rows: int = 20000  # rows per Arrow batch: the memory bound of a decoding task
     decode_in_subprocess: bool = True  # use a worker process per file (one GIL is not enough)
+    # A run decoding less than this many MB of binlog decodes in the task's own process:
+    # starting a worker would cost more than the decoding (docs/bronze.md)
+    inline_max_mb: float = 4.0
     checksum: str = "raise"  # raise | warn | ignore
     parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
     # A file is split among idle cores in chunks of at least this: a 4 MB file decodes on two

@@ -89,13 +89,16 @@ def forkserver_is_safe() -> bool:
         return False
 
 
-def forkserver(*, row_kernel: bool = False):
+def forkserver(*, row_kernel: bool = False, start: bool = False):
     """The multiprocessing context whose server process has binlake's workers imported.
 
     ``row_kernel``: the server also loads bronze's compiled row loop (``rowkernel``), so every
     decoding worker forked from it has the loop at no cost of its own. It takes effect only
-    when this call creates the context (the server starts with the first worker); the bronze
-    stage asks for it before decoding a run big enough to pay for it.
+    when this call creates the context (the server starts with the first worker).
+    ``start``: start the server now (it imports the workers' code, ~0.5 s, and the loop,
+    ~0.6 s, in a process of its own) instead of when the first task needs a worker: a stage
+    asks for it as early as it knows it will use workers, so that the server boots on the
+    other core while this process starts the engine or plans the run.
     """
     global _CONTEXT
     if _CONTEXT is None:
@@ -105,10 +108,8 @@ def forkserver(*, row_kernel: bool = False):
             preload.append("pipelines._kernel_worker_boot")
         ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
-        if row_kernel:
-            # Start the server now: it loads the loop (~0.6 s) while the stage commits its
-            # file states, instead of when the first decoding task needs a worker.
-            from multiprocessing import forkserver as _fs
+    if start:
+        from multiprocessing import forkserver as _fs
 
-            _fs.ensure_running()
+        _fs.ensure_running()
     return _CONTEXT

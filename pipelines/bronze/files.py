@@ -36,7 +36,8 @@ from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake
 
-__all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "load_states", "save_states",
+__all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "megabytes", "load_states",
+           "save_states",
            "latest_states", "Compacted", "compact_states", "superseded_keys", "compaction_due"]
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,17 @@ def select_files(binlog_dir: str, *, all_files: bool = False,
             raise ConfigError(f"--files: {path} does not exist")
         out.append(path)
     return out
+
+
+def megabytes(paths: list[str]) -> float:
+    """The files' size in MiB (a file that cannot be read counts 0: its run reports it)."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            pass
+    return total / 2**20
 
 
 def load_states(spark, lake: Lake) -> dict[tuple[str, str], FileState]:

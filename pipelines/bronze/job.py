@@ -21,19 +21,20 @@ from dataclasses import dataclass, field
 
 from pipelines.bronze import rowkernel
 from pipelines.bronze.decode_task import decode_file_batches
-from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, save_states,
-                                   select_files)
+from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, megabytes,
+                                   save_states, select_files)
 from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
+from pipelines.session import engine_name
 from pipelines.memory import release_freed_memory
-from pipelines.workers import forkserver
+from pipelines.workers import forkserver, forkserver_is_safe
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
-           "TASKS_DDL", "plan_chunks", "plan_commits", "task_frame"]
+           "TASKS_DDL", "plan_chunks", "plan_commits", "start_decoders", "task_frame"]
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,10 @@ class BronzeResult:
         return [f for f in self.files if f.status == "failed"]
 
 
-def _decode_partition(cfg: Config, compiled: bool = False):
+def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = True):
     """The mapInArrow function: (path, source_id) rows → bronze batches; ``compiled``: rows
-    decoded by the compiled loop (``rowkernel``)."""
+    decoded by the compiled loop (``rowkernel``); ``in_workers``: in worker processes
+    (``bronze.decode_in_subprocess``), else in the task's own process."""
     b = cfg.bronze
     server_uuid = cfg.source.server_uuid or None
 
@@ -74,7 +76,7 @@ def _decode_partition(cfg: Config, compiled: bool = False):
                 yield from decode_file_batches(
                     path, source_id=source_id, server_uuid=server_uuid,
                     batch_rows=b.batch_rows, checksum=b.checksum,
-                    subprocess=b.decode_in_subprocess, chunk=chunk or 0, chunks=chunks or 1,
+                    subprocess=in_workers, chunk=chunk or 0, chunks=chunks or 1,
                     start_at=_start_at(path, chunk or 0, chunks or 1),
                     statement_text=b.statement_text, columnar=compiled)
 
@@ -90,14 +92,39 @@ def _start_at(path: str, chunk: int, chunks: int) -> int:
         return 4
 
 
-def decode_files(tasks, cfg: Config, compiled: bool = False):
+def decode_files(tasks, cfg: Config, compiled: bool = False, in_workers: bool | None = None):
     """Pure transform: a DataFrame of ``TASKS_DDL`` rows → bronze rows (``BRONZE_DDL``).
 
     A task row is a file, or one chunk of a file split among tasks (``reader.py``); each
     chunk's rows end with its closing END/ERROR row. ``compiled``: rows decoded by the
-    compiled loop (the same rows, docs/bronze.md).
+    compiled loop (the same rows, docs/bronze.md). ``in_workers``: decode in worker processes
+    (``None``: ``bronze.decode_in_subprocess``).
     """
-    return tasks.mapInArrow(_decode_partition(cfg, compiled), BRONZE_DDL)
+    if in_workers is None:
+        in_workers = cfg.bronze.decode_in_subprocess
+    return tasks.mapInArrow(_decode_partition(cfg, compiled, in_workers), BRONZE_DDL)
+
+
+def _in_workers(cfg: Config, paths: list[str]) -> bool:
+    """Whether a run decoding ``paths`` uses worker processes: when asked
+    (``bronze.decode_in_subprocess``) and the files hold at least ``bronze.inline_max_mb``
+    (below it, starting a worker costs more than the decoding it would take over)."""
+    return cfg.bronze.decode_in_subprocess and megabytes(paths) >= cfg.bronze.inline_max_mb
+
+
+def start_decoders(cfg: Config, paths: list[str], *, here: bool) -> bool:
+    """Prepare decoding ``paths``; whether rows are decoded by the compiled row loop (the
+    files hold at least ``bronze.compiled_min_mb``). ``here``: the engine runs the decoding
+    tasks in this process (the embedded engine): then the worker processes' server starts
+    now when the run will use it, with that loop loaded, instead of when the first task needs
+    a worker. The files already indexed count too (they are not known yet; a wasted start
+    costs only the server's own process). ``binlake bronze``/``index`` call it before
+    starting the engine, so that the server boots on the other core meanwhile;
+    :func:`run_bronze` calls it again (a no-op then)."""
+    compiled = rowkernel.installed() and megabytes(paths) >= cfg.bronze.compiled_min_mb
+    if here and _in_workers(cfg, paths) and forkserver_is_safe():
+        forkserver(row_kernel=compiled, start=True)
+    return compiled
 
 
 def task_frame(spark, tasks: list[tuple[str, str, int, int]], partitions: int):
@@ -141,13 +168,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     source_id = cfg.source.name
     lake = Lake.of(cfg)
     paths = select_files(binlog_dir, all_files=all_files, names=files)
-    compiled = (rowkernel.installed() and sum(os.path.getsize(p) for p in paths)
-                >= cfg.bronze.compiled_min_mb * 2**20)
-    if compiled and cfg.bronze.decode_in_subprocess:
-        # The decoding workers' forkserver starts now and loads the compiled row loop while
-        # this run reads and saves its file states (files already indexed included: a
-        # wasted load costs only that process's time).
-        forkserver(row_kernel=True)
+    compiled = start_decoders(cfg, paths, here=engine_name() == "sail")
     states = load_states(spark, lake)
     todo, result = [], BronzeResult()
     for path in paths:
@@ -177,12 +198,14 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         lake.delete_where(spark, BRONZE_EVENTS,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
+    in_workers = _in_workers(cfg, todo)
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
     for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):
         tasks = task_frame(spark, [(os.path.abspath(p), source_id, c, n) for p, c, n, _ in wave],
                            min(len(wave), cores))
-        decoded = filter_tables(decode_files(tasks, cfg, compiled), schemas, tables)
+        decoded = filter_tables(decode_files(tasks, cfg, compiled, in_workers),
+                                schemas, tables)
         lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
         release_freed_memory()
 

@@ -1,0 +1,66 @@
+"""When bronze's decoding worker processes start (``bronze/job.py``: ``start_decoders``).
+
+``binlake bronze``/``index`` start the workers' server before the engine, so that it boots
+(~0.5 s of imports, more with the compiled loop) on the other core while the command starts
+the engine; a run over less than ``bronze.inline_max_mb`` decodes in the task's own process
+and starts no worker at all. Each case runs the real command on the embedded engine in a
+fresh interpreter (the server is per process), with a spy on ``get_spark`` noting whether the
+server was running when the engine was asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parent.parent
+
+_SCRIPT = r"""
+import json, sys
+from multiprocessing import forkserver as fs
+import pipelines.session as session
+from pipelines.cli import main
+
+def running():
+    return fs._forkserver._forkserver_pid is not None
+
+seen = []
+real = session.get_spark
+def spy(*args, **kwargs):
+    seen.append(running())
+    return real(*args, **kwargs)
+session.get_spark = spy
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "at_engine": seen[0], "after": running()}))
+"""
+
+
+def _bronze(tmp_path: Path, inline_max_mb: float) -> dict:
+    env = {**os.environ, "BINLAKE_BRONZE_INLINE_MAX_MB": str(inline_max_mb)}
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, "--lake", str(tmp_path / f"lake{inline_max_mb}"),
+         "bronze", "--binlog-dir", str(REPO / "samples" / "binlogs"), "--all"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert "bronze: 5 file(s), 340 row changes" in out.stdout, out.stdout
+    return json.loads(lines[-1])
+
+
+def test_workers_start_before_the_engine(tmp_path: Path) -> None:
+    # The sample binlogs (200 KB) with inline_max_mb = 0: every run decodes in workers.
+    got = _bronze(tmp_path, 0)
+    assert got == {"code": 0, "at_engine": True, "after": True}
+
+
+def test_a_small_run_decodes_without_workers(tmp_path: Path) -> None:
+    # The same files under the default 4 MB: decoded in the task's process, no server.
+    got = _bronze(tmp_path, 4)
+    assert got == {"code": 0, "at_engine": False, "after": False}
