@@ -2,6 +2,6 @@
 
 import sys
 
-from pipelines.cli import main
+from pipelines.cli import command
 
-sys.exit(main())
+sys.exit(command())

@@ -21,7 +21,7 @@ from typing import Sequence
 from pipelines.config import Config, load_config
 from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
 
-__all__ = ["main", "build_parser", "stage_main"]
+__all__ = ["main", "command", "build_parser", "stage_main"]
 
 
 def _csv(value: str) -> list[str]:
@@ -339,6 +339,16 @@ def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
     return main(globals_ + [command] + rest)
 
 
+def command() -> int:
+    """The ``binlake`` console command and ``python -m pipelines`` (``pipelines.cli``):
+    :func:`main` in a process of its own. Such a process never runs IPython, which the Spark
+    Connect client imports, where it is installed, to size a progress bar (~0.05 s), and
+    then with ipykernel on the first DataFrame call to name notebook cells (~0.09 s): it is
+    kept out (pyspark falls back to 80 columns and plain call sites)."""
+    sys.modules.setdefault("IPython", None)  # `import IPython` then raises ImportError
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``binlake``; returns the process exit code."""
     args = build_parser().parse_args(argv)
@@ -377,4 +387,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

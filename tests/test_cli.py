@@ -115,3 +115,18 @@ def test_index_with_gold_dsn_runs_every_stage(tmp_path: Path, capsys) -> None:
                      "--gold-dsn", dsn]) == 0
         assert gold.execute("SELECT count(*) FROM binlake_gold.binlog_events")[0][0] == 340
         assert dsn.split("@")[0].split(":")[-1] not in capsys.readouterr().out
+
+
+def test_the_command_keeps_ipython_out(tmp_path: Path) -> None:
+    """``binlake`` (``cli.command``) runs without IPython: the Connect client imports it,
+    when installed, only to size a progress bar (with ipykernel on the first DataFrame call:
+    ~0.14 s of every command). ``main`` called from a notebook keeps it."""
+    code = ("import sys\n"
+            "from pipelines import cli\n"
+            f"sys.argv = ['binlake', '--lake', {str(tmp_path / 'lake')!r}, 'status']\n"
+            "rc = cli.command()\n"
+            "print(rc, sys.modules.get('IPython', 'absent'), 'ipykernel' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=str(Path(__file__).resolve().parents[1]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "0 None False"
