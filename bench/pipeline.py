@@ -19,7 +19,9 @@
    (``GOLD_SERVER_OPTIONS``; a fresh database each run; the DSN goes by environment, never on
    a command line).
 7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
-   input's last file) indexed after that history, against the same file on an empty lake.
+   input's last file) indexed after that history, against the same file on an empty lake;
+   in this process, and (``small-command``) as ``binlake index`` commands of their own, the
+   way a scheduled job indexes the newest file.
 
 The stages run in rounds, each stage once per round in the order above, ``--repeat`` rounds:
 a stage and its reference run within a minute of each other (this machine's speed drifts over
@@ -327,6 +329,28 @@ def _index_command(lake: Path, binlog_dir: Path, rows: int, gold=None):
     return run
 
 
+def _small_command(work: Path, paths: list[str], numbers, target: Path | None):
+    """``binlake index`` of one new small file (:func:`_next_small_file`) in a process of its
+    own, into ``target`` (None: a new empty lake each run)."""
+    def run() -> int:
+        n = next(numbers)
+        small = _next_small_file(work / f"next{n}", paths, n)
+        lake = target if target is not None else work / f"small{n}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+        cmd = [sys.executable, "-m", "pipelines", "--lake", str(lake), "index",
+               "--binlog-dir", str(small.parent), "--files", small.name]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"binlake index exited {done.returncode}: "
+                             f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        return SMALL_FILE_ROWS
+
+    return run
+
+
+SMALL_FILE_ROWS = 295  # samples/binlogs/mariadb-bin.000003: mariadb-binlog -v's row changes
+
+
 def _mariadb_binlog(paths: list[str], rows: int):
     exe = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
     if exe is None:
@@ -351,7 +375,7 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
 
 
 STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "index-command",
-          "index-gold", "small-file")
+          "index-gold", "small-file", "small-command")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,6 +477,9 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     unknown = stages - set(STAGES) - {"bronze", ""}
     if unknown:
         raise SystemExit(f"--stages: unknown {sorted(unknown)}; known: {', '.join(STAGES)}")
+    if stages & {"small-file", "small-command"} and not stages & {"index", "index-command"}:
+        raise SystemExit("--stages: small-file and small-command index after the history the "
+                         "index or index-command stage leaves: add one of them")
     one = {"bronze.commit_mb": 0, "silver.commit_mb": 0}
     first = measure("bronze", bronze(), "mariadb-binlog -v")  # round 1's: the row count
     rows = first.rows
@@ -480,6 +507,12 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
             plan.append(("small file, empty lake", one_new_file(None), ""))
             plan.append(("small file after the history", one_new_file(lake),
                          "small file, empty lake"))
+        if "small-command" in stages:
+            plan.append(("binlake index, small file, empty lake",
+                         _small_command(work, paths, numbers, None), ""))
+            plan.append(("binlake index, small file after the history",
+                         _small_command(work, paths, numbers, lake),
+                         "binlake index, small file, empty lake"))
         runs = rounds(plan, args.repeat, first)
     figures = [min(runs[name], key=lambda f: f.seconds) for name, _, _ in plan]
     if "mariadb-binlog" in stages:  # the reference first
