@@ -154,10 +154,9 @@ def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
     paths = _binlog_paths(args)
     _start_decoders(cfg, paths)
     spark = get_spark(cfg.engine)
-    if args.command == "index":
-        _warm_silver(cfg, paths)
     res = run_bronze(spark, cfg, binlog_dir=args.binlog_dir, all_files=args.all,
-                     files=args.files, schemas=args.schemas, tables=args.tables)
+                     files=args.files, schemas=args.schemas, tables=args.tables,
+                     on_todo=_warm_silver(cfg) if args.command == "index" else None)
     for f in res.files:
         line = (f"bronze: {f.binlog_file}: {f.status}, {f.events or 0} events, "
                 f"{f.row_changes or 0} row changes, last pos {f.last_pos}")
@@ -199,14 +198,18 @@ def _start_decoders(cfg: Config, paths: list[str]) -> None:
         start_decoders(cfg, paths, here=cfg.engine.kind == "sail" and not cfg.engine.remote)
 
 
-def _warm_silver(cfg: Config, paths: list[str]) -> None:
-    """``index`` over at least ``silver.compiled_min_mb`` of binlog: silver's compiled loops
-    load on a thread of their own while bronze decodes (docs/performance.md)."""
+def _warm_silver(cfg: Config):
+    """``index``: when bronze is about to decode at least ``silver.compiled_min_mb`` of
+    binlog (not counting the files already indexed), silver's compiled loops load on a
+    thread of their own while it decodes (docs/performance.md)."""
     from pipelines.bronze.files import megabytes
     from pipelines.silver.render_warm import warm_in_background
 
-    if paths and megabytes(paths) >= cfg.silver.compiled_min_mb:
-        warm_in_background()
+    def on_todo(todo: list[str]) -> None:
+        if todo and megabytes(todo) >= cfg.silver.compiled_min_mb:
+            warm_in_background()
+
+    return on_todo
 
 
 def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,38 @@ def test_a_small_run_decodes_without_workers(tmp_path: Path) -> None:
     # The same files under the default 4 MB: decoded in the task's process, no server.
     got = _bronze(tmp_path, 4)
     assert got == {"code": 0, "at_engine": False, "after": False}
+
+
+_LOADS = r"""
+import json, sys
+from pipelines.bronze import rowkernel
+from pipelines.cli import main
+from pipelines.silver import render_warm
+
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "silver_loops": render_warm._STARTED is not None,
+                  "row_loop": rowkernel.warmed()}))
+"""
+
+
+def test_compiled_loops_load_for_the_files_left_to_index(tmp_path: Path) -> None:
+    """``index --all`` over a directory whose big files are indexed already (a scheduled
+    job's run) loads no compiled loop for the small new one; the first run, which decodes
+    them, loads both. "Big" is 50 KB here (both thresholds lowered)."""
+    d = tmp_path / "binlogs"
+    d.mkdir()
+    for p in (REPO / "samples" / "binlogs").glob("mariadb-bin.00000[1-3]"):
+        shutil.copy(p, d / p.name)
+    env = {**os.environ, "BINLAKE_SILVER_COMPILED_MIN_MB": "0.05",
+           "BINLAKE_BRONZE_COMPILED_MIN_MB": "0.05"}
+
+    def index() -> dict:
+        out = subprocess.run([sys.executable, "-c", _LOADS, "--lake", str(tmp_path / "lake"),
+                              "index", "--binlog-dir", str(d), "--all"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert index() == {"code": 0, "silver_loops": True, "row_loop": True}
+    shutil.copy(REPO / "samples" / "binlogs" / "mariadb-bin.000004", d)  # 2.3 KB, 11 rows
+    assert index() == {"code": 0, "silver_loops": False, "row_loop": False}

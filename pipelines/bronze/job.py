@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import time
+from typing import Callable
 from dataclasses import dataclass, field
 
 
@@ -162,8 +163,11 @@ def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
 @holds_lease("bronze")
 def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                files: list[str] | None = None, schemas: list[str] | None = None,
-               tables: list[str] | None = None) -> BronzeResult:
-    """Index the chosen files into ``<lake>/bronze/binlog_events``; see the module docstring."""
+               tables: list[str] | None = None,
+               on_todo: Callable[[list[str]], None] | None = None) -> BronzeResult:
+    """Index the chosen files into ``<lake>/bronze/binlog_events``; see the module docstring.
+    ``on_todo``: called with the paths this run will decode (not those already indexed)
+    before it decodes them (``binlake index`` starts loading silver's loops there)."""
     started = time.monotonic()
     source_id = cfg.source.name
     lake = Lake.of(cfg)
@@ -199,6 +203,11 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
     in_workers = _in_workers(cfg, todo)
+    if not in_workers:  # decoded in this process: the loop only if loaded or worth loading
+        compiled = compiled and (rowkernel.warmed()
+                                 or megabytes(todo) >= cfg.bronze.compiled_min_mb)
+    if on_todo is not None:
+        on_todo(todo)
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
     for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):

@@ -168,8 +168,8 @@ def warm() -> bool:
 
 
 def warmed() -> bool:
-    """Whether this process has the loop loaded (:func:`warm`)."""
-    return _WARM
+    """Whether this process has the loop loaded (:func:`warm`, or a decoding that used it)."""
+    return _WARM or (_KERNEL is not None and bool(_KERNEL.signatures))
 
 
 def run(buf: np.ndarray, pos: int, end: int, kind: int, prog_a: np.ndarray,
