@@ -347,8 +347,12 @@ def command() -> int:
     :func:`main` in a process of its own. Such a process never runs IPython, which the Spark
     Connect client imports, where it is installed, to size a progress bar (~0.05 s), and
     then with ipykernel on the first DataFrame call to name notebook cells (~0.09 s): it is
-    kept out (pyspark falls back to 80 columns and plain call sites)."""
-    sys.modules.setdefault("IPython", None)  # `import IPython` then raises ImportError
+    kept out (pyspark falls back to 80 columns and plain call sites). Not where Spark or
+    Databricks started this Python: the platform's own code may use it there."""
+    from pipelines.session import launched_by_spark
+
+    if not launched_by_spark():
+        sys.modules.setdefault("IPython", None)  # `import IPython` then raises ImportError
     return main()
 
 

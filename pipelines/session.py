@@ -21,8 +21,8 @@ from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 from pipelines.memory import limit_malloc_arenas, use_system_allocator
 
-__all__ = ["get_spark", "engine_name", "stop_engine", "start_sail_server", "delta_jar_paths",
-           "delta_spark_conf", "local_spark_conf", "default_delta_jars_dir"]
+__all__ = ["get_spark", "engine_name", "launched_by_spark", "stop_engine", "start_sail_server",
+           "delta_jar_paths", "delta_spark_conf", "local_spark_conf", "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _drop_connect_env() -> None:
 
 
 def _active():
-    if _launched_by_spark():
+    if launched_by_spark():
         return _launcher_session()
     try:
         from pyspark.sql import SparkSession
@@ -83,7 +83,7 @@ def _launcher_session():
         raise EngineError(f"could not attach to the Spark that launched binlake: {exc}") from exc
 
 
-def _launched_by_spark() -> bool:
+def launched_by_spark() -> bool:
     """True in a Python that spark-submit (its JVM passes the gateway port) or a Databricks
     job started: the session to use is the platform's, not one binlake makes."""
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("DATABRICKS_RUNTIME_VERSION"))

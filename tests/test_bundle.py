@@ -50,7 +50,7 @@ def _tasks(bundle: dict):
 def _parse(script: str, target: str, params: list[str]):
     """Parse ``params`` as the console script ``script`` would (``binlake`` or a stage's)."""
     parser = build_parser()
-    if target == "pipelines.cli:main":
+    if target == "pipelines.cli:command":
         return parser.parse_args(params)
     stage = re.fullmatch(r"pipelines\.(\w+)\.__main__:main", target).group(1)
     return parser.parse_args([stage, *params])
