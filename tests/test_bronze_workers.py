@@ -3,9 +3,9 @@
 ``binlake bronze``/``index`` start the workers' server before the engine, so that it boots
 (~0.5 s of imports, more with the compiled loop) on the other core while the command starts
 the engine; a run over less than ``bronze.inline_max_mb`` decodes in the task's own process
-and starts no worker at all. Each case runs the real command on the embedded engine in a
-fresh interpreter (the server is per process), with a spy on ``get_spark`` noting whether the
-server was running when the engine was asked for.
+and starts no worker at all, and fails a file on a decoder bug as a dying worker would. Each
+case runs on the embedded engine in a fresh interpreter (the server is per process), with a
+spy on ``get_spark`` noting whether the server was running when the engine was asked for.
 """
 
 from __future__ import annotations
@@ -100,3 +100,38 @@ def test_compiled_loops_load_for_the_files_left_to_index(tmp_path: Path) -> None
     assert index() == {"code": 0, "silver_loops": True, "row_loop": True}
     shutil.copy(REPO / "samples" / "binlogs" / "mariadb-bin.000004", d)  # 2.3 KB, 11 rows
     assert index() == {"code": 0, "silver_loops": False, "row_loop": False}
+
+
+_FAULT = r"""
+import json, sys
+from pipelines.bronze import records
+from pipelines.bronze.job import run_bronze
+from pipelines.config import load_config
+from pipelines.session import get_spark
+
+real = records.BronzeBatcher.add
+def add(self, event):  # a decoder bug in one file (fault injection: no worker to die)
+    if self.binlog_file == "mariadb-bin.000002":
+        raise RuntimeError("injected decoder bug")
+    return real(self, event)
+records.BronzeBatcher.add = add
+cfg = load_config(env={}, overrides={"lake.root": sys.argv[1]})
+res = run_bronze(get_spark(cfg.engine), cfg, binlog_dir=sys.argv[2], all_files=True)
+print(json.dumps({f.binlog_file: [f.status, f.row_changes, f.error] for f in res.files}))
+"""
+
+
+def test_a_decoder_bug_in_the_task_fails_only_its_file(tmp_path: Path) -> None:
+    """Decoded in the task (a small run), an unexpected error ends that file's chunk with its
+    ERROR row as a dying worker would: the other file still commits, the run completes."""
+    d = tmp_path / "binlogs"
+    d.mkdir()
+    for name in ("mariadb-bin.000002", "mariadb-bin.000003"):
+        shutil.copy(REPO / "samples" / "binlogs" / name, d / name)
+    out = subprocess.run([sys.executable, "-c", _FAULT, str(tmp_path / "lake"), str(d)],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["mariadb-bin.000003"] == ["completed", 295, None]
+    status, _, error = got["mariadb-bin.000002"]
+    assert status == "failed" and error == "decoder failed: RuntimeError: injected decoder bug"

@@ -78,13 +78,26 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
     row so the other files of the job still commit.
     """
     if not subprocess:
-        yield from _inline(path, source_id, server_uuid, batch_rows, checksum, chunk, chunks,
-                           start_at, statement_text, columnar)
+        yield from _guarded(_inline(path, source_id, server_uuid, batch_rows, checksum, chunk,
+                                    chunks, start_at, statement_text, columnar),
+                            path, source_id, chunk, chunks)
         return
     args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks, start_at,
             statement_text, columnar)
     run = _forked if forkserver_is_safe() else _spawned
     yield from run(*args)
+
+
+def _guarded(batches: Iterator[pa.RecordBatch], path: str, source_id: str, chunk: int,
+             chunks: int) -> Iterator[pa.RecordBatch]:
+    """Decoding in this process ends as a worker's does when something other than bad input
+    goes wrong (a decoder bug): with the chunk's ERROR row, not a failed engine task, so the
+    job's other files still commit and the file is redone on the next run."""
+    try:
+        yield from batches
+    except Exception as exc:  # noqa: BLE001 - anything a worker's death would have covered
+        yield _error_batch(path, source_id, f"decoder failed: {type(exc).__name__}: {exc}",
+                           chunk, chunks)
 
 
 def _worker_body(conn, *args) -> None:
