@@ -37,8 +37,8 @@ from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake
 
 __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "megabytes", "load_states",
-           "save_states",
-           "latest_states", "Compacted", "compact_states", "superseded_keys", "compaction_due"]
+           "save_states", "latest_states", "Compacted", "compact_states", "superseded_keys",
+           "compaction_due"]
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import json
 import logging
 import os
 import time
-from typing import Callable
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 from pipelines.bronze import rowkernel
@@ -30,8 +30,8 @@ from pipelines.config import Config
 from pipelines.delta_ops import sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
-from pipelines.session import engine_name
 from pipelines.memory import release_freed_memory
+from pipelines.session import engine_name
 from pipelines.workers import forkserver, forkserver_is_safe
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
