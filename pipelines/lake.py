@@ -398,8 +398,11 @@ BRONZE_EVENTS = register("bronze", "binlog_events", [
     ("after_present", "array<boolean>"), ("query", "string"),
     # dbtrail's columns (docs/gold.md), added later: last, so an older table evolves to this.
     ("query_text", "string"), ("commit_ts_us", "bigint"),
+    # A row change's TABLE_MAP facts by reference (docs/bronze.md), added later.
+    ("table_map_hash", "bigint"),
 ], partition_by=("source_id", "binlog_file"),
-    description="Raw decoded events: one row per row change, DDL, incident, file end.")
+    description="Raw decoded events: one row per row change, DDL, incident, file end, and "
+    "per decoding task one TABLE_MAP row per distinct table map its row changes name.")
 BRONZE_FILES = register(
     "bronze", "files",
     "source_id string, binlog_file string, path string, size bigint, status string, "

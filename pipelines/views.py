@@ -5,7 +5,10 @@ from __future__ import annotations
 from pipelines.config import Config
 from pipelines.lake import Lake, lake_tables
 
-__all__ = ["LAKE_TABLES", "register_views"]
+__all__ = ["LAKE_TABLES", "TABLE_MAPS_VIEW", "register_views"]
+
+# The distinct TABLE_MAP facts bronze's row changes name by table_map_hash (docs/bronze.md).
+TABLE_MAPS_VIEW = "bronze_table_maps"
 
 # view name → (layer, table directory): every registered table, by its catalog name and the
 # older short names (``quarantine``, ``schema_snapshots``, …).
@@ -30,12 +33,24 @@ def register_views(spark, cfg: Config, *, global_views: bool = False) -> list[st
                 from pipelines.bronze.files import latest_states
 
                 df = latest_states(df)
-            for view in (table.table_name, *table.aliases):
+            views = [(view, df) for view in (table.table_name, *table.aliases)]
+            if table.key == "bronze/binlog_events":
+                views.append((TABLE_MAPS_VIEW, _table_maps(df)))
+            for view, frame in views:
                 if global_views:
-                    df.createOrReplaceGlobalTempView(view)
+                    frame.createOrReplaceGlobalTempView(view)
                 else:
-                    df.createOrReplaceTempView(view)
+                    frame.createOrReplaceTempView(view)
                 names.append(view)
     from pipelines.mirror.views import register_mirror_views
     names += register_mirror_views(spark, cfg, global_views=global_views)
     return names
+
+
+def _table_maps(bronze):
+    from pipelines.bronze.records import TABLE_MAP_FIELDS
+
+    return (bronze.where("event_type = 'TABLE_MAP'")
+            .select("table_map_hash", "schema_name", "table_name", "column_count",
+                    *TABLE_MAP_FIELDS)
+            .dropDuplicates(["table_map_hash"]))

@@ -152,7 +152,12 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
     d = tmp_path / "one"
     d.mkdir()
     shutil.copy(samples / "mariadb-bin.000003", d / "mariadb-bin.000003")
-    cols = "binlog_file, start_pos, end_pos, row_in_event, gtid, trx_pos, event_type, row_before, row_after"
+    cols = ("binlog_file, start_pos, end_pos, row_in_event, gtid, trx_pos, event_type, "
+            "row_before, row_after, table_map_hash")
+    # Each task writes the TABLE_MAP facts its row changes name once: compared distinct.
+    facts = ("table_map_hash, schema_name, table_name, column_count, column_types, column_meta, "
+             "column_nullable, column_names, column_unsigned, column_charsets, primary_key, "
+             "enum_values, set_values")
     results = {}
     variants = (("whole", {}), ("split", {"bronze.parallelism": 4, "bronze.min_chunk_mb": 0}),
                 # 30 KB per commit: the 95 KB file in chunks of 15 KB, two per commit
@@ -161,10 +166,14 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
     for label, extra in variants:
         cfg = cfg_for(tmp_path / label, **extra)
         (st,) = run_bronze(spark, cfg, binlog_dir=str(d), all_files=True).files
-        rows = spark.sql(f"SELECT {cols} FROM delta.`{cfg.table_path('bronze', 'binlog_events')}` "
-                         "WHERE event_type NOT IN ('END', 'ERROR')").collect()
+        table = f"delta.`{cfg.table_path('bronze', 'binlog_events')}`"
+        rows = spark.sql(f"SELECT {cols} FROM {table} "
+                         "WHERE event_type NOT IN ('END', 'ERROR', 'TABLE_MAP')").collect()
+        maps = spark.sql(f"SELECT DISTINCT {facts} FROM {table} "
+                         "WHERE event_type = 'TABLE_MAP'").collect()
         results[label] = (st.status, st.events, st.row_changes, st.last_pos,
-                          sorted(tuple(map(repr, r)) for r in rows))
+                          sorted(tuple(map(repr, r)) for r in rows),
+                          sorted(tuple(map(repr, r)) for r in maps))
         closing = spark.sql(f"SELECT count(*) AS n FROM delta.`{cfg.table_path('bronze', 'binlog_events')}` "
                             "WHERE event_type = 'END'").collect()[0]["n"]
         assert closing == {"whole": 1, "split": 4, "commits": 7}[label]
@@ -173,6 +182,7 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
     assert results["split"] == results["whole"]
     assert results["commits"] == results["whole"]
     assert results["whole"][2] == 295  # mariadb-binlog -v: 295 row changes in this file
+    assert len(results["whole"][5]) == 3  # its three tables' TABLE_MAPs
 
 
 def test_incident_is_recorded_and_shown_as_a_gap(spark, tmp_path: Path, corpus: Path, capsys) -> None:

@@ -15,6 +15,7 @@ import pytest
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.framing import event_starts_before, iter_raw_events
 from pipelines.bronze.reader import chunk_start
+from tests.support.bronze_maps import split_maps
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 CORPUS_FILES = [  # MySQL 5.7 (checksum CRC32 and OFF)
@@ -36,7 +37,7 @@ def _decode(path: Path, chunk: int = 0, chunks: int = 1, start_at: int = 4) -> p
 
 def _changes(t: pa.Table) -> list[dict]:
     rows = t.to_pylist()
-    return [r for r in rows if r["event_type"] not in ("END", "ERROR")]
+    return [r for r in rows if r["event_type"] not in ("END", "ERROR", "TABLE_MAP")]
 
 
 def test_event_starts_before_finds_the_last_event_at_or_before(corpus: Path) -> None:
@@ -54,12 +55,14 @@ def test_event_starts_before_finds_the_last_event_at_or_before(corpus: Path) -> 
 def test_chunks_from_their_start_equal_the_whole_file(corpus: Path, chunks: int) -> None:
     for path in _files(corpus):
         whole = _changes(_decode(path))
-        pieces = []
+        pieces, maps = [], set()
         for k in range(chunks):
             at = chunk_start(str(path), k, chunks)
             assert at >= 4
             from_start = _decode(path, k, chunks, start_at=at)
             assert from_start.equals(_decode(path, k, chunks)), (path.name, k)
             pieces += _changes(from_start)
+            maps.update(split_maps(from_start.to_pylist())[1])
         assert pieces == whole, path.name
+        assert sorted(maps) == split_maps(_decode(path).to_pylist())[1], path.name
         assert whole, path.name  # the file has row changes to compare

@@ -115,6 +115,12 @@ def test_stages_write_only_registered_tables_and_vacuum_and_views_cover_them(
     assert "quarantine" in views  # the older short name still answers
     n = spark.sql("SELECT count(*) AS n FROM silver_binlog_events").collect()[0]["n"]
     assert n == Lake.of(cfg).read(spark, SILVER_EVENTS).count() > 0
+    # A row change's TABLE_MAP facts, joined as docs/bronze.md shows: every change has them.
+    changes, named = spark.sql(
+        "SELECT count(*) AS n, count(m.column_names) AS named FROM bronze_binlog_events c "
+        "LEFT JOIN bronze_table_maps m USING (table_map_hash) "
+        "WHERE c.event_type IN ('INSERT', 'UPDATE', 'DELETE')").collect()[0]
+    assert changes == named > 0
 
 
 def test_silver_keeps_statistics_for_what_readers_filter_by(spark, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from pipelines.bronze import coltypes as T
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.records import BRONZE_SCHEMA
+from pipelines.bronze.table_maps import table_maps_in, with_facts
 from pipelines.config import Dsn
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import BatchRenderer
@@ -33,12 +34,18 @@ _CHANGES = pa.array(["INSERT", "UPDATE", "DELETE"])
 UTF8MB4_GENERAL_CI, BINARY = 45, 63
 
 
-def _decoded(paths: list[Path], batch_rows: int, *, source_per_file: bool = False
-             ) -> list[pa.RecordBatch]:
+def _decoded(paths: list[Path], batch_rows: int, *, source_per_file: bool = False,
+             facts: bool = True) -> list[pa.RecordBatch]:
+    """Bronze batches of ``paths``; ``facts``: each row change with its TABLE_MAP facts on
+    the row (as older bronze had them: the reference reads them there), else as bronze
+    writes them now (named by table_map_hash)."""
     out = []
     for i, p in enumerate(paths):
         out += decode_file_batches(str(p), source_id=f"src{i}" if source_per_file else "src",
                                    subprocess=False, batch_rows=batch_rows)
+    if facts:
+        maps = table_maps_in(out)
+        out = [with_facts(b, maps) for b in out]
     return out
 
 
@@ -48,7 +55,9 @@ def _plan(batches: list[pa.RecordBatch], snapshots=()) -> NamingPlan:
         q = b.filter(pc.equal(b.column("event_type"), "QUERY"))
         ddl += [tuple(r.values()) for r in q.select(
             ["source_id", "binlog_file", "start_pos", "schema_name", "query"]).to_pylist()]
-    return NamingPlan.build(ddl, list(snapshots))
+    plan = NamingPlan.build(ddl, list(snapshots))
+    plan.table_maps = table_maps_in(batches)
+    return plan
 
 
 def _changes(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
@@ -189,6 +198,28 @@ def test_unrenderable_rows_get_the_reference_reason() -> None:
     assert "ENUM index 7" in reasons[0] and "2 values" in reasons[1]
     assert "not valid utf8mb4" in reasons[2] and "primary key column id" in reasons[3]
     assert "without its key image" in reasons[4]
+
+
+def test_row_changes_named_by_table_map_hash_render_as_with_their_facts(corpus: Path) -> None:
+    """Bronze names a row change's TABLE_MAP facts by table_map_hash (its TABLE_MAP rows): the
+    renderer looks them up in the plan and renders exactly what the same rows carrying their
+    facts give; a hash the plan lacks quarantines the rows, never guessed."""
+    paths = _corpus_files(corpus)[:12]
+    hashed = _decoded(paths, 250, source_per_file=True, facts=False)
+    plan = _plan(hashed)
+    maps = plan.table_maps
+    assert maps and all(b.column("column_types").null_count == b.num_rows
+                        for b in _changes(hashed))
+    with_own = [with_facts(b, maps) for b in _changes(hashed)]
+    assert sum(b.column("column_types").null_count for b in with_own) == 0
+    renderer, reference = BatchRenderer(plan), BatchRenderer(plan)
+    for b, own in zip(_changes(hashed), with_own):
+        assert [t.to_pylist() for t in renderer.render(b)] == \
+            [t.to_pylist() for t in reference.render(own)]
+    plan.table_maps = {}
+    silver, held = BatchRenderer(plan).render(_changes(hashed)[0])
+    assert silver.num_rows == 0 and held.num_rows == _changes(hashed)[0].num_rows
+    assert "TABLE_MAP row" in held.column("reason")[0].as_py()
 
 
 def test_worker_processes_return_the_batches_in_order(corpus: Path) -> None:

@@ -19,6 +19,7 @@ on (``bronze.statement_text``: a statement of N rows is stored N times, off by d
 
 from __future__ import annotations
 
+import hashlib
 import json
 from itertools import repeat
 from typing import Iterable, Iterator
@@ -33,7 +34,8 @@ from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError
 from pipelines.lake import BRONZE_EVENTS
 
-__all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches"]
+__all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches", "TABLE_MAP_FIELDS",
+           "table_map_hash"]
 
 # Declared once in the lake registry; the Arrow schema the decoders write and the Spark DDL
 # (mapInArrow's return type) are derived from it.
@@ -42,13 +44,22 @@ BRONZE_DDL = BRONZE_EVENTS.ddl()
 _STMT_END = 0x0001  # rows event flag: the statement's last rows event (Rows_log_event::STMT_END_F)
 # A batch is also full at this many bytes of row images (wide rows: memory bounded by bytes).
 _MAX_IMAGE_BYTES = 64 << 20
-_TM_FIELDS = ["column_count", "column_types", "column_meta", "column_nullable", "column_names",
-              "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values"]
+# A TABLE_MAP's facts: on the TABLE_MAP rows only; a row change names them by table_map_hash.
+TABLE_MAP_FIELDS = ["column_types", "column_meta", "column_nullable", "column_names",
+                    "column_unsigned", "column_charsets", "primary_key", "enum_values",
+                    "set_values"]
 
 
 def _tm_values(tm: TableMap) -> list:
-    return [tm.column_count, tm.column_types, tm.column_meta, tm.nullable, tm.column_names,
-            tm.unsigned, tm.charsets, tm.primary_key, tm.enum_values, tm.set_values]
+    return [tm.column_types, tm.column_meta, tm.nullable, tm.column_names, tm.unsigned,
+            tm.charsets, tm.primary_key, tm.enum_values, tm.set_values]
+
+
+def table_map_hash(values: list) -> int:
+    """The key of a TABLE_MAP's facts (``TABLE_MAP_FIELDS`` values, in order): equal facts,
+    equal key; 64 bits of BLAKE2b over their ``repr``."""
+    text = repr(values).encode("utf-8", "backslashreplace")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
 
 
 class BronzeBatcher:
@@ -68,6 +79,7 @@ class BronzeBatcher:
         self.commit_ts_us: int | None = None
         self.query_text: str | None = None
         self._sizes = (1024, 16384, 1 << 20)  # starting room of the image sinks
+        self._written: set[int] = set()  # table_map_hash of the TABLE_MAP rows emitted
         self._reset()
 
     def _reset(self) -> None:
@@ -80,8 +92,10 @@ class BronzeBatcher:
         # row_before / row_after: Arrow buffers (the compiled row loop writes into them)
         self._before = ImageSink(*self._sizes)
         self._after = ImageSink(*self._sizes)
-        self._tm_index: list[int | None] = []
+        self._tm_index: list[int | None] = []  # per row: its TABLE_MAP's slot
+        self._facts_index: list[int | None] = []  # per TABLE_MAP row: the slot it writes
         self._tms: list[TableMap] = []
+        self._hashes: list[int] = []  # per slot
         self._tm_slot: dict[int, int] = {}
 
     def __len__(self) -> int:
@@ -157,6 +171,7 @@ class BronzeBatcher:
         c["query_text"].append(None)
         c["commit_ts_us"].append(self.commit_ts_us if etype == "QUERY" else None)
         self._tm_index.append(None)
+        self._facts_index.append(None)
 
     def _add_rows(self, e: ev.RowsEvent) -> None:
         """All row changes of one event at once: column-wise extends, not per-row appends.
@@ -216,8 +231,30 @@ class BronzeBatcher:
         if slot is None:
             slot = self._tm_slot[key] = len(self._tms)
             self._tms.append(tm)
+            self._hashes.append(table_map_hash(_tm_values(tm)))
         self._tm_index.extend(repeat(slot, n))
+        self._facts_index.extend(repeat(None, n))
         self.row_changes += n
+        if self._hashes[slot] not in self._written:
+            self._written.add(self._hashes[slot])
+            self._map_row(h, tm, slot)
+
+    def _map_row(self, h, tm: TableMap, slot: int) -> None:
+        """The TABLE_MAP row after the first rows event naming a map (in this batcher's rows):
+        that event's position and context, ``row_in_event`` -1, the facts (at flush)."""
+        c = self._cols
+        for name in ("server_id", "start_pos", "end_pos", "event_timestamp", "gtid", "trx_pos",
+                     "connection_id", "schema_name", "table_name", "table_id",
+                     "commit_ts_us"):
+            c[name].append(c[name][-1])
+        c["row_in_event"].append(-1)
+        c["event_type"].append("TABLE_MAP")
+        for name in ("before_present", "after_present", "query", "query_text"):
+            c[name].append(None)
+        self._before.add_nulls(1)
+        self._after.add_nulls(1)
+        self._tm_index.append(slot)
+        self._facts_index.append(slot)
 
     def add_closing(self, *, ok: bool, pos: int, info: dict, timestamp: int = 0,
                     chunk: int = 0) -> None:
@@ -257,11 +294,16 @@ class BronzeBatcher:
         self._sizes = (self._before.lvalid.shape[0], self._before.vvalid.shape[0],
                        max(self._before.data.shape[0], self._after.data.shape[0]))
         idx = pa.array(self._tm_index, pa.int32())
+        facts = pa.array(self._facts_index, pa.int32())
+        small = {"column_count": pa.array([tm.column_count for tm in self._tms], pa.int32()),
+                 "table_map_hash": pa.array(self._hashes, pa.int64())}
         per_tm = [_tm_values(tm) for tm in self._tms]
-        for j, name in enumerate(_TM_FIELDS):
+        for j, name in enumerate(TABLE_MAP_FIELDS):
+            small[name] = pa.array([v[j] for v in per_tm], BRONZE_SCHEMA.field(name).type)
+        for name, values in small.items():
             ftype = BRONZE_SCHEMA.field(name).type
-            small = pa.array([vals[j] for vals in per_tm], ftype)
-            arrays[name] = pc.take(small, idx) if per_tm else pa.nulls(n, ftype)
+            at = facts if name in TABLE_MAP_FIELDS else idx
+            arrays[name] = pc.take(values, at) if per_tm else pa.nulls(n, ftype)
         batch = pa.RecordBatch.from_arrays([arrays[f.name] for f in BRONZE_SCHEMA],
                                            schema=BRONZE_SCHEMA)
         self._reset()

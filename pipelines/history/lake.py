@@ -74,13 +74,21 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
     files = [r[0] for r in rows_df.select("binlog_file").distinct().collect()]
     if not files:
         return []
-    b = bronze(spark, cfg).where("binlog_file IN (" + ", ".join(sql_string(f) for f in files)
-                                 + ")").select(*KEY, *TM_COLUMNS)
+    in_files = "binlog_file IN (" + ", ".join(sql_string(f) for f in files) + ")"
+    b = bronze(spark, cfg).where(in_files).select(*KEY, *TM_COLUMNS, "table_map_hash")
     joined = rows_df.join(b, KEY, "left").orderBy("seq").collect()
     plan = plan or naming_plan(spark, cfg)
+    maps = None
     out = []
     for r in joined:
         d = r.asDict()
+        if d["column_types"] is None and d["table_map_hash"] is not None:
+            if maps is None:  # bronze's TABLE_MAP rows (docs/bronze.md)
+                from pipelines.bronze.table_maps import read_table_maps
+                from pipelines.lake import Lake
+
+                maps = read_table_maps(spark, Lake.of(cfg), in_files)
+            d.update(maps.get(d["table_map_hash"], {}))
         if d["column_types"] is None:
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
                                       "bronze row is missing (bronze rebuilt without it?)")

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
+from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
 from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sql_string,
                                  target_file_size)
@@ -113,6 +114,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
     where = _in_files(res.files)
+    plan.table_maps = read_table_maps(spark, lake, where)
     slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
 
     def pending(part: str = where):

@@ -39,7 +39,8 @@ def position_key(binlog_file: str, pos: int) -> int:
 
 @dataclass(frozen=True)
 class BronzeTableMap:
-    """The TABLE_MAP facts bronze keeps on every row (see ``records.BRONZE_SCHEMA``)."""
+    """The TABLE_MAP facts of a row change (bronze's TABLE_MAP row, see
+    ``records.TABLE_MAP_FIELDS``)."""
 
     column_types: tuple[int, ...]
     column_meta: tuple[int, ...]
@@ -80,6 +81,8 @@ class NamingPlan:
 
     ddl: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     snapshots: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+    # table_map_hash → the facts of bronze's TABLE_MAP rows (``bronze.table_maps``)
+    table_maps: dict[int, dict[str, Any]] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
     _merged: dict = field(default_factory=dict, repr=False)
 

@@ -97,15 +97,34 @@ class BatchRenderer:
         event_rows = events.column("i_list").combine_chunks()
         first = pc.list_element(event_rows, 0)
         tm_cols = [batch.column(c).take(first) for c in _TM]
+        hashes = batch.column("table_map_hash").take(first)
         table = pa.table([batch.column(k).take(first) for k in keys]
                          + [_fingerprint(c) for c in tm_cols]
-                         + [pa.array(np.arange(len(first)))], names=keys + _TM + ["e"])
-        grouped = table.group_by(keys + _TM, use_threads=False).aggregate([("e", "list")])
+                         + [hashes, pa.array(np.arange(len(first)))],
+                         names=keys + _TM + ["h", "e"])
+        grouped = table.group_by(keys + _TM + ["h"], use_threads=False).aggregate(
+            [("e", "list")])
         members = grouped.column("e_list").combine_chunks()
-        for g, key in enumerate(grouped.select(keys).to_pylist()):
+        for g, key in enumerate(grouped.select(keys + ["h"]).to_pylist()):
             evs = members[g].values
             rows = event_rows.take(evs).flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-            yield from self._epochs(key, rows, _table_map(tm_cols, int(evs[0].as_py())))
+            tm = self._table_map(tm_cols, int(evs[0].as_py()), key["h"])
+            if isinstance(tm, SchemaMismatchError):
+                yield rows, tm
+            else:
+                yield from self._epochs(key, rows, tm)
+
+    def _table_map(self, tm_cols: list[pa.Array], j: int, table_map_hash: int | None
+                   ) -> BronzeTableMap | SchemaMismatchError:
+        """The TABLE_MAP facts of event ``j``: its own (bronze written before the TABLE_MAP
+        rows), else those its ``table_map_hash`` names (the plan's ``table_maps``)."""
+        if table_map_hash is None or tm_cols[0][j].is_valid:
+            return _table_map(tm_cols, j)
+        facts = self.plan.table_maps.get(table_map_hash)
+        if facts is None:
+            return SchemaMismatchError(f"the TABLE_MAP row {table_map_hash} its rows name is "
+                                       "missing from bronze")
+        return table_map_of(facts)
 
     def _epochs(self, key: dict, rows: np.ndarray, tm: BronzeTableMap
                 ) -> Iterator[tuple[np.ndarray, object]]:

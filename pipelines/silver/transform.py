@@ -24,6 +24,7 @@ BRONZE_INPUT = [
     "event_type", "column_count", "column_types", "column_meta", "column_names",
     "column_unsigned", "column_charsets", "primary_key", "enum_values", "set_values",
     "row_before", "row_after", "before_present", "after_present", "query_text", "commit_ts_us",
+    "table_map_hash",
 ]
 # Declared once in the lake registry (silver/binlog_events, silver/quarantine): the rows the
 # Arrow task renders are the table's columns less those added after it.
