@@ -87,6 +87,8 @@ def table_faults(path: str, label: str, storage: object | None = None) -> list[d
     commits = _commits(log_dir, storage)
     latest = commits[-1][0] if commits else -1
     checkpoint = _checkpoint_version(log_dir, storage)
+    if not commits and checkpoint < 0:
+        return []  # no commit: a creation killed before its first one (nothing was written)
     for version, file in commits:
         if version <= checkpoint:
             continue

@@ -117,6 +117,15 @@ def test_torn_latest_commit_is_named_shown_and_repaired(spark, tmp_path, silver_
     assert list((lake / "_binlake" / "damaged").glob(f"*/{table}/_delta_log/{commit.name}"))
 
 
+def test_a_table_killed_before_its_first_commit_is_created_by_the_rerun(spark, tmp_path) -> None:
+    """kill -9 while a stage creates a table can leave its _delta_log with no commit: nothing
+    was written, so the re-run creates the table (it said "the lake is damaged" and stopped)."""
+    lake = tmp_path / "lake"
+    (lake / "bronze" / "files" / "_delta_log").mkdir(parents=True)
+    _ok(binlake(lake, *BRONZE_ALL))
+    assert_bronze_once(spark, lake, SAMPLE_FILES)
+
+
 def test_torn_commit_that_is_not_the_latest_is_refused_by_name(tmp_path, silver_lake) -> None:
     lake = _copy(silver_lake, tmp_path / "lake")
     commit = sorted((lake / "silver/binlog_events/_delta_log").glob("*.json"))[0]

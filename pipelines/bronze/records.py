@@ -80,6 +80,7 @@ class BronzeBatcher:
         self.query_text: str | None = None
         self._sizes = (1024, 16384, 1 << 20)  # starting room of the image sinks
         self._written: set[int] = set()  # table_map_hash of the TABLE_MAP rows emitted
+        self._map_at = (-1, 0)  # (position, row_in_event) of the last TABLE_MAP row
         self._reset()
 
     def _reset(self) -> None:
@@ -241,13 +242,16 @@ class BronzeBatcher:
 
     def _map_row(self, h, tm: TableMap, slot: int) -> None:
         """The TABLE_MAP row after the first rows event naming a map (in this batcher's rows):
-        that event's position and context, ``row_in_event`` -1, the facts (at flush)."""
+        that event's position and context, the facts (at flush), ``row_in_event`` -1 (-2, -3
+        for the next maps first named at the same position: the inner events of a
+        TRANSACTION_PAYLOAD share it), so that no two bronze rows share a key."""
         c = self._cols
         for name in ("server_id", "start_pos", "end_pos", "event_timestamp", "gtid", "trx_pos",
                      "connection_id", "schema_name", "table_name", "table_id",
                      "commit_ts_us"):
             c[name].append(c[name][-1])
-        c["row_in_event"].append(-1)
+        at = self._map_at = (h.pos, self._map_at[1] - 1 if self._map_at[0] == h.pos else -1)
+        c["row_in_event"].append(at[1])
         c["event_type"].append("TABLE_MAP")
         for name in ("before_present", "after_present", "query", "query_text"):
             c[name].append(None)
