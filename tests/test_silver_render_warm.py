@@ -21,6 +21,7 @@ _SCRIPT = r"""
 import json, sys
 import pyarrow as pa, pyarrow.compute as pc
 from pipelines.bronze.decode_task import decode_file_batches
+from pipelines.bronze.table_maps import table_maps_in
 from pipelines.silver import render_fast, render_jit, render_warm
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import BatchRenderer
@@ -40,16 +41,19 @@ def spy(*args):
     used.append(out is not None)
     return out
 render_fast.render = spy
-batches, ddl = [], []
+batches, ddl, maps = [], [], {}
 for path in sys.argv[1:]:
     for b in decode_file_batches(path, source_id="s", subprocess=False, batch_rows=5000):
+        maps.update(table_maps_in([b]))
         q = b.filter(pc.equal(b.column("event_type"), "QUERY"))
         ddl += [tuple(r.values()) for r in q.select(
             ["source_id", "binlog_file", "start_pos", "schema_name", "query"]).to_pylist()]
         b = b.filter(pc.is_in(b.column("event_type"), pa.array(["INSERT", "UPDATE", "DELETE"])))
         if b.num_rows:
             batches.append(b)
-renderer = BatchRenderer(NamingPlan.build(ddl, []), compiled=True)
+plan = NamingPlan.build(ddl, [])
+plan.table_maps = maps
+renderer = BatchRenderer(plan, compiled=True)
 rows = sum(renderer.render(b)[0].num_rows for b in batches)
 print(json.dumps({"ok": ok, "before": before, "warmed": warmed, "after": loaded(),
                   "compiled_groups": sum(used), "rows": rows}))
