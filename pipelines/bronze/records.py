@@ -238,9 +238,9 @@ class BronzeBatcher:
         self.row_changes += n
         if self._hashes[slot] not in self._written:
             self._written.add(self._hashes[slot])
-            self._map_row(h, tm, slot)
+            self._map_row(h, slot)
 
-    def _map_row(self, h, tm: TableMap, slot: int) -> None:
+    def _map_row(self, h, slot: int) -> None:
         """The TABLE_MAP row after the first rows event naming a map (in this batcher's rows):
         that event's position and context, the facts (at flush), ``row_in_event`` -1 (-2, -3
         for the next maps first named at the same position: the inner events of a
