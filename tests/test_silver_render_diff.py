@@ -222,6 +222,20 @@ def test_row_changes_named_by_table_map_hash_render_as_with_their_facts(corpus: 
     assert "TABLE_MAP row" in held.column("reason")[0].as_py()
 
 
+def test_facts_fill_a_batch_of_some_columns_only() -> None:
+    """``with_facts`` on silver's input (no ``column_nullable``): each column it has is filled
+    from its own map, never from another column's position."""
+    from pipelines.silver.transform import BRONZE_INPUT
+
+    sample = Path(__file__).resolve().parents[1] / "samples" / "binlogs" / "mariadb-bin.000003"
+    hashed = _decoded([sample], 100, facts=False)
+    maps = table_maps_in(hashed)
+    full = [with_facts(b, maps) for b in _changes(hashed)]
+    some = [with_facts(b.select(BRONZE_INPUT), maps) for b in _changes(hashed)]
+    assert [b.to_pylist() for b in some] == [b.select(BRONZE_INPUT).to_pylist() for b in full]
+    assert all(b.column("column_names").null_count == 0 for b in some)
+
+
 def test_worker_processes_return_the_batches_in_order(corpus: Path) -> None:
     decoded = _decoded(_corpus_files(corpus), 200, source_per_file=True)
     batches = [_named(b, UTF8MB4_GENERAL_CI) for b in _changes(decoded)]

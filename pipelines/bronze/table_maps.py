@@ -39,9 +39,11 @@ def with_facts(batch: pa.RecordBatch, maps: dict[int, dict[str, Any]]) -> pa.Rec
     at = pc.index_in(batch.column("table_map_hash"), pa.array(keys, pa.int64()))
     need = pc.and_(pc.is_null(batch.column(TABLE_MAP_FIELDS[0])), pc.is_valid(at))
     for name in TABLE_MAP_FIELDS:
+        i = batch.schema.get_field_index(name)
+        if i < 0:  # a batch of some columns only (silver's input has no column_nullable)
+            continue
         typ = BRONZE_SCHEMA.field(name).type
         facts = pa.array([maps[k][name] for k in keys], typ).take(at)
-        i = batch.schema.get_field_index(name)
         batch = batch.set_column(i, name, pc.if_else(need, facts, batch.column(i)))
     return batch
 
