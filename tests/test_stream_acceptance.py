@@ -34,6 +34,7 @@ from pipelines.silver.job import KEY, run_silver
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.progress import live_path, read_live
 from devtools.mariadb import MariaDBServer
+from tests.support.bronze_maps import FACTS
 from tests.support.replay import replay_silver, server_tables
 from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
 
@@ -58,10 +59,8 @@ COMPARED = ["server_id", "binlog_file", "start_pos", "end_pos", "row_in_event", 
             "column_names", "column_unsigned", "column_charsets", "primary_key", "enum_values",
             "set_values", "row_before", "row_after", "before_present", "after_present", "query",
             "table_map_hash"]
-# The TABLE_MAP facts row changes name (each task writes its own copy: compared distinct).
-FACTS = ["table_map_hash", "schema_name", "table_name", "column_count", "column_types",
-         "column_meta", "column_nullable", "column_names", "column_unsigned", "column_charsets",
-         "primary_key", "enum_values", "set_values"]
+# The TABLE_MAP facts row changes name (each task writes its own copy: compared distinct):
+# tests.support.bronze_maps.FACTS.
 
 
 def _ticker(server: MariaDBServer, stop: threading.Event, done: list[int]) -> None:

@@ -8,9 +8,9 @@ equal is the row changes and the set of facts they name.
 
 from __future__ import annotations
 
-FACTS = ["table_map_hash", "schema_name", "table_name", "column_count", "column_types",
-         "column_meta", "column_nullable", "column_names", "column_unsigned", "column_charsets",
-         "primary_key", "enum_values", "set_values"]
+from pipelines.bronze.records import TABLE_MAP_FIELDS
+
+FACTS = ["table_map_hash", "schema_name", "table_name", "column_count", *TABLE_MAP_FIELDS]
 
 
 def split_maps(rows: list[dict]) -> tuple[list[dict], list[tuple]]:
