@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
-from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
+from pipelines.silver.null_lists import lists_not_null, restore_null_lists
 from pipelines.silver.render_worker import render_batches
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
@@ -26,6 +28,10 @@ BRONZE_INPUT = [
     "row_before", "row_after", "before_present", "after_present", "query_text", "commit_ts_us",
     "table_map_hash",
 ]
+# The list columns among them: NULL ones cross to the task as empty lists and a mask
+# (``null_lists``: JVM Spark's Arrow exchange is quadratic in NULL lists).
+_LISTS = [f.name for f in BRONZE_EVENTS.arrow_schema() if f.name in BRONZE_INPUT
+          and pa.types.is_list(f.type)]
 # Declared once in the lake registry (silver/binlog_events, silver/quarantine): the rows the
 # Arrow task renders are the table's columns less those added after it.
 _RENDERED_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
@@ -45,6 +51,7 @@ CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver n
 
 def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool):
     def run(batches):
+        batches = (restore_null_lists(b, _LISTS) for b in batches)
         yield from render_batches(batches, plan, quarantine=quarantine, workers=workers,
                                   compiled=compiled)
 
@@ -52,7 +59,8 @@ def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool):
 
 
 def _changes(bronze):
-    return bronze.where(F.col("event_type").isin(*CHANGE_TYPES)).select(*BRONZE_INPUT)
+    changes = bronze.where(F.col("event_type").isin(*CHANGE_TYPES)).select(*BRONZE_INPUT)
+    return lists_not_null(changes, _LISTS)
 
 
 def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True):

@@ -1,0 +1,59 @@
+"""NULL lists cross to silver's Arrow task as empty lists plus a mask, and come back exactly
+(``silver/null_lists.py``): NULL stays NULL, an empty list stays empty, nested lists and
+sliced batches included. On the embedded engine, end to end through ``mapInArrow``."""
+
+import pyarrow as pa
+import pytest
+
+from pipelines.silver.null_lists import NULL_LISTS, lists_not_null, restore_null_lists
+
+DDL = "k int, a array<int>, e array<array<string>>, b array<binary>, s string"
+COLUMNS = ["a", "e", "b"]
+ROWS = [
+    # k  a            e                    b             s
+    (0, None,        None,                None,         None),
+    (1, [],          [],                  [],           "x"),
+    (2, [1, None],   [["x"], None, []],   [b"\x00"],    None),
+    (3, None,        [[]],                None,         "y"),
+    (4, [7],         None,                [],           "z"),
+]
+
+
+def _arrow(rows):
+    return pa.RecordBatch.from_pylist(
+        [dict(zip(["k", "a", "e", "b", "s"], r)) for r in rows],
+        pa.schema([("k", pa.int32()), ("a", pa.list_(pa.int32())),
+                   ("e", pa.list_(pa.list_(pa.string()))), ("b", pa.list_(pa.binary())),
+                   ("s", pa.string())]))
+
+
+def test_the_engine_sends_no_null_list_and_the_task_restores_every_one(spark):
+    df = lists_not_null(spark.createDataFrame(ROWS, DDL), COLUMNS)
+    sent = df.collect()
+    assert [r[NULL_LISTS] for r in sent] == [0b111, 0, 0, 0b101, 0b010]
+    assert all(r[c] is not None for r in sent for c in COLUMNS)
+
+    def restore(batches):
+        for b in batches:
+            yield restore_null_lists(b, COLUMNS)
+
+    back = df.mapInArrow(restore, DDL).orderBy("k").collect()
+    assert [tuple(r) for r in back] == [tuple(r) for r in ROWS]
+
+
+@pytest.mark.parametrize("start, length", [(0, 5), (1, 3), (3, 2), (2, 0)])
+def test_restore_is_exact_on_a_slice(start, length):
+    rows = ROWS[start:start + length]
+    sent = _arrow([tuple([] if (v is None and i in (1, 2, 3)) else v for i, v in enumerate(r))
+                   for r in ROWS])
+    masks = pa.array([sum(1 << i for i, c in enumerate((1, 2, 3)) if r[c] is None)
+                      for r in ROWS], pa.int32())
+    batch = sent.append_column(NULL_LISTS, masks).slice(start, length)
+    out = restore_null_lists(batch, COLUMNS)
+    assert out.schema == _arrow(ROWS).schema
+    assert out.to_pylist() == _arrow(rows).to_pylist() if rows else out.num_rows == 0
+
+
+def test_a_batch_without_the_mask_is_left_as_it_is():
+    batch = _arrow(ROWS)
+    assert restore_null_lists(batch, COLUMNS) is batch
