@@ -54,6 +54,19 @@ def test_restore_is_exact_on_a_slice(start, length):
     assert out.to_pylist() == _arrow(rows).to_pylist() if rows else out.num_rows == 0
 
 
+def test_batches_with_and_without_null_lists_restore_to_one_schema():
+    """The engine declares the coalesced columns not null; silver joins a task's batches,
+    so a batch with no NULL list must come back with the same schema as one with some."""
+    sent = _arrow([(1, [], [], [], "x")])
+    sent = sent.cast(pa.schema([f.with_nullable(f.name not in COLUMNS) for f in sent.schema]))
+    none = restore_null_lists(sent.append_column(NULL_LISTS, pa.array([0], pa.int32())), COLUMNS)
+    some = restore_null_lists(sent.append_column(NULL_LISTS, pa.array([1], pa.int32())), COLUMNS)
+    assert none.schema == some.schema
+    assert pa.concat_batches([none, some]).to_pylist() == [
+        {"k": 1, "a": [], "e": [], "b": [], "s": "x"},
+        {"k": 1, "a": None, "e": [], "b": [], "s": "x"}]
+
+
 def test_a_batch_without_the_mask_is_left_as_it_is():
     batch = _arrow(ROWS)
     assert restore_null_lists(batch, COLUMNS) is batch

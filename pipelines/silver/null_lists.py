@@ -38,25 +38,24 @@ def lists_not_null(df, columns: list[str]):
 
 def restore_null_lists(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
     """Pure: ``batch`` from ``lists_not_null`` as it was before: the lists the mask names
-    NULL again (values not copied), the mask column dropped."""
+    NULL again (values not copied), the mask column dropped, ``columns`` nullable in every
+    batch alike (the engine may declare them not null: batches are joined later)."""
     at = batch.schema.get_field_index(NULL_LISTS)
     if at < 0:
         return batch
     mask = batch.column(at)
     batch = batch.remove_column(at)
-    if not batch.num_rows or not pc.max(mask).as_py():
-        return batch
+    any_null = batch.num_rows and pc.max(mask).as_py()
     for i, name in enumerate(columns):
-        null = pc.not_equal(pc.bit_wise_and(mask, 1 << i), 0)
-        if not pc.any(null).as_py():
-            continue
         j = batch.schema.get_field_index(name)
         lists = batch.column(j)
-        offsets, values = lists.offsets, lists.values
-        if offsets.offset:  # a slice: Arrow takes a mask only over offsets of their own
-            start = offsets[0].as_py()
-            values = values.slice(start, offsets[-1].as_py() - start)
-            offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
-        restored = pa.ListArray.from_arrays(offsets, values, type=lists.type, mask=null)
-        batch = batch.set_column(j, batch.schema.field(j).with_nullable(True), restored)
+        null = pc.not_equal(pc.bit_wise_and(mask, 1 << i), 0) if any_null else None
+        if null is not None and pc.any(null).as_py():
+            offsets, values = lists.offsets, lists.values
+            if offsets.offset:  # a slice: Arrow takes a mask only over offsets of their own
+                start = offsets[0].as_py()
+                values = values.slice(start, offsets[-1].as_py() - start)
+                offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
+            lists = pa.ListArray.from_arrays(offsets, values, type=lists.type, mask=null)
+        batch = batch.set_column(j, batch.schema.field(j).with_nullable(True), lists)
     return batch
