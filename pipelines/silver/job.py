@@ -26,6 +26,7 @@ from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVE
                             Lake)
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
+from pipelines.session import engine_name
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_warm import warm_in_background
 from pipelines.silver.render_worker import close_idle
@@ -116,6 +117,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     where = _in_files(res.files)
     plan.table_maps = read_table_maps(spark, lake, where)
     slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
+    masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
 
     def pending(part: str = where):
         bronze = lake.read(spark, BRONZE_EVENTS).where(part)
@@ -125,10 +127,10 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return bronze.join(held, KEY, "left_anti")
 
     if cfg.silver.change_data_feed:
-        _change_data_feed(spark, lake, to_silver(pending(), plan, workers, compiled))
+        _change_data_feed(spark, lake, to_silver(pending(), plan, workers, compiled, masked))
     before = lake.version(spark, SILVER_EVENTS)
     for part in slices:  # one commit per slice: the engine's writer memory (plan_slices)
-        lake.append(to_silver(pending(part), plan, workers, compiled), SILVER_EVENTS,
+        lake.append(to_silver(pending(part), plan, workers, compiled, masked), SILVER_EVENTS,
                     options=target_file_size(cfg.silver.target_file_mb))
         release_freed_memory()
     # The append's own commit metrics; a full count only where the log has none.
@@ -143,7 +145,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         lake.delete_where(spark, SILVER_QUARANTINE, _in_files(sorted(held_back)))
     if _pending_keys(spark, lake, where):
         for part in slices:
-            quarantined = to_quarantine(pending(part), plan, workers, compiled)
+            quarantined = to_quarantine(pending(part), plan, workers, compiled, masked)
             lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
             release_freed_memory()
     elif not has_quarantine:  # the table exists from the first run on, empty or not
