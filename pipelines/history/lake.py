@@ -12,13 +12,12 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
-from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec
+from pipelines.silver.naming import TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec
 
 __all__ = ["silver", "bronze", "naming_plan", "with_specs", "KEY", "TM_COLUMNS"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
-TM_COLUMNS = ["column_types", "column_meta", "column_names", "column_unsigned",
-              "column_charsets", "primary_key", "enum_values", "set_values", "trx_pos"]
+TM_COLUMNS = [*TABLE_MAP_COLUMNS, "trx_pos"]
 
 
 def silver(spark, cfg: Config):
@@ -52,19 +51,6 @@ def naming_plan(spark, cfg: Config) -> NamingPlan:
     return NamingPlan.build(ddl_rows, load_snapshots(spark, cfg))
 
 
-def _tuple(value):
-    if value is None:
-        return None
-    return tuple(_tuple(x) if isinstance(x, list) else x for x in value)
-
-
-def table_map(row: dict[str, Any]) -> BronzeTableMap:
-    """The TABLE_MAP facts of a bronze row (``docs/bronze.md``) as naming takes them."""
-    return BronzeTableMap(*(_tuple(row[c]) for c in (
-        "column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
-        "primary_key", "enum_values", "set_values")))
-
-
 def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                ) -> list[tuple[dict[str, Any], TableSpec]]:
     """Collect ``rows_df`` (silver rows) with each row's :class:`TableSpec`, in seq order.
@@ -93,7 +79,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
                                       "bronze row is missing (bronze rebuilt without it?)")
         spec = plan.resolve(d["source_id"], d["schema_name"], d["table_name"], d["binlog_file"],
-                            d["start_pos"], table_map(d))
+                            d["start_pos"], BronzeTableMap.of(d))
         out.append((d, spec))
     return out
 

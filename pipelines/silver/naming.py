@@ -17,8 +17,8 @@ Rules (issue 3, ``docs/silver.md``):
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterable, Mapping, Sequence
 
 from pipelines.binlog_names import file_number
 from pipelines.bronze import coltypes as T
@@ -27,7 +27,8 @@ from pipelines.silver.charsets import charset_for_collation
 from pipelines.silver.ddl import DROP_DATABASE, tables_touched
 from pipelines.silver.render import ColumnSpec
 
-__all__ = ["position_key", "file_number", "TableSpec", "NamingPlan", "BronzeTableMap"]
+__all__ = ["position_key", "file_number", "TableSpec", "NamingPlan", "BronzeTableMap",
+           "TABLE_MAP_COLUMNS"]
 
 _NO_PK = "all_columns"
 
@@ -50,6 +51,22 @@ class BronzeTableMap:
     primary_key: tuple[int, ...] | None = None
     enum_values: tuple[tuple[str, ...] | None, ...] | None = None
     set_values: tuple[tuple[str, ...] | None, ...] | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> "BronzeTableMap":
+        """The facts of one bronze row or TABLE_MAP row (a mapping of its columns; lists
+        become tuples)."""
+        return cls(*[_tuple(row[c]) for c in TABLE_MAP_COLUMNS])
+
+
+def _tuple(value):
+    if value is None:
+        return None
+    return tuple(_tuple(x) if isinstance(x, list) else x for x in value)
+
+
+# The bronze columns naming reads, in BronzeTableMap's order.
+TABLE_MAP_COLUMNS = [f.name for f in fields(BronzeTableMap)]
 
 
 @dataclass(frozen=True)

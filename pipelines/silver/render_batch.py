@@ -8,7 +8,7 @@ kept for the next batches); every row lands in exactly one of the two outputs.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -17,35 +17,24 @@ import pyarrow.compute as pc
 from pipelines.errors import SchemaMismatchError
 from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.images import SilverImages, TableRenderer
-from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, file_number
+from pipelines.silver.naming import (TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec,
+                                     file_number)
 
-__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "table_map_of"]
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE"]
 
 # Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
 # (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
 RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
 QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
-_TM = ["column_types", "column_meta", "column_names", "column_unsigned", "column_charsets",
-       "primary_key", "enum_values", "set_values"]
+_TM = TABLE_MAP_COLUMNS
 _IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
                   "seq", "event_date", "pk_kind", "schema_version"}
 _DAY_US = 86_400_000_000
 
 
-def _tup(v):
-    if v is None:
-        return None
-    return tuple(_tup(x) if isinstance(x, list) else x for x in v)
-
-
-def table_map_of(row: Mapping[str, Any]) -> BronzeTableMap:
-    """The TABLE_MAP facts of one bronze row (a dict of its columns)."""
-    return BronzeTableMap(*[_tup(row[c]) for c in _TM])
-
-
 def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
-    return table_map_of({c: col[j].as_py() for c, col in zip(_TM, tm_cols)})
+    return BronzeTableMap.of({c: col[j].as_py() for c, col in zip(_TM, tm_cols)})
 
 
 def _fingerprint(col: pa.Array) -> pa.Array:
@@ -124,7 +113,7 @@ class BatchRenderer:
         if facts is None:
             return SchemaMismatchError(f"the TABLE_MAP row {table_map_hash} its rows name is "
                                        "missing from bronze")
-        return table_map_of(facts)
+        return BronzeTableMap.of(facts)
 
     def _epochs(self, key: dict, rows: np.ndarray, tm: BronzeTableMap
                 ) -> Iterator[tuple[np.ndarray, object]]:
