@@ -27,6 +27,7 @@ def _arrow(rows):
                    ("s", pa.string())]))
 
 
+@pytest.mark.spark
 def test_the_engine_sends_no_null_list_and_the_task_restores_every_one(spark):
     df = lists_not_null(spark.createDataFrame(ROWS, DDL), COLUMNS)
     sent = df.collect()
