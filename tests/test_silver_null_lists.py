@@ -9,7 +9,7 @@ from pipelines.silver.null_lists import NULL_LISTS, lists_not_null, restore_null
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture (make test-jvm)
 
 DDL = "k int, a array<int>, e array<array<string>>, b array<binary>, s string"
-COLUMNS = ["a", "e", "b"]
+COLUMNS = {"a": "array<int>", "e": "array<array<string>>", "b": "array<binary>"}
 ROWS = [
     # k  a            e                    b             s
     (0, None,        None,                None,         None),

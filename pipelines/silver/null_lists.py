@@ -15,6 +15,8 @@ inverses: the mask says which lists were NULL, so an empty list stays empty.
 
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
@@ -24,19 +26,20 @@ __all__ = ["NULL_LISTS", "lists_not_null", "restore_null_lists"]
 NULL_LISTS = "_null_lists"  # bit i set: columns[i] was NULL on this row
 
 
-def lists_not_null(df, columns: list[str]):
-    """``df`` with each of ``columns`` (array columns, at most 31) NULL → empty, and the
-    ``NULL_LISTS`` bitmask column added last."""
-    if len(columns) > 31:
+def lists_not_null(df, lists: Mapping[str, str]):
+    """``df`` with each column of ``lists`` (name → Spark DDL type, ``array<…>``; at most 31,
+    bit i for the i-th) NULL → empty, and the ``NULL_LISTS`` bitmask column added last. The
+    types are given, not asked of ``df``: no analysis round trip per call."""
+    if len(lists) > 31:
         raise ValueError("lists_not_null: at most 31 columns fit the mask")
-    mask = sum((F.when(F.col(c).isNull(), 1 << i).otherwise(0) for i, c in enumerate(columns)),
+    mask = sum((F.when(F.col(c).isNull(), 1 << i).otherwise(0) for i, c in enumerate(lists)),
                F.lit(0))
-    types = {f.name: f.dataType for f in df.schema.fields}
-    empty = {c: F.coalesce(F.col(c), F.array().cast(types[c])).alias(c) for c in columns}
-    return df.select(*[empty.get(c, F.col(c)) for c in df.columns], mask.alias(NULL_LISTS))
+    # One projection: the mask reads the columns before they are coalesced.
+    return df.withColumns({**{c: F.coalesce(F.col(c), F.array().cast(t))
+                              for c, t in lists.items()}, NULL_LISTS: mask})
 
 
-def restore_null_lists(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
+def restore_null_lists(batch: pa.RecordBatch, columns: Iterable[str]) -> pa.RecordBatch:
     """Pure: ``batch`` from ``lists_not_null`` as it was before: the lists the mask names
     NULL again (values not copied), the mask column dropped, ``columns`` nullable in every
     batch alike (the engine may declare them not null: batches are joined later)."""

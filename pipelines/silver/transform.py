@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
@@ -30,8 +29,7 @@ BRONZE_INPUT = [
 ]
 # The list columns among them: NULL ones cross to the task as empty lists and a mask
 # (``null_lists``: JVM Spark's Arrow exchange is quadratic in NULL lists).
-_LISTS = [f.name for f in BRONZE_EVENTS.arrow_schema() if f.name in BRONZE_INPUT
-          and pa.types.is_list(f.type)]
+_LISTS = {c: t for c, t in BRONZE_EVENTS.columns if c in BRONZE_INPUT and t.startswith("array<")}
 # Declared once in the lake registry (silver/binlog_events, silver/quarantine): the rows the
 # Arrow task renders are the table's columns less those added after it.
 _RENDERED_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
