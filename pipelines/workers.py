@@ -14,6 +14,7 @@ runs rarely (the workers make no reference cycles).
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import os
 import re
@@ -25,6 +26,9 @@ __all__ = ["forkserver", "forkserver_is_safe", "prepare_process", "widen"]
 
 _GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
 _CONTEXT = None
+_WARNED = False
+
+log = logging.getLogger(__name__)
 
 
 class _NoPandas:
@@ -84,9 +88,24 @@ def forkserver_is_safe() -> bool:
         return True
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return bool(_GUARD.search(fh.read()))
+            safe = bool(_GUARD.search(fh.read()))
     except OSError:
-        return False
+        safe = False
+    if not safe:
+        _warn_unguarded(path)
+    return safe
+
+
+def _warn_unguarded(path: str) -> None:
+    """Say once per process why workers start slowly here: each one is a new Python that
+    imports the decoder again (bronze of a 250 MB binlog took 11.9-12.6 s instead of 4.6 s
+    as ``binlake index``; docs/performance.md)."""
+    global _WARNED
+    if not _WARNED:
+        _WARNED = True
+        log.warning("%s has no `if __name__ == \"__main__\":` guard, so binlake cannot fork "
+                    "its workers (decoding starts a new Python per task: slower); put the "
+                    "script's work under the guard", path)
 
 
 def forkserver(*, row_kernel: bool = False, start: bool = False):

@@ -210,10 +210,15 @@ def test_unguarded_script_decodes_without_forked_workers(tmp_path: Path) -> None
         "from pipelines.bronze.job import run_bronze\n"
         "from pipelines.config import load_config\n"
         "from pipelines.session import get_spark\n"
-        f"cfg = load_config(env={{}}, overrides={{'lake.root': {str(tmp_path / 'lake')!r}}})\n"
+        # inline_max_mb 0: the sample files are small enough to decode in the task's process
+        f"cfg = load_config(env={{}}, overrides={{'lake.root': {str(tmp_path / 'lake')!r}, "
+        "'bronze.inline_max_mb': 0})\n"
         f"res = run_bronze(get_spark(cfg.engine), cfg, binlog_dir={str(samples)!r}, all_files=True)\n"
         "print('ROWS', res.row_changes, [f.status for f in res.files])\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, cwd=str(Path(__file__).resolve().parents[1]))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ROWS 340 ['completed', 'completed', 'completed', 'completed', 'completed']" in proc.stdout
+    # ... and say once why its workers start slowly, naming the script and the remedy.
+    said = [line for line in proc.stderr.splitlines() if "__main__" in line]
+    assert len(said) == 1 and str(script) in said[0] and "guard" in said[0], proc.stderr[-2000:]
