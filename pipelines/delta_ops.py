@@ -146,19 +146,35 @@ def current_version(path: str) -> int | None:
         return None
 
 
+def _commits_after(dt, version: int | None) -> list[dict[str, Any]] | None:
+    """The commit infos of ``dt``'s versions after ``version`` (``None``: all), newest first,
+    reading only those commits: a stream's table gains a commit every few seconds, and a run
+    must not read its whole log each time (2,000 commits: 0.12 s; 5 of them: 0.005 s).
+    ``None`` when one of them is gone from the log (cleaned up)."""
+    latest = dt.version()
+    wanted = latest + 1 if version is None else latest - version
+    if wanted <= 0:
+        return []
+    commits = dt.history(wanted)
+    if sorted(c.get("version", -1) for c in commits) != list(range(latest - wanted + 1,
+                                                                    latest + 1)):
+        return None
+    return commits
+
+
 def rows_written_since(path: str, version: int | None) -> int | None:
     """Rows added by the commits after ``version`` (``None`` = from the start), from the Delta
-    log's ``numOutputRows`` metrics (delta-rs); ``None`` when a commit lacks them."""
+    log's ``numOutputRows`` metrics (delta-rs); ``None`` when a commit lacks them or is gone."""
     try:
         from deltalake import DeltaTable
 
-        commits = DeltaTable(path).history()
+        commits = _commits_after(DeltaTable(path), version)
     except Exception:  # noqa: BLE001 - no table yet, or not readable by delta-rs
+        return None
+    if commits is None:
         return None
     total = 0
     for c in commits:
-        if version is not None and c.get("version", -1) <= version:
-            continue
         rows = (c.get("operationMetrics") or {}).get("numOutputRows")
         if rows is None:
             return None
@@ -191,8 +207,10 @@ def files_added(path: str, since_version: int, to_version: int) -> list[str] | N
 
         # The latest table's history: delta-rs 1.6 numbers the history of a table loaded
         # at an older version off by one.
-        ops = {c.get("version"): str(c.get("operation", "")).upper()
-               for c in DeltaTable(path).history()}
+        commits = _commits_after(DeltaTable(path), since_version)
+        if commits is None:
+            return None
+        ops = {c.get("version"): str(c.get("operation", "")).upper() for c in commits}
         if not any(ops.get(v) in _REWRITES for v in range(since_version + 1, to_version + 1)):
             old = set(DeltaTable(path, version=since_version).file_uris())
             new = DeltaTable(path, version=to_version).file_uris()
