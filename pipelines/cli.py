@@ -363,11 +363,12 @@ def _own_process() -> bool:
 
     Teardown: after the last line, Python clears every module and collects their objects'
     cycles: with pyspark, pandas, pyarrow and the engine loaded, ~0.4 s of every command (a
-    small file's ``binlake index`` is ~2 s). ``gc.freeze()``, run after every other exit
-    handler (registered first: they run last to first), leaves the objects alive then to the
-    operating system. Exit handlers, the engine's stop, file closing and the flushing of
-    output still run; only the collection of cycles at exit is skipped (which Python does not
-    promise for objects alive at exit either)."""
+    small file's ``binlake index`` is ~2 s). ``gc.freeze()`` is registered before the command
+    runs, so it runs after every exit handler the command registers (they run last to first:
+    the engine's stop, the workers' cleanup), and leaves the objects alive then to the
+    operating system. Exit handlers, file closing and the flushing of output still run; only
+    the collection of cycles at exit is skipped (which Python does not promise for objects
+    alive at exit either)."""
     from pipelines.session import launched_by_spark
 
     if launched_by_spark():
