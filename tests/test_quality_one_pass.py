@@ -74,3 +74,24 @@ def test_passing_rules_skip_great_expectations(frame, monkeypatch) -> None:
     validate(frame, _rules(), report_columns=["k"])
     assert sorted(n for c in calls for n in c) == sorted(
         r.name for r in _rules() if r.name.endswith("_fails"))
+
+
+def test_a_uniqueness_rule_alone_is_one_engine_query(frame, monkeypatch) -> None:
+    """After a history, each uniqueness rule is checked alone over its window and the older
+    rows sharing its keys: its counts take one grouped query, no aggregate pass besides (a
+    failing one then goes to great-expectations for its keys, as before)."""
+    collected = []
+    cls = type(frame)
+    real = cls.collect
+
+    def spy(self):
+        collected.append(1)
+        return real(self)
+
+    monkeypatch.setattr(cls, "collect", spy)
+    passing = [r for r in _rules() if r.expect is Expect.UNIQUE and r.name.endswith("_passes")]
+    assert len(passing) == 2
+    for rule in passing:
+        collected.clear()
+        (o,) = validate(frame, [rule], report_columns=["k"], name="alone")
+        assert (len(collected), o.failed) == (1, 0), rule.name

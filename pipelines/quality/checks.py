@@ -217,25 +217,30 @@ def _any_value(columns: Sequence[str]):
 
 def _counts(df: DataFrame, rules: Sequence[Rule]) -> list[tuple[int, int]]:
     """(rows considered, rows failing) per rule: every rule but UNIQUE in one aggregate pass
-    over ``df``, each UNIQUE rule in one grouped pass."""
-    aggs = [F.count(F.lit(1)).alias("__rows")]
-    for i, rule in enumerate(rules):
-        seen = _considered(rule)
-        aggs.append(F.sum(F.when(seen, 1).otherwise(0)).alias(f"__seen_{i}"))
-        if rule.expect is not Expect.UNIQUE:
+    over ``df``, each UNIQUE rule in one grouped pass of its own (no aggregate pass when every
+    rule is UNIQUE: a uniqueness rule checked against its history runs alone)."""
+    others = [(i, rule) for i, rule in enumerate(rules) if rule.expect is not Expect.UNIQUE]
+    totals: dict[str, Any] = {}
+    if others:
+        aggs = []
+        for i, rule in others:
+            seen = _considered(rule)
+            aggs.append(F.sum(F.when(seen, 1).otherwise(0)).alias(f"__seen_{i}"))
             aggs.append(F.sum(F.when(seen & _fails(rule), 1).otherwise(0)).alias(f"__bad_{i}"))
-    totals = df.agg(*aggs).collect()[0].asDict()
-    out = []
-    for i, rule in enumerate(rules):
-        seen = int(totals[f"__seen_{i}"] or 0)
-        if rule.expect is Expect.UNIQUE:
-            cols = list(rule.columns)
-            dup = (df.where(_considered(rule) & _any_value(cols)).groupBy(*cols).count()
-                   .where(F.col("count") > 1).agg(F.sum("count").alias("n")).collect()[0]["n"])
-            out.append((seen, int(dup or 0)))
-        else:
-            out.append((seen, int(totals[f"__bad_{i}"] or 0)))
-    return out
+        totals = df.agg(*aggs).collect()[0].asDict()
+    return [_unique_counts(df, rule) if rule.expect is Expect.UNIQUE
+            else (int(totals[f"__seen_{i}"] or 0), int(totals[f"__bad_{i}"] or 0))
+            for i, rule in enumerate(rules)]
+
+
+def _unique_counts(df: DataFrame, rule: Rule) -> tuple[int, int]:
+    """A UNIQUE rule's (rows considered, rows sharing their key with another) in one grouped
+    pass: a key whose parts are all NULL is considered but never a duplicate (as GE counts)."""
+    cols = list(rule.columns)
+    groups = df.where(_considered(rule)).groupBy(*cols).count()
+    dup = F.when((F.col("count") > 1) & _any_value(cols), F.col("count"))
+    row = groups.agg(F.sum("count").alias("seen"), F.sum(dup).alias("dup")).collect()[0]
+    return int(row["seen"] or 0), int(row["dup"] or 0)
 
 
 def validate(df: DataFrame, rules: Sequence[Rule], *, report_columns: Sequence[str],
