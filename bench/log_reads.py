@@ -13,9 +13,8 @@ Delta's writers do; at each length of ``--at`` commits, each read is timed, best
 
 - **whole log** (the baseline, what both read before): ``DeltaTable(path).history()``;
 - ``rows_written_since(path, latest - 1)``: silver after a run that appended one commit;
-- ``files_added(path, latest - 1, latest)``: quality or gold after that run (it also loads the
-  snapshot before the run, which replays the commits since the last checkpoint: bounded by
-  the checkpoint interval, not by the log's length).
+- ``files_added(path, latest - 1, latest)``: quality or gold after that run (it also loads
+  delta-rs snapshots at the run's first and last versions).
 """
 
 from __future__ import annotations
