@@ -207,18 +207,23 @@ def files_added(path: str, since_version: int, to_version: int) -> list[str] | N
 
         # The latest table's history: delta-rs 1.6 numbers the history of a table loaded
         # at an older version off by one.
-        commits = _commits_after(DeltaTable(path), since_version)
+        latest = DeltaTable(path)
+        commits = _commits_after(latest, since_version)
         if commits is None:
             return None
+
+        def at(v: int):  # the loaded latest snapshot when asked for it (the usual to_version)
+            return latest if v == latest.version() else DeltaTable(path, version=v)
+
         ops = {c.get("version"): str(c.get("operation", "")).upper() for c in commits}
         if not any(ops.get(v) in _REWRITES for v in range(since_version + 1, to_version + 1)):
-            old = set(DeltaTable(path, version=since_version).file_uris())
-            new = DeltaTable(path, version=to_version).file_uris()
+            old = set(at(since_version).file_uris())
+            new = at(to_version).file_uris()
             return [f for f in new if f not in old]
         out: list[str] = []
-        prev = set(DeltaTable(path, version=since_version).file_uris())
+        prev = set(at(since_version).file_uris())
         for v in range(since_version + 1, to_version + 1):
-            files = DeltaTable(path, version=v).file_uris()
+            files = at(v).file_uris()
             if ops.get(v) not in _REWRITES:
                 out += [f for f in files if f not in prev]
             prev = set(files)

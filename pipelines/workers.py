@@ -13,6 +13,7 @@ runs rarely (the workers make no reference cycles).
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import multiprocessing
@@ -26,7 +27,6 @@ __all__ = ["forkserver", "forkserver_is_safe", "prepare_process", "widen"]
 
 _GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
 _CONTEXT = None
-_WARNED = False
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,15 @@ def widen(*conns) -> None:
             pass
 
 
+@functools.cache
 def forkserver_is_safe() -> bool:
     """Whether forked workers may be used: multiprocessing re-runs a main *script* in every
     worker, which is only harmless behind an ``if __name__ == "__main__":`` guard (modules run
-    with ``-m``, console scripts, notebooks and Spark workers are fine)."""
+    with ``-m``, console scripts, notebooks and Spark workers are fine). Decided once per
+    process (the main script does not change; every task asks), and an unguarded script is
+    told why its workers start slowly: each is a new Python that imports the decoder again
+    (bronze of a 250 MB binlog: 11.2-11.6 s, against 5.6-6.1 s for the same script with the
+    guard; docs/performance.md)."""
     main = sys.modules.get("__main__")
     if main is None or getattr(getattr(main, "__spec__", None), "name", None):
         return True
@@ -92,20 +97,10 @@ def forkserver_is_safe() -> bool:
     except OSError:
         safe = False
     if not safe:
-        _warn_unguarded(path)
-    return safe
-
-
-def _warn_unguarded(path: str) -> None:
-    """Say once per process why workers start slowly here: each one is a new Python that
-    imports the decoder again (bronze of a 250 MB binlog: 11.2-11.6 s, against 5.6-6.1 s for
-    the same script with the guard; docs/performance.md)."""
-    global _WARNED
-    if not _WARNED:
-        _WARNED = True
         log.warning("%s has no `if __name__ == \"__main__\":` guard, so binlake cannot fork "
                     "its workers (decoding starts a new Python per task: slower); put the "
                     "script's work under the guard", path)
+    return safe
 
 
 def forkserver(*, row_kernel: bool = False, start: bool = False):
