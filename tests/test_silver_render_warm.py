@@ -6,6 +6,10 @@ worse, the warm-up would load code no run uses). So, in a fresh interpreter (not
 by earlier tests): warm, note each loop's loaded signatures, render real bronze rows of the
 shipped sample binlogs through the compiled path, and the loops must hold the same
 signatures. The warm-up's own two rows must render as silver (not quarantine).
+
+Once loaded, a process uses them for every run, however small (a stream's follows): a
+silver run of the small sample files renders the Arrow way in a fresh process and through
+the loops after a warm-up, with the same silver.
 """
 
 from __future__ import annotations
@@ -85,3 +89,56 @@ def test_warm_in_background_loads_nothing_off_the_embedded_engine() -> None:
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "False ['MainThread']"
+
+
+_RUN_SCRIPT = r"""
+import dataclasses, json, shutil, sys, tempfile
+from pipelines.config import Config
+from pipelines.session import get_spark
+from pipelines.bronze.job import run_bronze
+from pipelines.lake import SILVER_EVENTS, Lake
+from pipelines.silver import render_fast, render_warm
+from pipelines.silver.job import run_silver
+
+work = tempfile.mkdtemp()
+cfg = Config()
+cfg = dataclasses.replace(cfg, lake=dataclasses.replace(cfg.lake, root=work + "/lake"))
+spark = get_spark(cfg.engine)
+run_bronze(spark, cfg, binlog_dir=sys.argv[1], all_files=True)
+calls = []
+real = render_fast.render
+def spy(*args):
+    out = real(*args)
+    calls.append(out is not None)
+    return out
+render_fast.render = spy
+
+def silver():
+    shutil.rmtree(work + "/lake/silver", ignore_errors=True)
+    calls.clear()
+    res = run_silver(spark, cfg)
+    rows = Lake.of(cfg).read(spark, SILVER_EVENTS).collect()
+    return res.appended, sum(calls), sorted(json.dumps(r.asDict(), default=str) for r in rows)
+
+cold = silver()
+loaded_before = render_fast.loaded()
+ok = render_warm.warm()
+warm = silver()
+print(json.dumps({"loaded_before": loaded_before, "ok": ok, "loaded": render_fast.loaded(),
+                  "cold": cold[:2], "warm": warm[:2], "same": cold[2] == warm[2]}))
+"""
+
+
+def test_a_process_holding_the_loops_renders_every_run_with_them() -> None:
+    # The sample files are far below silver.compiled_min_mb: a fresh process renders them
+    # the Arrow way; once the loops are loaded (a stream warms them at its start) the same
+    # run renders through them, and silver is the same.
+    out = subprocess.run([sys.executable, "-c", _RUN_SCRIPT, str(REPO / "samples" / "binlogs")],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["loaded_before"] is False and got["ok"] is True and got["loaded"] is True, got
+    appended, compiled_groups = got["cold"]
+    assert appended > 0 and compiled_groups == 0, got
+    assert got["warm"][0] == appended and got["warm"][1] > 0, got
+    assert got["same"], got

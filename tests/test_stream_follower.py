@@ -43,6 +43,20 @@ def test_due_only_with_pending_commits_and_after_the_lag(tmp_path: Path) -> None
     assert not off.due(t0 + 3600)  # silver_lag_seconds = 0: never
 
 
+def test_a_following_stream_loads_silvers_loops_at_its_start(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    # Every follow of a long stream then renders through them (silver/job._compiled); a
+    # stream whose silver does not follow loads nothing.
+    from pipelines.silver import render_warm
+
+    started = []
+    monkeypatch.setattr(render_warm, "warm_in_background", lambda: started.append(1) or True)
+    Follower(None, _cfg(tmp_path, lag=0), dsn=Dsn("127.0.0.1")).start()
+    assert started == []
+    Follower(None, _cfg(tmp_path, lag=30), dsn=Dsn("127.0.0.1")).start()
+    assert started == [1]
+
+
 def test_follow_runs_silver_and_survives_a_dead_gold(spark, tmp_path: Path, corpus: Path,
                                                      caplog) -> None:
     cfg = _cfg(tmp_path)

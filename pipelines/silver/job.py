@@ -27,6 +27,7 @@ from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVE
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.session import engine_name
+from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_warm import warm_in_background
 from pipelines.silver.render_worker import close_idle
@@ -104,13 +105,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return res
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
-    # The compiled loops cost a process about a second to load: for runs worth it, and
-    # loaded on a thread of their own while the planning below waits on the engine (where
-    # this process renders: no render workers, the embedded engine).
-    compiled = (sum(_binlog_bytes(bronze_files.get(k)) for k in res.files)
-                >= cfg.silver.compiled_min_mb * 2**20)
-    if compiled and not workers:
-        warm_in_background()
+    compiled = _compiled(cfg, sum(_binlog_bytes(bronze_files.get(k)) for k in res.files),
+                         workers)
     ddl = _ddl_by_file(spark, lake, bronze_files, known_ddl)
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
@@ -160,6 +156,20 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _compiled(cfg: Config, binlog_bytes: int, workers: int) -> bool:
+    """Whether full row images are rendered by the compiled loops. They cost a process
+    about a second to load: for runs of at least ``silver.compiled_min_mb`` of binlog, loaded
+    on a thread of their own while the planning waits on the engine; and for any run where
+    this process renders (no render workers, the embedded engine) and holds them already (a
+    stream's follows, a notebook's later runs: docs/performance.md, session 13)."""
+    here = not workers and engine_name() == "sail"
+    if binlog_bytes >= cfg.silver.compiled_min_mb * 2**20:
+        if here:
+            warm_in_background()
+        return True
+    return here and render_fast.loaded()
 
 
 def _binlog_bytes(st) -> int:

@@ -23,7 +23,7 @@ from pipelines.bronze import coltypes as T
 from pipelines.bronze.rowkernel import jit_module
 from pipelines.silver.render_columns import ImageColumns
 
-__all__ = ["available", "column_kinds", "name_table", "render"]
+__all__ = ["available", "column_kinds", "loaded", "name_table", "render"]
 
 _NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
 _QUOTED_TYPES = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
@@ -37,6 +37,13 @@ def available() -> bool:
     if _JIT is None:
         _JIT = jit_module("pipelines.silver.render_jit")
     return _JIT is not None
+
+
+def loaded() -> bool:
+    """Whether this process holds the loops' machine code already (a warm-up or a compiled
+    render ran here): then rendering with them costs nothing more to load. Imports nothing."""
+    return _JIT is not None and all(
+        getattr(_JIT, name).signatures for name in ("render_side", "changed_columns", "gather"))
 
 
 def name_table(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

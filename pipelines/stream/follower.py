@@ -34,6 +34,16 @@ class Follower:
         self.last_silver = time.monotonic()
         self.mirror = False  # `binlake stream --mirror`
 
+    def start(self) -> None:
+        """The stream is starting. When silver follows, its compiled render loops load now,
+        on a thread of their own (the embedded engine only: elsewhere the engine's Python
+        workers render): a stream lives long, so every follow after the first few seconds
+        renders with them whatever its size (``silver/job._compiled``)."""
+        if self.lag_seconds > 0:
+            from pipelines.silver.render_warm import warm_in_background
+
+            warm_in_background()
+
     def saw_ddl(self) -> None:
         self.ddl_pending = True
 

@@ -170,6 +170,7 @@ class StreamJob:
 
     def _run(self, flags: StartAt | None, reset: bool) -> int:
         self._validate()
+        self.follower.start()
         want, self.committer.seq, self.reader.takeover_pending = self.startup.plan(
             flags, reset, self.pos)
         self.files.compact()  # a restart compacts what earlier runs left
