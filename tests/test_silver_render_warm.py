@@ -21,6 +21,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Counts the groups render_fast rendered (True) or handed to the Arrow path (False).
+_SPY = r"""
+used = []
+real = render_fast.render
+def spy(*args):
+    out = real(*args)
+    used.append(out is not None)
+    return out
+render_fast.render = spy
+"""
+
 _SCRIPT = r"""
 import json, sys
 import pyarrow as pa, pyarrow.compute as pc
@@ -38,13 +49,7 @@ def loaded():
 before = loaded()
 ok = render_warm.warm()
 warmed = loaded()
-used = []
-real = render_fast.render
-def spy(*args):
-    out = real(*args)
-    used.append(out is not None)
-    return out
-render_fast.render = spy
+""" + _SPY + r"""
 batches, ddl, maps = [], [], {}
 for path in sys.argv[1:]:
     for b in decode_file_batches(path, source_id="s", subprocess=False, batch_rows=5000):
@@ -105,20 +110,14 @@ cfg = Config()
 cfg = dataclasses.replace(cfg, lake=dataclasses.replace(cfg.lake, root=work + "/lake"))
 spark = get_spark(cfg.engine)
 run_bronze(spark, cfg, binlog_dir=sys.argv[1], all_files=True)
-calls = []
-real = render_fast.render
-def spy(*args):
-    out = real(*args)
-    calls.append(out is not None)
-    return out
-render_fast.render = spy
+""" + _SPY + r"""
 
 def silver():
     shutil.rmtree(work + "/lake/silver", ignore_errors=True)
-    calls.clear()
+    used.clear()
     res = run_silver(spark, cfg)
     rows = Lake.of(cfg).read(spark, SILVER_EVENTS).collect()
-    return res.appended, sum(calls), sorted(json.dumps(r.asDict(), default=str) for r in rows)
+    return res.appended, sum(used), sorted(json.dumps(r.asDict(), default=str) for r in rows)
 
 cold = silver()
 loaded_before = render_fast.loaded()
