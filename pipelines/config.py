@@ -97,7 +97,7 @@ class SilverConfig:
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
     # Binlog MB of a run from which full row images are rendered by compiled loops (loading
     # them costs the engine's process ~1 s, on a thread of its own: docs/performance.md);
-    # 0 = every run
+    # 0 = every run. A process holding them already uses them for any run.
     compiled_min_mb: float = 160.0
 
 
