@@ -203,13 +203,14 @@ def _start_decoders(cfg: Config, paths: list[str]) -> None:
 def _warm_silver(cfg: Config):
     """``index``: when bronze is about to decode at least ``silver.compiled_min_mb`` of
     binlog (not counting the files already indexed), silver's compiled loops load on a
-    thread of their own while it decodes (docs/performance.md)."""
+    thread of their own while it decodes, where this process renders them
+    (docs/performance.md)."""
     from pipelines.bronze.files import megabytes
     from pipelines.silver.render_warm import warm_in_background
 
     def on_todo(todo: list[str]) -> None:
         if todo and megabytes(todo) >= cfg.silver.compiled_min_mb:
-            warm_in_background()
+            warm_in_background(cfg)
 
     return on_todo
 

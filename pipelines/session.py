@@ -245,7 +245,10 @@ def get_spark(cfg: EngineConfig | None = None):
     cfg = cfg or EngineConfig()
     active = _active()
     if active is not None:
-        _CURRENT = _Made(active, "active")
+        # A Spark Connect session binlake made is the active one after it (pyspark turns on
+        # its Connect mode): it stays what it was made as; any other is the platform's.
+        if _CURRENT is None or active is not _CURRENT.spark:
+            _CURRENT = _Made(active, "active")
         return active
     if _CURRENT is not None and _CURRENT.engine == "active":
         _CURRENT = None  # that session was stopped: make one as below

@@ -13,13 +13,34 @@ from pipelines.errors import EngineError
 
 @pytest.mark.spark
 def test_embedded_engine_reads_and_writes_delta(spark, tmp_path: Path) -> None:
-    assert session.engine_name() in ("sail", "active")
+    assert session.engine_name() == "sail"
     path = str(tmp_path / "t")
     spark.createDataFrame([(1, "a")], "id int, v string").write.format("delta").save(path)
     spark.createDataFrame([(2, "b")], "id int, v string").write.format("delta").mode("append").save(path)
     assert spark.read.format("delta").load(path).count() == 2
     v0 = spark.sql(f"SELECT count(*) AS n FROM delta.`{path}` VERSION AS OF 0").collect()[0]["n"]
     assert v0 == 1
+
+
+_TWICE = """
+from pipelines.session import engine_name, get_spark
+first = get_spark()
+made = engine_name()
+print(made, get_spark() is first, engine_name())
+"""
+
+
+def test_the_embedded_engine_stays_itself_when_asked_again() -> None:
+    # `binlake index` asks for the session per stage. The Sail session binlake made is then
+    # pyspark's active one; it must still count as the embedded engine, or silver takes the
+    # JVM engines' paths (null lists masked, no compiled loops loaded in this process).
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TWICE], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["sail", "True", "sail"]
 
 
 def test_unreachable_spark_connect_is_a_clear_error() -> None:

@@ -87,13 +87,28 @@ def test_warm_in_background_loads_nothing_off_the_embedded_engine() -> None:
     # No embedded engine in this interpreter (JVM Spark and Connect servers render in their
     # own Python workers): no load is started.
     code = ("import threading\n"
+            "from pipelines.config import Config\n"
             "from pipelines.silver import render_warm\n"
-            "print(render_warm.warm_in_background(), "
+            "print(render_warm.warm_in_background(Config()), "
             "sorted(t.name for t in threading.enumerate()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "False ['MainThread']"
+
+
+def test_with_render_workers_the_loops_load_in_the_workers_not_here(spark) -> None:
+    # On the embedded engine this process renders, unless silver.render_in_subprocess hands
+    # the rows to worker processes: then `binlake index` and a stream load nothing here.
+    from pipelines.config import load_config
+    from pipelines.silver import render_warm
+
+    assert render_warm.renders_here(load_config(env={}))
+    workers = load_config(env={}, overrides={"silver.render_in_subprocess": True})
+    before = render_warm._STARTED
+    assert not render_warm.renders_here(workers)
+    assert render_warm.warm_in_background(workers) is False
+    assert render_warm._STARTED is before
 
 
 _RUN_SCRIPT = r"""

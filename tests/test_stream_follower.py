@@ -46,19 +46,17 @@ def test_due_only_with_pending_commits_and_after_the_lag(tmp_path: Path) -> None
 def test_a_following_stream_loads_silvers_loops_at_its_start(tmp_path: Path,
                                                               monkeypatch) -> None:
     # Every follow of a long stream then renders through them (silver/job._compiled); a
-    # stream whose silver does not follow, or renders in worker processes, loads nothing.
+    # stream whose silver does not follow loads nothing. Where they load (this process or
+    # not) is render_warm.renders_here's (tests/test_silver_render_warm.py).
     from pipelines.silver import render_warm
 
     started = []
-    monkeypatch.setattr(render_warm, "warm_in_background", lambda: started.append(1) or True)
+    monkeypatch.setattr(render_warm, "warm_in_background", lambda cfg: started.append(cfg))
     Follower(None, _cfg(tmp_path, lag=0), dsn=Dsn("127.0.0.1")).start()
     assert started == []
-    workers = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake"),
-                                              "silver.render_in_subprocess": True})
-    Follower(None, workers, dsn=Dsn("127.0.0.1")).start()  # its render workers render
-    assert started == []
-    Follower(None, _cfg(tmp_path, lag=30), dsn=Dsn("127.0.0.1")).start()
-    assert started == [1]
+    cfg = _cfg(tmp_path, lag=30)
+    Follower(None, cfg, dsn=Dsn("127.0.0.1")).start()
+    assert started == [cfg]
 
 
 def test_follow_runs_silver_and_survives_a_dead_gold(spark, tmp_path: Path, corpus: Path,

@@ -29,7 +29,7 @@ from pipelines.memory import release_freed_memory
 from pipelines.session import engine_name
 from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.render_warm import warm_in_background
+from pipelines.silver.render_warm import renders_here, warm_in_background
 from pipelines.silver.render_worker import close_idle
 from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
                                        to_quarantine, to_silver)
@@ -105,8 +105,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return res
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
-    compiled = _compiled(cfg, sum(_binlog_bytes(bronze_files.get(k)) for k in res.files),
-                         workers)
+    compiled = _compiled(cfg, sum(_binlog_bytes(bronze_files.get(k)) for k in res.files))
     ddl = _ddl_by_file(spark, lake, bronze_files, known_ddl)
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
@@ -158,18 +157,16 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     return res
 
 
-def _compiled(cfg: Config, binlog_bytes: int, workers: int) -> bool:
+def _compiled(cfg: Config, binlog_bytes: int) -> bool:
     """Whether full row images are rendered by the compiled loops. They cost a process
     about a second to load: for runs of at least ``silver.compiled_min_mb`` of binlog, loaded
     on a thread of their own while the planning waits on the engine; and for any run where
-    this process renders (no render workers, the embedded engine) and holds them already (a
-    stream's follows, a notebook's later runs: docs/performance.md, session 13)."""
-    here = not workers and engine_name() == "sail"
+    this process renders (``render_warm.renders_here``) and holds them already (a stream's
+    follows, a notebook's later runs: docs/performance.md, session 13)."""
     if binlog_bytes >= cfg.silver.compiled_min_mb * 2**20:
-        if here:
-            warm_in_background()
+        warm_in_background(cfg)
         return True
-    return here and render_fast.loaded()
+    return renders_here(cfg) and render_fast.loaded()
 
 
 def _binlog_bytes(st) -> int:

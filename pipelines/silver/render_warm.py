@@ -14,12 +14,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from pipelines.lake import BRONZE_EVENTS
 
-__all__ = ["warm", "warm_in_background"]
+if TYPE_CHECKING:
+    from pipelines.config import Config
+
+__all__ = ["renders_here", "warm", "warm_in_background"]
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +70,25 @@ def warm() -> bool:
     return silver.num_rows == 2 and held.num_rows == 0
 
 
-def warm_in_background() -> bool:
-    """Start :func:`warm` on a daemon thread, once per process, where this process renders:
-    on the embedded engine (Sail runs the Python tasks in this process; on JVM Spark and
-    Spark Connect servers they run in the engine's own Python workers, so nothing is
-    loaded here). Whether a load was started or had been. A failure there is logged, not
-    raised: the run's own first batch then loads the loops (and raises) as before."""
+def renders_here(cfg: "Config") -> bool:
+    """Whether silver's rows are rendered in this process: on the embedded engine (Sail runs
+    the Python tasks here; JVM Spark and Spark Connect servers run them in their own Python
+    workers) and without render worker processes (``silver.render_in_subprocess``)."""
     from pipelines.session import engine_name
+    from pipelines.silver.transform import render_workers
 
-    global _STARTED
-    if engine_name() != "sail":
+    return engine_name() == "sail" and not render_workers(cfg.silver.render_workers,
+                                                          cfg.silver.render_in_subprocess)
+
+
+def warm_in_background(cfg: "Config") -> bool:
+    """Start :func:`warm` on a daemon thread, once per process, where this process renders
+    (:func:`renders_here`; elsewhere nothing is loaded here). Whether a load was started or
+    had been. A failure there is logged, not raised: the run's own first batch then loads
+    the loops (and raises) as before."""
+    if not renders_here(cfg):
         return False
+    global _STARTED
     with _LOCK:
         if _STARTED is not None:
             return True

@@ -36,14 +36,13 @@ class Follower:
 
     def start(self) -> None:
         """The stream is starting. When silver follows, its compiled render loops load now,
-        on a thread of their own (the embedded engine only: elsewhere the engine's Python
-        workers render, as do silver's own render workers when configured): a stream lives
-        long, so every follow after the first few seconds renders with them whatever its
-        size (``silver/job._compiled``)."""
-        if self.lag_seconds > 0 and not self.cfg.silver.render_in_subprocess:
+        on a thread of their own, where this process renders them (``render_warm``): a
+        stream lives long, so every follow after the first few seconds renders with them
+        whatever its size (``silver/job._compiled``)."""
+        if self.lag_seconds > 0:
             from pipelines.silver.render_warm import warm_in_background
 
-            warm_in_background()
+            warm_in_background(self.cfg)
 
     def saw_ddl(self) -> None:
         self.ddl_pending = True
