@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
-           "rows_written_since", "Capabilities", "capabilities", "enable_change_data_feed",
+           "rows_written_since", "rows_in_table", "Capabilities", "capabilities", "enable_change_data_feed",
            "table_id", "files_added", "set_retention", "vacuum_table"]
 
 
@@ -180,6 +180,27 @@ def rows_written_since(path: str, version: int | None) -> int | None:
             return None
         total += int(rows)
     return total
+
+
+def rows_in_table(path: str) -> int | None:
+    """Rows in the table's latest version, from the Delta log's per-file statistics
+    (delta-rs): no data file is read. ``None`` when a file carries no row count, the table may
+    hold deletion vectors (a file's count then includes deleted rows), or delta-rs cannot read
+    it: the caller then counts with the engine."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from deltalake import DeltaTable
+
+        table = DeltaTable(path)
+        if "deletionVectors" in (table.protocol().writer_features or []):
+            return None
+        counts = pa.chunked_array(table.get_add_actions(flatten=True).column("num_records"))
+    except Exception:  # noqa: BLE001 - no table yet, or not readable by delta-rs
+        return None
+    if counts.null_count:
+        return None
+    return int(pc.sum(counts).as_py() or 0)
 
 
 def table_id(path: str) -> str | None:

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from pipelines.delta_ops import (create_with_stats_columns, current_version, sql_string,
-                                 table_exists)
+from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
+                                 sql_string, table_exists)
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
@@ -270,6 +270,16 @@ class Lake:
             if loc and loc.startswith(scheme + "/"):
                 return loc[len(scheme):]
         return loc
+
+    def rows(self, spark, table: LakeTable) -> int:
+        """Rows in the table's latest version, 0 when there is no table: from the Delta log's
+        per-file statistics where they are complete (``delta_ops.rows_in_table``, no data
+        file read: a count on JVM Spark is a job of half a second), else counted."""
+        if not self.exists(spark, table):
+            return 0
+        loc = self.location(spark, table)
+        n = rows_in_table(loc) if loc else None
+        return n if n is not None else self.read(spark, table).count()
 
     def version(self, spark, table: LakeTable) -> int | None:
         """The table's latest Delta version; ``None`` when there is no table."""

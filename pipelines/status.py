@@ -71,8 +71,7 @@ def _silver_status(spark, cfg: Config) -> dict[str, Any] | None:
                       f"max(event_timestamp) AS latest FROM {lake.ident(SILVER_EVENTS)}"
                       ).collect()[0]
         out.update(rows=r["n"], earliest=r["earliest"], latest=r["latest"])
-    out["quarantined"] = (lake.read(spark, SILVER_QUARANTINE).count()
-                          if lake.exists(spark, SILVER_QUARANTINE) else 0)
+    out["quarantined"] = lake.rows(spark, SILVER_QUARANTINE)
     out["snapshots"] = (lake.read(spark, SCHEMA_SNAPSHOTS).select("snapshot_id").distinct().count()
                         if lake.exists(spark, SCHEMA_SNAPSHOTS) else 0)
     from pipelines.silver.snapshot_store import load_checks

@@ -1,6 +1,7 @@
 """What the stages read from a Delta log after a long history: only the commits they need.
 
-Silver counts what it appended from its commits' metrics (``rows_written_since``), quality and
+Silver counts what it appended from its commits' metrics (``rows_written_since``) and its
+quarantine from the files' row counts (``rows_in_table``), quality and
 gold take the files appended since a version (``files_added``). A stream's table gains a commit
 every few seconds; a run that read the whole log each time would cost more every day. These
 tables are written by the embedded engine (its commits carry ``numOutputRows``) and
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.delta_ops import rows_written_since
+from pipelines.delta_ops import rows_in_table, rows_written_since
 
 pytestmark = pytest.mark.spark
 
@@ -63,3 +64,65 @@ def test_a_commit_gone_from_the_range_is_not_guessed(spark, tmp_path: Path) -> N
     _commit_file(path, 1).unlink()
     assert rows_written_since(path, 0) is None
     assert rows_written_since(path, 1) == 24
+
+
+# -- rows_in_table: a table's rows from its log's statistics -------------------------------------
+
+def _strip_stats(path: str, version: int) -> None:
+    """The commit's add actions without their statistics (a writer that records none)."""
+    import json
+
+    f = _commit_file(path, version)
+    actions = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    for a in actions:
+        if "add" in a:
+            a["add"].pop("stats", None)
+    f.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_rows_in_table_sums_the_files_row_counts(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    for start, n in ((0, 5), (5, 7), (12, 11)):
+        spark.range(start, start + n).write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 3 = 0")  # files rewritten, not marked
+    want = spark.read.format("delta").load(path).count()
+    assert want == 15 and rows_in_table(path) == want
+    assert rows_in_table(str(tmp_path / "none")) is None
+
+
+def test_a_file_without_a_row_count_is_not_guessed(spark, tmp_path: Path) -> None:
+    from pipelines.lake import Lake, SILVER_QUARANTINE
+
+    lake = Lake(str(tmp_path / "lake"))
+    path = lake.path(SILVER_QUARANTINE)
+    rows = [("s", "f.000001", i, 0) for i in range(4)]
+    for part in (rows[:3], rows[3:]):
+        (spark.createDataFrame(part, "source_id string, binlog_file string, start_pos long, "
+                                     "row_in_event int")
+         .write.format("delta").mode("append").save(path))
+    assert rows_in_table(path) == 4
+    _strip_stats(path, 1)
+    assert rows_in_table(path) is None
+    assert lake.rows(spark, SILVER_QUARANTINE) == 4  # counted by the engine instead
+
+
+def test_a_table_that_may_hold_deletion_vectors_is_not_counted_from_its_log(
+        spark, tmp_path: Path) -> None:
+    # A file's count includes the rows its deletion vector marks deleted (delta-spark writes
+    # them when the table enables the feature): only the engine's count is right then.
+    import json
+
+    path = _table(spark, tmp_path, [5, 7])
+    f = _commit_file(path, 0)
+    actions = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    for a in actions:
+        if "protocol" in a:
+            a["protocol"] = {"minReaderVersion": 3, "minWriterVersion": 7,
+                             "readerFeatures": ["deletionVectors"],
+                             "writerFeatures": ["deletionVectors"]}
+    f.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    for summary in (*(Path(path) / "_delta_log").glob("*checkpoint*"),
+                    *(Path(path) / "_delta_log").glob("*.crc")):  # they repeat the protocol
+        summary.unlink()
+    (Path(path) / "_delta_log" / "_last_checkpoint").unlink(missing_ok=True)
+    assert rows_in_table(path) is None

@@ -130,8 +130,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         release_freed_memory()
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
-    res.appended = written if written is not None else _count(spark, lake, SILVER_EVENTS) - (
-        0 if before is None else _count(spark, lake, SILVER_EVENTS, before))
+    res.appended = written if written is not None else lake.rows(spark, SILVER_EVENTS) - (
+        0 if before is None else lake.read(spark, SILVER_EVENTS, before).count())
 
     # What is still not in silver is exactly what no schema names: the quarantine. Counting
     # those keys reads only the key columns; rendering them again (to say why) happens only
@@ -145,7 +145,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
             release_freed_memory()
     elif not has_quarantine:  # the table exists from the first run on, empty or not
         lake.append(spark.createDataFrame([], SILVER_QUARANTINE.ddl()), SILVER_QUARANTINE)
-    res.quarantined = _count(spark, lake, SILVER_QUARANTINE)
+    res.quarantined = lake.rows(spark, SILVER_QUARANTINE)
 
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     rows = [(s, f, st.updated_at, now, json.dumps(ddl.get((s, f), [])))
@@ -265,10 +265,3 @@ def _now_col():
     from pyspark.sql import functions as F
 
     return F.current_timestamp()
-
-
-def _count(spark, lake: Lake, table, version: int | None = None) -> int:
-    if not lake.exists(spark, table):
-        return 0
-    return lake.read(spark, table, version).count()
-
