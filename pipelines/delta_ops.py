@@ -21,8 +21,8 @@ from urllib.parse import unquote
 from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
-           "rows_written_since", "rows_in_table", "Capabilities", "capabilities", "enable_change_data_feed",
-           "table_id", "files_added", "set_retention", "vacuum_table"]
+           "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
+           "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table"]
 
 
 @dataclass(frozen=True)
