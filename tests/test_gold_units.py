@@ -178,6 +178,8 @@ def test_wire_forms_escape_every_row_that_needs_it(seed: int) -> None:
     batch = pa.RecordBatch.from_pydict({
         "schema_name": pa.array([text() for _ in range(n)], pa.string()),
         "start_pos": pa.array([rnd.randint(0, 10**12) for _ in range(n)], pa.int64()),
+        "connection_id": pa.array([None if rnd.random() < 0.2 else rnd.randint(0, 10**6)
+                                   for _ in range(n)], pa.int64()),
         "row_after": pa.array([text() for _ in range(n)], pa.string())})
     lo = rnd.randint(0, n)
     for part in (batch, batch.slice(lo, rnd.randint(0, n - lo))):

@@ -146,23 +146,36 @@ _SQL_ESCAPES = (("\\", "\\\\"), ("'", "\\'"), ("\x00", "\\0"))
 _TSV_ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"), ("\x00", "\\0"))
 
 
-def _rendered(batch: pa.RecordBatch, *, sql: bool) -> list[pa.Array]:
-    out = []
-    null = "NULL" if sql else "\\N"
-    for name, arr in zip(batch.schema.names, batch.columns):
+def _row_texts(batch: pa.RecordBatch, *, sql: bool, end: str = "") -> pa.Array:
+    """Each row as its wire text (an SQL tuple ``(…)`` or a TSV line), followed by ``end``.
+
+    One join writes every row: the columns' texts with the quotes and separators between
+    them as pieces, a NULL written by the join itself (``NULL`` unquoted, ``\\N``). So a
+    column's text is copied once, into its rows, however large its JSON."""
+    pieces: list = ["("] if sql else []
+    for i, (name, arr) in enumerate(zip(batch.schema.names, batch.columns)):
+        if i:
+            pieces.append("," if sql else "\t")
+        text = arr.cast(pa.string())
         if name in _INT_COLUMNS:
-            text = arr.cast(pa.string())
-        else:
-            text = _escape(arr.cast(pa.string()), _SQL_ESCAPES if sql else _TSV_ESCAPES)
-            if sql:
-                text = pc.binary_join_element_wise("'", text, "'", "")
-        out.append(pc.fill_null(text, null))
-    return out
+            pieces.append(pc.fill_null(text, "NULL") if sql else text)
+            continue
+        text = _escape(text, _SQL_ESCAPES if sql else _TSV_ESCAPES)
+        if not sql:  # unquoted: the join's replacement is the whole NULL
+            pieces.append(text)
+        elif text.null_count == 0:
+            pieces += ["'", text, "'"]
+        else:  # the quotes around a value, NULL in their place: the text's NULL writes ""
+            valid = pc.is_valid(text)
+            pieces += [pc.if_else(valid, "'", "NULL"), text, pc.if_else(valid, "'", "")]
+    pieces.append(")" + end if sql else "\n" + end)
+    return pc.binary_join_element_wise(
+        *pieces, "", null_handling="replace", null_replacement="" if sql else "\\N")
 
 
 def sql_rows(batch: pa.RecordBatch) -> list[str]:
     """Each gold row as an SQL tuple ``(v, …)`` in :data:`EVENT_COLUMNS` order."""
-    return _tuples(batch).to_pylist()
+    return _row_texts(batch, sql=True).to_pylist()
 
 
 def sql_values(batch: pa.RecordBatch, max_bytes: int | None = None) -> list[bytes]:
@@ -171,7 +184,7 @@ def sql_values(batch: pa.RecordBatch, max_bytes: int | None = None) -> list[byte
     n = batch.num_rows
     if n == 0:
         return []
-    items = pc.binary_join_element_wise(_tuples(batch), ",", "")  # each row with its comma
+    items = _row_texts(batch, sql=True, end=",")  # each row with its comma
     ends = np.cumsum(pc.binary_length(items).to_numpy(zero_copy_only=False))
     out, start = [], 0
     while start < n:
@@ -189,14 +202,7 @@ def tsv_rows(batch: pa.RecordBatch) -> bytes:
     """The rows as a LOAD DATA file body (UTF-8, one ``\\n``-terminated line per row)."""
     if batch.num_rows == 0:
         return b""
-    cols = _rendered(batch, sql=False)
-    lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*cols, "\t"), "\n", "")
-    return _body(lines).to_pybytes()
-
-
-def _tuples(batch: pa.RecordBatch) -> pa.Array:
-    rows = pc.binary_join_element_wise(*_rendered(batch, sql=True), ",")
-    return pc.binary_join_element_wise("(", rows, ")", "")
+    return _body(_row_texts(batch, sql=False)).to_pybytes()
 
 
 def _body(texts: pa.Array) -> pa.Buffer:
