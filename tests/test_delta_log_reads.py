@@ -68,16 +68,28 @@ def test_a_commit_gone_from_the_range_is_not_guessed(spark, tmp_path: Path) -> N
 
 # -- rows_in_table: a table's rows from its log's statistics -------------------------------------
 
-def _strip_stats(path: str, version: int) -> None:
-    """The commit's add actions without their statistics (a writer that records none)."""
+def _rewrite_commit(path: str, version: int, edit) -> None:
+    """The commit's actions, each passed through ``edit`` (a dict changed in place)."""
     import json
 
     f = _commit_file(path, version)
     actions = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
     for a in actions:
-        if "add" in a:
-            a["add"].pop("stats", None)
+        edit(a)
     f.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def _strip_stats(action: dict) -> None:
+    """An add action without its statistics (a writer that records none)."""
+    if "add" in action:
+        action["add"].pop("stats", None)
+
+
+def _allow_deletion_vectors(action: dict) -> None:
+    if "protocol" in action:
+        action["protocol"] = {"minReaderVersion": 3, "minWriterVersion": 7,
+                              "readerFeatures": ["deletionVectors"],
+                              "writerFeatures": ["deletionVectors"]}
 
 
 def test_rows_in_table_sums_the_files_row_counts(spark, tmp_path: Path) -> None:
@@ -101,7 +113,7 @@ def test_a_file_without_a_row_count_is_not_guessed(spark, tmp_path: Path) -> Non
                                      "row_in_event int")
          .write.format("delta").mode("append").save(path))
     assert rows_in_table(path) == 4
-    _strip_stats(path, 1)
+    _rewrite_commit(path, 1, _strip_stats)
     assert rows_in_table(path) is None
     assert lake.rows(spark, SILVER_QUARANTINE) == 4  # counted by the engine instead
 
@@ -110,17 +122,8 @@ def test_a_table_that_may_hold_deletion_vectors_is_not_counted_from_its_log(
         spark, tmp_path: Path) -> None:
     # A file's count includes the rows its deletion vector marks deleted (delta-spark writes
     # them when the table enables the feature): only the engine's count is right then.
-    import json
-
     path = _table(spark, tmp_path, [5, 7])
-    f = _commit_file(path, 0)
-    actions = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-    for a in actions:
-        if "protocol" in a:
-            a["protocol"] = {"minReaderVersion": 3, "minWriterVersion": 7,
-                             "readerFeatures": ["deletionVectors"],
-                             "writerFeatures": ["deletionVectors"]}
-    f.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    _rewrite_commit(path, 0, _allow_deletion_vectors)
     for summary in (*(Path(path) / "_delta_log").glob("*checkpoint*"),
                     *(Path(path) / "_delta_log").glob("*.crc")):  # they repeat the protocol
         summary.unlink()
