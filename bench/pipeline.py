@@ -480,6 +480,9 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     if stages & {"small-file", "small-command"} and not stages & {"index", "index-command"}:
         raise SystemExit("--stages: small-file and small-command index after the history the "
                          "index or index-command stage leaves: add one of them")
+    if "quality" in stages and not stages & {"silver", "silver-workers"}:
+        raise SystemExit("--stages: quality checks the silver the silver stage writes: add "
+                         "silver (or silver-workers)")
     one = {"bronze.commit_mb": 0, "silver.commit_mb": 0}
     first = measure("bronze", bronze(), "mariadb-binlog -v")  # round 1's: the row count
     rows = first.rows
