@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from itertools import repeat
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,6 +45,12 @@ _STMT_END = 0x0001  # rows event flag: the statement's last rows event (Rows_log
 # A batch is also full at this many bytes of row images (wide rows: memory bounded by bytes).
 _MAX_IMAGE_BYTES = 64 << 20
 # A TABLE_MAP's facts: on the TABLE_MAP rows only; a row change names them by table_map_hash.
+# The columns a batcher keeps one value per run of rows for (``BronzeBatcher._push``); the
+# last two are the run's TABLE_MAP slot and, on a TABLE_MAP row, the slot whose facts it holds.
+_RUN_COLUMNS = ("server_id", "start_pos", "end_pos", "event_timestamp", "event_type", "gtid",
+                "trx_pos", "connection_id", "schema_name", "table_name", "table_id",
+                "before_present", "after_present", "query", "query_text", "commit_ts_us",
+                "tm_slot", "facts_slot")
 TABLE_MAP_FIELDS = ["column_types", "column_meta", "column_nullable", "column_names",
                     "column_unsigned", "column_charsets", "primary_key", "enum_values",
                     "set_values"]
@@ -84,23 +90,31 @@ class BronzeBatcher:
         self._reset()
 
     def _reset(self) -> None:
-        self._cols: dict[str, list] = {n: [] for n in (
-            "server_id", "start_pos", "end_pos", "row_in_event", "event_timestamp",
-            "event_type", "gtid", "trx_pos", "connection_id", "schema_name", "table_name",
-            "table_id", "before_present", "after_present", "query", "query_text",
-            "commit_ts_us",
-        )}
+        # Rows come in runs: a rows event's row changes share every column but
+        # ``row_in_event`` (numbered on from the run's base) and the image. One value per run
+        # here; :meth:`flush` expands them to rows with one ``take`` per column.
+        self._cols: dict[str, list] = {n: [] for n in _RUN_COLUMNS}
+        self._counts: list[int] = []  # rows per run
+        self._bases: list[int] = []  # each run's first row_in_event
+        self._n = 0
         # row_before / row_after: Arrow buffers (the compiled row loop writes into them)
         self._before = ImageSink(*self._sizes)
         self._after = ImageSink(*self._sizes)
-        self._tm_index: list[int | None] = []  # per row: its TABLE_MAP's slot
-        self._facts_index: list[int | None] = []  # per TABLE_MAP row: the slot it writes
         self._tms: list[TableMap] = []
         self._hashes: list[int] = []  # per slot
         self._tm_slot: dict[int, int] = {}
 
     def __len__(self) -> int:
-        return len(self._tm_index)
+        return self._n
+
+    def _push(self, n: int, base: int, values: dict) -> None:
+        """A run of ``n`` rows sharing ``values`` (every run column but ``row_in_event``)."""
+        c = self._cols
+        for name in _RUN_COLUMNS:
+            c[name].append(values[name])
+        self._counts.append(n)
+        self._bases.append(base)
+        self._n += n
 
     # -- transaction context ---------------------------------------------------------
     def _end_trx(self) -> None:
@@ -153,29 +167,23 @@ class BronzeBatcher:
     def _row(self, h, idx: int, etype: str, *, schema: str | None = None,
              query: str | None = None, connection_id: int | None = None) -> None:
         """One row for an event that is not a row change (QUERY, INCIDENT, END/ERROR)."""
-        c = self._cols
-        c["server_id"].append(h.server_id)
-        c["start_pos"].append(h.pos)
-        c["end_pos"].append(h.pos + h.event_length)
-        c["row_in_event"].append(idx)
-        c["event_timestamp"].append(h.timestamp * 1_000_000)
-        c["event_type"].append(etype)
-        c["gtid"].append(self.gtid)
-        c["trx_pos"].append(self.trx_pos if self.trx_pos is not None else h.pos)
-        c["connection_id"].append(connection_id if connection_id is not None else self.connection_id)
-        c["schema_name"].append(schema)
-        for name in ("table_name", "table_id", "before_present", "after_present"):
-            c[name].append(None)
+        self._push(1, idx, {
+            "server_id": h.server_id, "start_pos": h.pos, "end_pos": h.pos + h.event_length,
+            "event_timestamp": h.timestamp * 1_000_000, "event_type": etype,
+            "gtid": self.gtid,
+            "trx_pos": self.trx_pos if self.trx_pos is not None else h.pos,
+            "connection_id": connection_id if connection_id is not None
+            else self.connection_id,
+            "schema_name": schema, "table_name": None, "table_id": None,
+            "before_present": None, "after_present": None, "query": query,
+            "query_text": None,
+            "commit_ts_us": self.commit_ts_us if etype == "QUERY" else None,
+            "tm_slot": None, "facts_slot": None})
         self._before.add_nulls(1)
         self._after.add_nulls(1)
-        c["query"].append(query)
-        c["query_text"].append(None)
-        c["commit_ts_us"].append(self.commit_ts_us if etype == "QUERY" else None)
-        self._tm_index.append(None)
-        self._facts_index.append(None)
 
     def _add_rows(self, e: ev.RowsEvent) -> None:
-        """All row changes of one event at once: column-wise extends, not per-row appends.
+        """All row changes of one event at once: one run (:meth:`_push`), not a row each.
 
         Rows the parser left undecoded (``e.pending``) are decoded straight into the image
         sinks here; a failure raises the parser's located :class:`DecodeError` and leaves
@@ -194,38 +202,6 @@ class BronzeBatcher:
             return
         h = e.header
         tm = e.table
-        c = self._cols
-        c["server_id"].extend(repeat(h.server_id, n))
-        c["start_pos"].extend(repeat(h.pos, n))
-        c["end_pos"].extend(repeat(h.pos + h.event_length, n))
-        base = e.row_base  # inside a TRANSACTION_PAYLOAD, rows number on across inner events
-        c["row_in_event"].extend(range(base, base + n))
-        c["event_timestamp"].extend(repeat(h.timestamp * 1_000_000, n))
-        c["event_type"].extend(repeat(e.kind, n))
-        c["gtid"].extend(repeat(self.gtid, n))
-        c["trx_pos"].extend(repeat(self.trx_pos if self.trx_pos is not None else h.pos, n))
-        c["connection_id"].extend(repeat(self.connection_id, n))
-        c["schema_name"].extend(repeat(tm.schema, n))
-        c["table_name"].extend(repeat(tm.table, n))
-        c["table_id"].extend(repeat(tm.table_id, n))
-        c["before_present"].extend(repeat(e.present_before, n))
-        flags = e.partial_json_flags
-        if flags is None:
-            c["after_present"].extend(repeat(e.present_after, n))
-        else:
-            # PARTIAL_JSON: a column whose after value could not be rebuilt from the diff is
-            # marked absent (unknown), never reported as NULL.
-            ncols = tm.column_count
-            for cols in flags:
-                present = list(e.present_after or [True] * ncols)
-                for i in cols:
-                    present[i] = False
-                c["after_present"].append(present if cols else e.present_after)
-        c["query"].extend(repeat(None, n))
-        c["query_text"].extend(repeat(self.query_text, n))
-        c["commit_ts_us"].extend(repeat(self.commit_ts_us, n))
-        if e.flags & _STMT_END:
-            self.query_text = None
         # Copies of a re-sent TABLE_MAP share their codecs (TableMap.rebound): one slot each.
         key = id(tm._codecs)
         slot = self._tm_slot.get(key)
@@ -233,8 +209,32 @@ class BronzeBatcher:
             slot = self._tm_slot[key] = len(self._tms)
             self._tms.append(tm)
             self._hashes.append(table_map_hash(_tm_values(tm)))
-        self._tm_index.extend(repeat(slot, n))
-        self._facts_index.extend(repeat(None, n))
+        values = {
+            "server_id": h.server_id, "start_pos": h.pos, "end_pos": h.pos + h.event_length,
+            "event_timestamp": h.timestamp * 1_000_000, "event_type": e.kind,
+            "gtid": self.gtid,
+            "trx_pos": self.trx_pos if self.trx_pos is not None else h.pos,
+            "connection_id": self.connection_id, "schema_name": tm.schema,
+            "table_name": tm.table, "table_id": tm.table_id,
+            "before_present": e.present_before, "after_present": e.present_after,
+            "query": None, "query_text": self.query_text,
+            "commit_ts_us": self.commit_ts_us, "tm_slot": slot, "facts_slot": None}
+        base = e.row_base  # inside a TRANSACTION_PAYLOAD, rows number on across inner events
+        flags = e.partial_json_flags
+        if flags is None:
+            self._push(n, base, values)
+        else:
+            # PARTIAL_JSON: a column whose after value could not be rebuilt from the diff is
+            # marked absent (unknown), never reported as NULL. A run per row.
+            ncols = tm.column_count
+            for k, cols in enumerate(flags):
+                present = list(e.present_after or [True] * ncols)
+                for i in cols:
+                    present[i] = False
+                self._push(1, base + k, {**values,
+                                         "after_present": present if cols else e.present_after})
+        if e.flags & _STMT_END:
+            self.query_text = None
         self.row_changes += n
         if self._hashes[slot] not in self._written:
             self._written.add(self._hashes[slot])
@@ -245,20 +245,13 @@ class BronzeBatcher:
         that event's position and context, the facts (at flush), ``row_in_event`` -1 (-2, -3
         for the next maps first named at the same position: the inner events of a
         TRANSACTION_PAYLOAD share it), so that no two bronze rows share a key."""
-        c = self._cols
-        for name in ("server_id", "start_pos", "end_pos", "event_timestamp", "gtid", "trx_pos",
-                     "connection_id", "schema_name", "table_name", "table_id",
-                     "commit_ts_us"):
-            c[name].append(c[name][-1])
+        last = {name: values[-1] for name, values in self._cols.items()}
         at = self._map_at = (h.pos, self._map_at[1] - 1 if self._map_at[0] == h.pos else -1)
-        c["row_in_event"].append(at[1])
-        c["event_type"].append("TABLE_MAP")
-        for name in ("before_present", "after_present", "query", "query_text"):
-            c[name].append(None)
+        self._push(1, at[1], {**last, "event_type": "TABLE_MAP", "before_present": None,
+                              "after_present": None, "query": None, "query_text": None,
+                              "tm_slot": slot, "facts_slot": slot})
         self._before.add_nulls(1)
         self._after.add_nulls(1)
-        self._tm_index.append(slot)
-        self._facts_index.append(slot)
 
     def add_closing(self, *, ok: bool, pos: int, info: dict, timestamp: int = 0,
                     chunk: int = 0) -> None:
@@ -272,24 +265,28 @@ class BronzeBatcher:
         self._row(h, chunk, "END" if ok else "ERROR", query=json.dumps(info, sort_keys=True))
 
     def full(self) -> bool:
-        return (len(self._tm_index) >= self.batch_rows
+        return (self._n >= self.batch_rows
                 or self._before.nbytes + self._after.nbytes >= _MAX_IMAGE_BYTES)
 
     def flush(self) -> pa.RecordBatch | None:
         """Return the accumulated rows as one batch (``None`` when empty) and start afresh."""
-        n = len(self._tm_index)
+        n = self._n
         if not n:
             return None
         c = self._cols
+        counts = np.array(self._counts, np.int64)
+        run_of_row = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
+        first_row = np.cumsum(counts) - counts
         arrays: dict[str, pa.Array] = {
-            "source_id": pa.array([self.source_id] * n, pa.string()),
-            "server_uuid": pa.nulls(n, pa.string()) if not self.server_uuid
-            else pa.array([self.server_uuid] * n, pa.string()),
-            "binlog_file": pa.array([self.binlog_file] * n, pa.string()),
+            "source_id": _repeated(self.source_id, n),
+            "server_uuid": _repeated(self.server_uuid or None, n),
+            "binlog_file": _repeated(self.binlog_file, n),
+            "row_in_event": pa.array(np.arange(n, dtype=np.int32) - np.repeat(
+                (first_row - np.array(self._bases, np.int64)).astype(np.int32), counts)),
         }
         for f in BRONZE_SCHEMA:
             if f.name in c:
-                arrays[f.name] = pa.array(c[f.name], f.type)
+                arrays[f.name] = pa.array(c[f.name], f.type).take(run_of_row)
         arrays["row_before"] = self._before.to_arrow()
         arrays["row_after"] = self._after.to_arrow()
         if len(arrays["row_before"]) != n or len(arrays["row_after"]) != n:
@@ -297,8 +294,8 @@ class BronzeBatcher:
                                  f"before / {len(arrays['row_after'])} after images")
         self._sizes = (self._before.lvalid.shape[0], self._before.vvalid.shape[0],
                        max(self._before.data.shape[0], self._after.data.shape[0]))
-        idx = pa.array(self._tm_index, pa.int32())
-        facts = pa.array(self._facts_index, pa.int32())
+        idx = pa.array(c["tm_slot"], pa.int32()).take(run_of_row)
+        facts = pa.array(c["facts_slot"], pa.int32()).take(run_of_row)
         small = {"column_count": pa.array([tm.column_count for tm in self._tms], pa.int32()),
                  "table_map_hash": pa.array(self._hashes, pa.int64())}
         per_tm = [_tm_values(tm) for tm in self._tms]
@@ -312,6 +309,13 @@ class BronzeBatcher:
                                            schema=BRONZE_SCHEMA)
         self._reset()
         return batch
+
+
+def _repeated(value: str | None, n: int) -> pa.Array:
+    """A string column of ``n`` copies of ``value``."""
+    if value is None:
+        return pa.nulls(n, pa.string())
+    return pa.array([value], pa.string()).take(pa.array(np.zeros(n, np.int32)))
 
 
 class _Pseudo:
