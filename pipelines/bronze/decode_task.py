@@ -3,7 +3,7 @@
 On the embedded engine, Python UDFs run inside Sail's process under one GIL, so two files
 decoded there share one core. ``decode_file_batches(..., subprocess=True)`` runs the decoder
 in a worker process forked from a ``forkserver`` that has the decoder imported already
-(``pipelines.workers``), which sends serialised Arrow batches back over a pipe: each task then
+(``pipelines.workers``), which streams its Arrow batches back over a pipe: each task then
 has a core of its own and memory stays bounded by the batch size. On a Spark cluster each
 executor's Python worker is already a process; the worker process is a cheap extra hop there
 and can be turned off (``bronze.decode_in_subprocess = false``).
@@ -101,12 +101,15 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str, source_id: str, chunk
 
 
 def _worker_body(conn, *args) -> None:
-    """Forked worker body: decode inline, send each bronze batch, serialised, through ``conn``.
-    The forkserver (``pipelines.workers``) has this module imported already: a forked worker
-    starts in milliseconds instead of re-importing pyarrow and the decoder."""
+    """Forked worker body: decode inline, write each bronze batch to ``conn``'s pipe as an
+    Arrow IPC stream (Arrow writes the batch's buffers straight to the pipe: no serialised
+    copy). The forkserver (``pipelines.workers``) has this module imported already: a forked
+    worker starts in milliseconds instead of re-importing pyarrow and the decoder."""
     try:
-        for batch in _inline(*args):
-            conn.send_bytes(batch.serialize())
+        with open(conn.fileno(), "wb", closefd=False) as sink, \
+                pa.ipc.new_stream(sink, BRONZE_SCHEMA) as out:
+            for batch in _inline(*args):
+                out.write_batch(batch)
     finally:
         conn.close()
 
@@ -114,7 +117,8 @@ def _worker_body(conn, *args) -> None:
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
             checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool,
             columnar: bool | None) -> Iterator[pa.RecordBatch]:
-    """Decode in a worker forked from the preloaded forkserver; batches come back serialised."""
+    """Decode in a worker forked from the preloaded forkserver; its batches come back as an
+    Arrow IPC stream on a pipe, read into Arrow's memory without a copy in Python."""
     ctx = forkserver()
     receive, send = ctx.Pipe(duplex=False)
     widen(receive)
@@ -125,14 +129,13 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
     send.close()
     closed = False
     try:
-        while True:
-            try:
-                data = receive.recv_bytes()
-            except EOFError:
-                break
-            batch = pa.ipc.read_record_batch(pa.py_buffer(data), BRONZE_SCHEMA)
-            closed = closed or _has_closing(batch)
-            yield batch
+        with open(receive.fileno(), "rb", closefd=False) as source, \
+                pa.ipc.open_stream(source) as stream:
+            for batch in stream:
+                closed = closed or _has_closing(batch)
+                yield batch
+    except (pa.ArrowInvalid, OSError):
+        pass  # the worker died mid-stream: its chunk ends with the ERROR row below
     finally:
         receive.close()
         proc.join()
