@@ -67,7 +67,7 @@ def _fresh_table(srv, db: str, first_hour: dt.datetime) -> None:
 def _writer(srv, db: str, gold: pa.Table, method: str, chunk_rows: int) -> float:
     # The export's own connection (strict mode, UTC; LOAD DATA bodies sent from memory).
     conn = connect(Dsn.parse(srv.dsn(db), setting="gold.dsn"), autocommit=False,
-                   local_infile=method == "load_data")
+                   local_infile=method == "load_data", bulk=method == "bulk")
     limit = statement_limit(conn)  # asked once, as the export's tasks do
     t = time.monotonic()
     for batch in gold.to_batches(max_chunksize=chunk_rows):
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
     gold_big, gold_small = gold_values(big), gold_values(small)
     first_hour = end - dt.timedelta(hours=12)
-    writers = [("LOAD DATA LOCAL", "load_data", DEFAULT_CHUNK, gold_big),
+    writers = [("MariaDB bulk (binary)", "bulk", DEFAULT_CHUNK, gold_big),
+               ("LOAD DATA LOCAL", "load_data", DEFAULT_CHUNK, gold_big),
                ("LOAD DATA LOCAL", "load_data", 1000, gold_big),
                ("multi-row INSERT", "insert", DEFAULT_CHUNK, gold_big),
                ("multi-row INSERT (bintrail)", "insert", 1000, gold_big),

@@ -116,7 +116,7 @@ class GoldConfig:
     partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
     partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
     batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
-    method: str = "auto"  # auto | load_data | insert: auto = LOAD DATA LOCAL when the server allows it
+    method: str = "auto"  # auto | bulk | load_data | insert (docs/gold.md: what auto picks)
     parallelism: int = 0  # export tasks; 0 = the engine's cores
     retain: str = "7d"  # `binlake rotate` default retention: Nd or Nh
     log_retention: str = "interval 30 days"  # delta.logRetentionDuration of the lake's tables
@@ -323,8 +323,9 @@ def parse_retain(value: str, *, setting: str = "gold.retain") -> int:
 
 
 def _validate_gold(g: GoldConfig) -> None:
-    if g.method not in ("auto", "load_data", "insert"):
-        raise ConfigError(f"gold.method: expected auto, load_data or insert, got {g.method!r}")
+    if g.method not in ("auto", "bulk", "load_data", "insert"):
+        raise ConfigError(f"gold.method: expected auto, bulk, load_data or insert, "
+                          f"got {g.method!r}")
     for name in ("partitions", "batch_rows"):
         if getattr(g, name) < 1:
             raise ConfigError(f"gold.{name}: must be at least 1")

@@ -333,6 +333,52 @@ class LocalFileRefused(SourceError):
     """The server asked for a local file other than the one the client is sending."""
 
 
+def _bulk_connection_class():
+    """A pymysql Connection that asks a MariaDB server for ``COM_STMT_BULK_EXECUTE``
+    (``gold/bulk.py``). MariaDB reads a client's extended capabilities from the last 4 of the
+    23 reserved bytes of its handshake response, when the response leaves out ``CLIENT_MYSQL``
+    (bit 0, pymysql's ``LONG_PASSWORD``, which no server since 4.1 reads); pymysql sends zeros
+    there and sets the bit. This subclass sets ``MARIADB_CLIENT_STMT_BULK_OPERATIONS`` and
+    clears the bit, only when the server's greeting says MariaDB and leaves ``CLIENT_MYSQL`` out
+    itself (it then has extended capabilities). Other servers get pymysql's response as is."""
+    import pymysql
+
+    class _BulkConnection(pymysql.connections.Connection):
+        bulk_operations = False
+        _asking = False
+
+        def _request_authentication(self):
+            self._asking = self.bulk_operations = offers_bulk_operations(self)
+            try:
+                return super()._request_authentication()
+            finally:
+                self._asking = False
+
+        def write_packet(self, payload):
+            # The handshake response (and before TLS its first 32 bytes alone, the SSL request)
+            # begins with flags, packet size, charset and the 23 reserved bytes.
+            if self._asking and len(payload) >= _HANDSHAKE_HEAD:
+                head = bytearray(payload[:_HANDSHAKE_HEAD])
+                head[0] &= ~_CLIENT_MYSQL & 0xFF
+                head[28:32] = (_BULK_OPERATIONS >> 32).to_bytes(4, "little")
+                payload = bytes(head) + bytes(payload[_HANDSHAKE_HEAD:])
+                self._asking = len(payload) == _HANDSHAKE_HEAD  # the SSL request: one more
+            return super().write_packet(payload)
+
+    return _BulkConnection
+
+
+def offers_bulk_operations(conn) -> bool:
+    """Whether ``conn``'s server greeted as MariaDB with extended capabilities (10.2+: it
+    leaves ``CLIENT_MYSQL`` out), the servers that take ``COM_STMT_BULK_EXECUTE``."""
+    return "MariaDB" in conn.server_version and not conn.server_capabilities & _CLIENT_MYSQL
+
+
+_CLIENT_MYSQL = 1
+_BULK_OPERATIONS = 1 << 34  # MARIADB_CLIENT_STMT_BULK_OPERATIONS
+_HANDSHAKE_HEAD = 32
+
+
 def _guarded_connection_class():
     """A pymysql Connection that answers a LOAD DATA LOCAL request only for the one name
     :func:`allow_local_file` gives, with its bytes. pymysql has no public hook for its
@@ -406,11 +452,13 @@ def allow_local_file(conn, name: str, data: bytes) -> Iterator[None]:
 def connect(dsn: Dsn, *, section: str = "source", database: str | None = None,
             autocommit: bool = True, connect_timeout: float = 10,
             read_timeout: float | None = None, local_infile: bool = False,
-            init_command: str | None = None, charset: str = "utf8mb4"):
+            init_command: str | None = None, charset: str = "utf8mb4", bulk: bool = False):
     """A pymysql connection to ``dsn`` with its TLS and credentials.
 
     ``section`` (``source`` / ``gold``) names the settings in error messages. With
     ``local_infile`` the connection sends only the bytes :func:`allow_local_file` gives.
+    With ``bulk`` it asks a MariaDB server for bulk operations (:func:`_bulk_connection_class`;
+    ``conn.bulk_operations`` says whether it did).
     Raises :class:`SourceError` (host:port, never the password; a TLS failure names the
     ``ssl_*`` setting) or :class:`ConfigError` for unreadable certificate files.
     """
@@ -426,7 +474,8 @@ def connect(dsn: Dsn, *, section: str = "source", database: str | None = None,
         kwargs["ssl"] = ctx
     elif dsn.tls.mode == "DISABLED":
         kwargs["ssl_disabled"] = True
-    cls = _guarded_connection_class() if local_infile else pymysql.connections.Connection
+    cls = (_guarded_connection_class() if local_infile else _bulk_connection_class() if bulk
+           else pymysql.connections.Connection)
     try:
         return cls(**kwargs)
     except pymysql.err.MySQLError as exc:

@@ -155,7 +155,7 @@ def test_json_and_pk_values_are_exact_on_the_server(spark, tmp_path, mariadb, go
         assert digest == hashlib.sha256(LONG_PK.encode()).hexdigest()
 
 
-@pytest.mark.parametrize("method", ["insert", "load_data"])
+@pytest.mark.parametrize("method", ["bulk", "insert", "load_data"])
 def test_each_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db, method) -> None:
     cfg = cfg_for(tmp_path, mariadb, gold_db, **{"gold.method": method, "gold.batch_rows": 300})
     write_silver(spark, silver_path(cfg), 2000, hours=3)
@@ -172,8 +172,9 @@ def test_each_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db, meth
     silver = spark.read.format("delta").load(silver_path(cfg)).limit(500).toArrow()
     gold, _ = to_gold(silver.combine_chunks().to_batches()[0])
     conn = connect(Dsn.parse(mariadb.dsn(gold_db)), autocommit=False,
-                   local_infile=method == "load_data")
+                   local_infile=method == "load_data", bulk=method == "bulk")
     try:
+        assert getattr(conn, "bulk_operations", False) == (method == "bulk")
         assert write_chunk(conn, gold, method) == 0
     finally:
         conn.close()
@@ -181,9 +182,11 @@ def test_each_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db, meth
 
 
 
-def test_insert_chunks_fit_the_servers_max_allowed_packet(spark, tmp_path) -> None:
+@pytest.mark.parametrize("method", ["insert", "bulk"])
+def test_chunks_fit_the_servers_max_allowed_packet(spark, tmp_path, method) -> None:
     # A chunk of wide rows is more than one INSERT may carry (max_allowed_packet 1 MB here;
-    # MySQL 5.7's default is 4 MB): the chunk goes as several statements, one transaction.
+    # MySQL 5.7's default is 4 MB): the chunk goes as several statements (bulk commands),
+    # one transaction.
     import datetime as dt
 
     from pyspark.sql import functions as F
@@ -207,36 +210,42 @@ def test_insert_chunks_fit_the_servers_max_allowed_packet(spark, tmp_path) -> No
         first = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(days=3)
         server.execute(ddl.create_events_sql(first.replace(minute=0, second=0, microsecond=0),
                                              24 * 4), db="wide")
-        conn = connect(Dsn.parse(server.dsn("wide")), autocommit=False)
+        conn = connect(Dsn.parse(server.dsn("wide")), autocommit=False,
+                       bulk=method == "bulk")
         try:
             assert statement_limit(conn) < 1 << 20
-            assert write_chunk(conn, gold, "insert") == 40
+            assert write_chunk(conn, gold, method) == 40
         finally:
             conn.close()
         assert server.execute("SELECT COUNT(*), SUM(LENGTH(row_after)) FROM binlog_events",
                               db="wide") == [(40, 40 * len(wide))]
 
-def test_auto_method_follows_the_servers_autoinc_lock_mode(mariadb, tmp_path) -> None:
-    # LOAD DATA holds a partition's AUTO-INC lock to its end under lock mode 1 (MariaDB's
-    # default), so two tasks would take turns: auto then writes multi-row INSERTs; under
-    # mode 2 (MySQL 8's default), or with one task, LOAD DATA.
+def test_auto_method_follows_the_server(mariadb, tmp_path) -> None:
+    # MariaDB: its bulk protocol, however many tasks. Without one (MySQL): LOAD DATA holds a
+    # partition's AUTO-INC lock to its end under lock mode 1, so two tasks would take turns:
+    # auto then writes multi-row INSERTs; under mode 2 (MySQL 8's default), or with one
+    # task, LOAD DATA. That choice is asked of MariaDB servers here, the only kind this
+    # machine runs.
     from devtools.mariadb import MariaDBServer
     from pipelines.gold.client import connect
-    from pipelines.gold.job import _server_method
+    from pipelines.gold.job import _server_method, _text_method
     from pipelines.mysql_client import Dsn
 
-    def chosen(server, tasks: int) -> str:
+    def chosen(server, tasks: int, how=lambda conn, tasks: _server_method(conn, "auto", tasks)
+               ) -> str:
         conn = connect(Dsn.parse(server.dsn()), database=False)
         try:
-            return _server_method(conn, "auto", tasks)
+            return how(conn, tasks)
         finally:
             conn.close()
 
+    assert (chosen(mariadb, 2), chosen(mariadb, 1)) == ("bulk", "bulk")
     assert mariadb.execute("SELECT @@GLOBAL.innodb_autoinc_lock_mode") == [(1,)]
-    assert (chosen(mariadb, 2), chosen(mariadb, 1)) == ("insert", "load_data")
+    assert (chosen(mariadb, 2, _text_method), chosen(mariadb, 1, _text_method)) == (
+        "insert", "load_data")
     with MariaDBServer(workdir=tmp_path / "mode2",
                        extra_options={"innodb_autoinc_lock_mode": 2}) as mode2:
-        assert chosen(mode2, 2) == "load_data"
+        assert chosen(mode2, 2, _text_method) == "load_data"
 
 
 def test_lost_watermark_or_recreated_silver_adds_nothing(spark, tmp_path, mariadb, gold_db) -> None:

@@ -46,16 +46,17 @@ def database_of(dsn: Dsn) -> str:
 
 
 def connect(dsn: Dsn, *, database: bool = True, local_infile: bool = False,
-            autocommit: bool = True, section: str = "gold"):
+            autocommit: bool = True, section: str = "gold", bulk: bool = False):
     """A connection to ``dsn`` (its database unless ``database=False``) through
     :func:`pipelines.mysql_client.connect`: the DSN's TLS and credentials, strict mode, UTC.
 
     With ``local_infile`` the server gets only the bytes given under their name by
-    :func:`~pipelines.mysql_client.allow_local_file`. Raises :class:`SourceError` when the
-    server cannot be reached or refuses the login (a TLS failure names the ``gold.ssl_*``
+    :func:`~pipelines.mysql_client.allow_local_file`. With ``bulk`` it asks a MariaDB server
+    for bulk operations (``gold/bulk.py``; ``conn.bulk_operations``). Raises
+    :class:`SourceError` when the server cannot be reached or refuses the login (a TLS failure names the ``gold.ssl_*``
     setting; ``section`` names whose settings they are).
     """
     return mysql_client.connect(
         dsn, section=section, database=database_of(dsn) if database else None,
-        autocommit=autocommit, local_infile=local_infile,
+        autocommit=autocommit, local_infile=local_infile, bulk=bulk,
         init_command=f"SET SESSION sql_mode = '{SESSION_SQL_MODE}', time_zone = '+00:00'")

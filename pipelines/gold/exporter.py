@@ -8,6 +8,11 @@ Spark Connect, classic Spark and Databricks.
 
 Methods (``gold.method``; ``bench/gold_export.py`` measures them side by side):
 
+* ``bulk`` (MariaDB 10.2.7+): the ``insert`` method's statement prepared once per task and
+  sent with many rows a command in the binary protocol (``COM_STMT_BULK_EXECUTE``,
+  ``bulk.py``): the server parses no literals. A task whose connection could not negotiate it
+  writes multi-row INSERTs instead.
+
 * ``load_data``: ``LOAD DATA LOCAL INFILE … IGNORE`` of a TSV body per chunk, sent from memory
   under a fixed name (the connection answers that name only, ``mysql_client.allow_local_file``;
   no file is written). The chunk's warnings are checked before COMMIT: every warning must be
@@ -35,19 +40,21 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from pipelines.gold.bulk import BulkInsert
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
 from pipelines.gold.digest import StatementDigests
 from pipelines.gold.rows import SILVER_INPUT, sql_rows, sql_values, to_gold, tsv_rows
 from pipelines.mysql_client import allow_local_file, error_text
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
-           "hour_chunks", "statement_limit", "write_chunk", "sum_counts"]
+           "hour_chunks", "statement_limit", "bulk_insert", "write_chunk", "sum_counts"]
 
-METHODS = ("load_data", "insert", "single")
+METHODS = ("bulk", "load_data", "insert", "single")
 RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, retries long, seconds double"
 _COLS = ", ".join(f"`{c}`" for c in EVENT_COLUMNS)
 _INSERT = f"INSERT INTO `{EVENTS_TABLE}` ({_COLS}) VALUES "
 _NOOP = " ON DUPLICATE KEY UPDATE event_id = event_id"
+_PREPARED = _INSERT + "(" + ", ".join("?" * len(EVENT_COLUMNS)) + ")" + _NOOP
 _INSERT_BYTES, _NOOP_BYTES = _INSERT.encode(), _NOOP.encode()
 _LOAD = (f"LOAD DATA LOCAL INFILE %s IGNORE INTO TABLE `{EVENTS_TABLE}` CHARACTER SET utf8mb4 "
          "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
@@ -112,11 +119,21 @@ def statement_limit(conn) -> int:
     return max(packet - len(_INSERT_BYTES) - len(_NOOP_BYTES) - 1024, 1)
 
 
+def bulk_insert(conn) -> BulkInsert:
+    """The gold INSERT prepared on ``conn`` (a connection made with ``bulk=True`` that
+    negotiated bulk operations), once per connection."""
+    prepared = getattr(conn, "binlake_bulk_insert", None)
+    if prepared is None:
+        prepared = conn.binlake_bulk_insert = BulkInsert(conn, _PREPARED, len(EVENT_COLUMNS))
+    return prepared
+
+
 def write_chunk(conn, chunk: pa.RecordBatch, method: str, limit: int | None = None) -> int:
     """Write one chunk of gold values in one transaction; return the rows inserted.
 
     ``insert`` writes as many statements as keep each within ``limit`` bytes of values
-    (:func:`statement_limit`, asked of the server when not given). Raises pymysql errors as
+    (:func:`statement_limit`, asked of the server when not given); ``bulk`` as many bulk
+    commands (``conn`` made with ``bulk=True``, :func:`bulk_insert`). Raises pymysql errors as
     they come (the caller maps them); for ``load_data`` a warning other than a duplicate-key
     skip rolls the chunk back and raises ValueError.
     """
@@ -128,6 +145,9 @@ def write_chunk(conn, chunk: pa.RecordBatch, method: str, limit: int | None = No
             limit = statement_limit(conn) if limit is None else limit
             inserted = sum(cur.execute(_INSERT_BYTES + values + _NOOP_BYTES)
                            for values in sql_values(chunk, limit))
+        elif method == "bulk":
+            limit = statement_limit(conn) if limit is None else limit
+            inserted = bulk_insert(conn).write(chunk, limit)
         elif method == "single":
             inserted = 0
             for row in sql_rows(chunk):
@@ -155,13 +175,13 @@ _RETRY_CODES = (1213, 1205)
 _RETRIES = 8
 
 
-def _write_retrying(conn, chunk: pa.RecordBatch, opts: ExportOptions, dsn,
+def _write_retrying(conn, chunk: pa.RecordBatch, method: str, dsn,
                     counts: ExportCounts, limit: int) -> int:
     import pymysql
 
     for attempt in range(_RETRIES + 1):
         try:
-            return write_chunk(conn, chunk, opts.method, limit)
+            return write_chunk(conn, chunk, method, limit)
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
             try:
@@ -184,7 +204,11 @@ def _task(opts: ExportOptions):
         started = time.monotonic()
         counts = ExportCounts()
         dsn = Dsn.parse(opts.dsn_url, setting="gold.dsn")
-        conn = connect(dsn, local_infile=opts.method == "load_data", autocommit=False)
+        conn = connect(dsn, local_infile=opts.method == "load_data", autocommit=False,
+                       bulk=opts.method == "bulk")
+        method = opts.method
+        if method == "bulk" and not conn.bulk_operations:
+            method = "insert"  # the server did not offer bulk operations
         digests = StatementDigests(conn)
         try:
             limit = statement_limit(conn)
@@ -195,7 +219,7 @@ def _task(opts: ExportOptions):
                 counts.rows_read += gold.num_rows
                 counts.pk_marked += marked
                 for chunk in hour_chunks(gold, opts.batch_rows):
-                    counts.rows_inserted += _write_retrying(conn, chunk, opts, dsn, counts,
+                    counts.rows_inserted += _write_retrying(conn, chunk, method, dsn, counts,
                                                              limit)
         finally:
             conn.close()

@@ -137,12 +137,25 @@ class GoldResult:
 
 
 def _server_method(conn, wanted: str, tasks: int) -> str:
-    """``gold.method``, or for ``auto`` what the server runs best (``docs/gold.md``): LOAD DATA
-    LOCAL when it allows it, unless several tasks would take turns on its AUTO-INC lock
-    (``innodb_autoinc_lock_mode`` below 2: a LOAD DATA holds it to the statement's end, a
-    multi-row INSERT only while it takes its ids); else multi-row INSERT."""
+    """``gold.method``, or for ``auto`` what the server runs best (``docs/gold.md``): on
+    MariaDB 10.2+ its bulk protocol (the INSERT parsed once per task, its rows sent in binary);
+    else LOAD DATA LOCAL when the server allows it, unless several tasks would take turns on its
+    AUTO-INC lock (``innodb_autoinc_lock_mode`` below 2: a LOAD DATA holds it to the
+    statement's end, a multi-row INSERT only while it takes its ids); else multi-row INSERT.
+    ``bulk`` asked of another server is a ConfigError."""
+    from pipelines.mysql_client import offers_bulk_operations
+
+    bulk = offers_bulk_operations(conn)
+    if wanted == "bulk" and not bulk:
+        raise ConfigError(f"gold.method: bulk needs MariaDB 10.2.7 or later; the gold server "
+                          f"is {conn.server_version} (use auto, insert or load_data)")
     if wanted != "auto":
         return wanted
+    return "bulk" if bulk else _text_method(conn, tasks)
+
+
+def _text_method(conn, tasks: int) -> str:
+    """Where there is no bulk protocol: LOAD DATA or multi-row INSERT (``_server_method``)."""
     with conn.cursor() as cur:
         cur.execute("SELECT @@GLOBAL.local_infile, @@GLOBAL.innodb_autoinc_lock_mode")
         local_infile, lock_mode = cur.fetchone()

@@ -24,13 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
 from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, gold_query_text
 
-__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "gold_pk_values", "to_gold", "sql_rows",
-           "sql_values", "tsv_rows"]
+__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "INT_COLUMNS", "gold_pk_values", "to_gold",
+           "sql_rows", "sql_values", "tsv_rows", "byte_slices", "concat_body"]
 
 # What the export reads from silver: gold's columns less query_hash (asked of the server).
 SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c != "query_hash")
@@ -39,7 +39,8 @@ PK_MAX_CHARS = 512
 PK_MARK = "\\#"
 _PREFIX_CHARS = PK_MAX_CHARS - len(PK_MARK) - 64
 
-_INT_COLUMNS = {"start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
+# Gold's integer columns: unquoted in the INSERT text, LONGLONG in the bulk protocol (bulk.py).
+INT_COLUMNS = {"start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
                 "commit_ts_us"}
 
 
@@ -157,7 +158,7 @@ def _row_texts(batch: pa.RecordBatch, *, sql: bool, end: str = "") -> pa.Array:
         if i:
             pieces.append("," if sql else "\t")
         text = arr.cast(pa.string())
-        if name in _INT_COLUMNS:
+        if name in INT_COLUMNS:
             pieces.append(pc.fill_null(text, "NULL") if sql else text)
             continue
         text = _escape(text, _SQL_ESCAPES if sql else _TSV_ESCAPES)
@@ -185,27 +186,36 @@ def sql_values(batch: pa.RecordBatch, max_bytes: int | None = None) -> list[byte
     if n == 0:
         return []
     items = _row_texts(batch, sql=True, end=",")  # each row with its comma
+    out = []
+    for rows in byte_slices(items, max_bytes):
+        body = concat_body(rows)
+        out.append(body.slice(0, body.size - 1).to_pybytes())  # no comma after the last
+    return out
+
+
+def byte_slices(items: pa.Array, max_bytes: int | None) -> Iterator[pa.Array]:
+    """Consecutive slices of the binary or string array ``items`` in order: one, or with
+    ``max_bytes`` as many as keep each slice's bytes within it (an item longer alone)."""
+    n = len(items)
     ends = np.cumsum(pc.binary_length(items).to_numpy(zero_copy_only=False))
-    out, start = [], 0
+    start = 0
     while start < n:
         stop = n
         if max_bytes is not None:
             before = int(ends[start - 1]) if start else 0
             stop = max(int(np.searchsorted(ends, before + max_bytes, side="right")), start + 1)
-        body = _body(items.slice(start, stop - start))
-        out.append(body.slice(0, body.size - 1).to_pybytes())  # no comma after the last
+        yield items.slice(start, stop - start)
         start = stop
-    return out
 
 
 def tsv_rows(batch: pa.RecordBatch) -> bytes:
     """The rows as a LOAD DATA file body (UTF-8, one ``\\n``-terminated line per row)."""
     if batch.num_rows == 0:
         return b""
-    return _body(_row_texts(batch, sql=False)).to_pybytes()
+    return concat_body(_row_texts(batch, sql=False)).to_pybytes()
 
 
-def _body(texts: pa.Array) -> pa.Buffer:
+def concat_body(texts: pa.Array) -> pa.Buffer:
     """The texts one after another: the string array's data buffer as it is (each text
     already ends in its separator), without a Python string per row."""
     _, offsets, data = texts.buffers()
