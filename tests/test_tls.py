@@ -136,6 +136,37 @@ def _binlogs(server: MariaDBServer) -> list[str]:
     return ["--binlog-dir", str(server.binlog_dir), "--files", ",".join(names)]
 
 
+def test_gold_bulk_commands_go_over_tls(server, pki) -> None:
+    # The bulk method's login asks for bulk operations twice over TLS: in the SSL request and
+    # in the response after it; the server then takes bulk commands on the encrypted channel.
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from pipelines.gold import ddl
+    from pipelines.gold.client import connect as gold_connect
+    from pipelines.gold.exporter import write_chunk
+
+    server.execute("CREATE DATABASE tls_bulk")
+    server.execute(ddl.create_events_sql(dt.datetime(2024, 3, 10, 11), 4), db="tls_bulk")
+    row = {c: None for c in ddl.EVENT_COLUMNS}
+    row.update(source_id="default", binlog_file="mariadb-bin.000001", start_pos=4, end_pos=90,
+               row_in_event=0, event_timestamp="2024-03-10 12:30:05", schema_name="app",
+               table_name="t", event_type=1, row_after='{"v":"a"}', schema_version="0")
+    batch = pa.RecordBatch.from_pylist([row], pa.schema(
+        [(c, pa.int64() if isinstance(row[c], int) else pa.string())
+         for c in ddl.EVENT_COLUMNS]))
+    conn = gold_connect(Dsn.parse(_url(server, "tls_bulk", ssl_ca=pki.ca)), autocommit=False,
+                        bulk=True)
+    try:
+        assert conn.bulk_operations and _tls_in_use(conn).startswith("TLS")
+        assert write_chunk(conn, batch, "bulk") == 1
+    finally:
+        conn.close()
+    assert server.execute("SELECT row_after FROM binlog_events", db="tls_bulk") == [
+        ('{"v":"a"}',)]
+
+
 def test_every_command_works_with_the_right_ca(spark, server, pki, tmp_path, capsys) -> None:
     source = _url(server, ssl_ca=pki.ca)  # TLS from the DSN's parameters
     conf = tmp_path / "binlake.toml"  # ... and gold's from the [gold] section
