@@ -369,9 +369,14 @@ def _bulk_connection_class():
 
 
 def offers_bulk_operations(conn) -> bool:
-    """Whether ``conn``'s server greeted as MariaDB with extended capabilities (10.2+: it
-    leaves ``CLIENT_MYSQL`` out), the servers that take ``COM_STMT_BULK_EXECUTE``."""
-    return "MariaDB" in conn.server_version and not conn.server_capabilities & _CLIENT_MYSQL
+    """Whether ``conn``'s server takes ``COM_STMT_BULK_EXECUTE``: it greeted as MariaDB
+    10.2.7 or later (its version after the ``5.5.5-`` replication prefix) with extended
+    capabilities (it leaves ``CLIENT_MYSQL`` out)."""
+    version = conn.server_version
+    if "MariaDB" not in version or conn.server_capabilities & _CLIENT_MYSQL:
+        return False
+    m = re.match(r"(?:5\.5\.5-)?(\d+)\.(\d+)\.(\d+)", version)
+    return m is not None and tuple(int(x) for x in m.groups()) >= (10, 2, 7)
 
 
 _CLIENT_MYSQL = 1

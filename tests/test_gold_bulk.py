@@ -86,6 +86,9 @@ def test_bulk_only_where_the_server_offers_it() -> None:
     mariadb = _Greeting("5.5.5-10.11.19-MariaDB-0+deb12u1-log", 0x81FFF7FE)
     mysql = _Greeting("8.0.36", 0xDFFFFFFF)
     assert offers_bulk_operations(mariadb) and not offers_bulk_operations(mysql)
+    for version, offers in (("10.2.7-MariaDB", True), ("5.5.5-10.2.6-MariaDB-log", False),
+                            ("11.4.2-MariaDB", True), ("5.5.5-10.1.48-MariaDB", False)):
+        assert offers_bulk_operations(_Greeting(version, 0x81FFF7FE)) == offers, version
     assert _server_method(mariadb, "auto", 2) == "bulk"
     with pytest.raises(ConfigError, match="gold.method: bulk needs MariaDB 10.2.7"):
         _server_method(mysql, "bulk", 2)
