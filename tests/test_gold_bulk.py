@@ -164,3 +164,43 @@ def test_bulk_rows_read_back_as_sent(mariadb, seed: int) -> None:
                        for r in mariadb.execute(_SELECT, db=db)]
         mariadb.execute(f"DROP DATABASE {db}")
     assert got["bulk"] == got["insert"] == sent
+
+
+@pytest.mark.parametrize("extra", [0, 1, 2_000_000])
+def test_a_command_past_16_mib_goes_in_several_packets(tmp_path, extra: int) -> None:
+    # One row whose command is 16 MiB - 1 bytes exactly (a full packet, then an empty one),
+    # one byte more, and 2 MB more (its JSON then past 16 MiB: a 9-byte length): the server
+    # reads the same row back each time.
+    from devtools.mariadb import MariaDBServer
+    from pipelines.gold.bulk import command_parts
+
+    def batch(length: int) -> pa.RecordBatch:
+        row = {c: None for c in ddl.EVENT_COLUMNS}
+        row.update(source_id="default", binlog_file="mariadb-bin.000001", start_pos=4,
+                   end_pos=90, row_in_event=0, event_timestamp="2024-03-10 12:30:05",
+                   schema_name="app", table_name="t", event_type=1, schema_version="0",
+                   row_after='{"pad":"' + "x" * length + '"}')
+        return pa.RecordBatch.from_pylist([row], pa.schema(
+            [(c, pa.int64() if isinstance(row[c], int) else pa.string())
+             for c in ddl.EVENT_COLUMNS]))
+
+    def command_size(b: pa.RecordBatch) -> int:
+        (head, rows), = command_parts(1, b)
+        return 1 + len(head) + rows.size  # the command byte, the head, the row
+
+    base = 16_000_000
+    length = base + (0xFFFFFF - command_size(batch(base))) + extra
+    assert command_size(batch(length)) == 0xFFFFFF + extra if extra < 2 else (
+        command_size(batch(length)) > 1 << 24)
+    with MariaDBServer(workdir=tmp_path / "big_packet",
+                       extra_options={"max_allowed_packet": "64M"}) as server:
+        server.execute("CREATE DATABASE big")
+        server.execute(ddl.create_events_sql(dt.datetime(2024, 3, 10, 11), 4), db="big")
+        conn = connect(Dsn.parse(server.dsn("big")), autocommit=False, bulk=True)
+        try:
+            assert write_chunk(conn, batch(length), "bulk") == 1
+            with conn.cursor() as cur:  # the connection goes on after the long command
+                cur.execute("SELECT LENGTH(row_after) FROM binlog_events")
+                assert cur.fetchall() == ((length + 10,),)
+        finally:
+            conn.close()

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from pipelines.gold.rows import INT_COLUMNS, byte_slices, concat_body
 
-__all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "commands"]
+__all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "command_parts", "commands"]
 
 COM_STMT_PREPARE = 0x16
 COM_STMT_BULK_EXECUTE = 0xFA
@@ -53,7 +53,7 @@ def _length_prefixes(lengths: np.ndarray) -> pa.Array:
     """Per value: the indicator byte (0) and the length-encoded length (1, 3, 4 or 9 bytes:
     below 251 one byte; else 0xFC, 0xFD or 0xFE and 2, 3 or 8 bytes little-endian)."""
     n = len(lengths)
-    size = np.select([lengths < 251, lengths < 1 << 16, lengths < 1 << 24], [1, 3, 4], 9)
+    size = 1 + 2 * (lengths >= 251) + (lengths >= 1 << 16) + 5 * (lengths >= 1 << 24)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(size + 1, out=offsets[1:])
     out = np.zeros(int(offsets[-1]), np.uint8)
@@ -61,11 +61,12 @@ def _length_prefixes(lengths: np.ndarray) -> pa.Array:
     small = size == 1
     out[at[small]] = lengths[small]
     for width, mark in ((3, 0xFC), (4, 0xFD), (9, 0xFE)):
-        rows = size == width
-        if rows.any():
-            out[at[rows]] = mark
+        rows = np.flatnonzero(size == width)
+        if len(rows):
+            where, length = at[rows], lengths[rows]
+            out[where] = mark
             for k in range(width - 1):
-                out[at[rows] + 1 + k] = (lengths[rows] >> (8 * k)) & 0xFF
+                out[where + 1 + k] = (length >> (8 * k)) & 0xFF
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
         offsets.astype(np.int32)), pa.py_buffer(out)])
 
@@ -98,16 +99,23 @@ def bulk_rows(batch: pa.RecordBatch) -> pa.Array:
                                        null_replacement=b"")
 
 
-def commands(stmt_id: int, batch: pa.RecordBatch, max_bytes: int | None = None
-             ) -> Iterator[bytes]:
-    """Pure: the payloads of the bulk commands writing ``batch`` (without the command byte),
-    each at most ``max_bytes`` of rows (a row longer than that alone)."""
+def command_parts(stmt_id: int, batch: pa.RecordBatch, max_bytes: int | None = None
+                  ) -> Iterator[tuple[bytes, pa.Buffer]]:
+    """Pure: the bulk commands writing ``batch``, each as its head and its rows' bytes (the
+    payload without the command byte), each at most ``max_bytes`` (a row longer alone)."""
     if batch.num_rows == 0:
         return
     head = struct.pack("<IH", stmt_id, _SEND_TYPES) + param_types(batch.schema.names)
     limit = None if max_bytes is None else max(max_bytes - len(head) - 1, 1)
     for rows in byte_slices(bulk_rows(batch), limit):
-        yield head + concat_body(rows).to_pybytes()
+        yield head, concat_body(rows)
+
+
+def commands(stmt_id: int, batch: pa.RecordBatch, max_bytes: int | None = None
+             ) -> Iterator[bytes]:
+    """The payloads of :func:`command_parts`, joined."""
+    for head, rows in command_parts(stmt_id, batch, max_bytes):
+        yield head + rows.to_pybytes()
 
 
 class BulkInsert:
@@ -124,10 +132,41 @@ class BulkInsert:
         from pymysql.protocol import OKPacketWrapper
 
         affected = 0
-        for payload in commands(self.stmt_id, batch, max_bytes):
-            self.conn._execute_command(COM_STMT_BULK_EXECUTE, payload)
+        for head, rows in command_parts(self.stmt_id, batch, max_bytes):
+            _send_command(self.conn, COM_STMT_BULK_EXECUTE, head, rows)
             affected += OKPacketWrapper(self.conn._read_packet()).affected_rows
         return affected
+
+
+_MAX_PACKET = 0xFFFFFF  # a protocol packet's payload; a longer command continues in the next
+
+
+def _send_command(conn, command: int, head: bytes, rows: pa.Buffer) -> None:
+    """As pymysql's ``_execute_command``, but the rows go to the socket from the Arrow buffer
+    that holds them, in packets of at most 16 MiB, without being joined into one bytes object
+    first (two copies of every row's bytes saved)."""
+    pending = conn._result
+    if conn._sock is None or (pending is not None and (pending.unbuffered_active
+                                                       or pending.has_next)):
+        conn._execute_command(command, head + rows.to_pybytes())  # pymysql settles those
+        return
+    conn._result = None
+    first = bytes([command]) + head
+    body = memoryview(rows)
+    total, at, seq = len(first) + len(body), 0, 0
+    while True:
+        size = min(_MAX_PACKET, total - at)
+        conn._write_bytes(struct.pack("<I", size)[:3] + bytes([seq]))
+        end = at + size
+        if at < len(first):  # only the first packet: the head is far below 16 MiB
+            conn._write_bytes(first)
+            at = len(first)
+        if end > at:
+            conn._write_bytes(body[at - len(first):end - len(first)])
+        at, seq = end, (seq + 1) % 256
+        if at == total and size < _MAX_PACKET:  # a full last packet is followed by an empty one
+            break
+    conn._next_seq_id = seq
 
 
 def _prepare(conn, sql: str) -> tuple[int, int]:

@@ -77,10 +77,15 @@ def _event_type(arr: pa.Array) -> pa.Array:
 
 
 def _timestamp_text(arr: pa.Array) -> pa.Array:
+    """``YYYY-MM-DD HH:MM:SS`` of each instant (UTC wall-clock time, fractions dropped), as
+    DATETIME takes it. Each distinct second is formatted once (a binlog's row changes share
+    their events' seconds; ``pc.strftime`` formats value by value)."""
     if pa.types.is_timestamp(arr.type):
         # tz-aware arrays hold UTC instants: dropping the zone keeps UTC wall-clock time.
         arr = arr.cast(pa.timestamp(arr.type.unit)).cast(pa.timestamp("s"), safe=False)
-        return pc.strftime(arr, format="%Y-%m-%d %H:%M:%S")
+        seconds = pc.dictionary_encode(arr)
+        texts = pc.strftime(seconds.dictionary, format="%Y-%m-%d %H:%M:%S")
+        return texts.take(seconds.indices)
     return arr.cast(pa.string())
 
 
