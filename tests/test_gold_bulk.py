@@ -19,7 +19,7 @@ import pytest
 
 from pipelines.errors import ConfigError
 from pipelines.gold import ddl
-from pipelines.gold.bulk import bulk_rows, commands
+from pipelines.gold.bulk import bulk_rows, command_parts
 from pipelines.gold.client import connect
 from pipelines.gold.exporter import write_chunk
 from pipelines.gold.job import _server_method
@@ -69,10 +69,14 @@ def test_commands_declare_the_types_and_split_at_the_limit() -> None:
         0800 fe00  # event_type LONGLONG, table_name STRING
     """)
     row = [bytes([0]) + struct.pack("<q", k) + b"\x00\x02t" + str(k).encode() for k in (1, 2, 3)]
-    assert list(commands(7, batch)) == [head + b"".join(row)]
+
+    def commands(*args) -> list[bytes]:
+        return [h + rows.to_pybytes() for h, rows in command_parts(7, batch, *args)]
+
+    assert commands() == [head + b"".join(row)]
     # 13 bytes a row: a limit of two rows' bytes plus the head and the command byte
-    assert list(commands(7, batch, len(head) + 1 + 26)) == [head + row[0] + row[1], head + row[2]]
-    assert list(commands(7, batch.slice(0, 0))) == []
+    assert commands(len(head) + 1 + 26) == [head + row[0] + row[1], head + row[2]]
+    assert list(command_parts(7, batch.slice(0, 0))) == []
 
 
 class _Greeting:
@@ -172,7 +176,6 @@ def test_a_command_past_16_mib_goes_in_several_packets(tmp_path, extra: int) -> 
     # one byte more, and 2 MB more (its JSON then past 16 MiB: a 9-byte length): the server
     # reads the same row back each time.
     from devtools.mariadb import MariaDBServer
-    from pipelines.gold.bulk import command_parts
 
     def batch(length: int) -> pa.RecordBatch:
         row = {c: None for c in ddl.EVENT_COLUMNS}

@@ -3,8 +3,8 @@
 ``COM_STMT_BULK_EXECUTE`` (MariaDB 10.2.7+) sends a prepared statement's parameters for many
 rows in one command, in the binary protocol: the server parses the INSERT once per
 connection, not once per row, and reads each value as it is sent instead of lexing a quoted,
-escaped literal. On the bench's 100,000 gold rows it spent 1.8 CPU-s against 2.8 for the
-same rows as multi-row INSERT text (docs/performance.md, session 15). Same statement, same
+escaped literal. Exporting the bench's 681,449 silver rows, the server used 18-22 CPU-s
+against 24-27 for multi-row INSERT text (docs/performance.md, session 15). Same statement, same
 rows, same duplicate-key no-op as the ``insert`` method (``exporter``).
 
 Wire form of one command (after the command byte ``0xFA``): the statement id (4 bytes), the
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from pipelines.gold.rows import INT_COLUMNS, byte_slices, concat_body
 
-__all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "command_parts", "commands"]
+__all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "command_parts"]
 
 COM_STMT_PREPARE = 0x16
 COM_STMT_BULK_EXECUTE = 0xFA
@@ -109,13 +109,6 @@ def command_parts(stmt_id: int, batch: pa.RecordBatch, max_bytes: int | None = N
     limit = None if max_bytes is None else max(max_bytes - len(head) - 1, 1)
     for rows in byte_slices(bulk_rows(batch), limit):
         yield head, concat_body(rows)
-
-
-def commands(stmt_id: int, batch: pa.RecordBatch, max_bytes: int | None = None
-             ) -> Iterator[bytes]:
-    """The payloads of :func:`command_parts`, joined."""
-    for head, rows in command_parts(stmt_id, batch, max_bytes):
-        yield head + rows.to_pybytes()
 
 
 class BulkInsert:
