@@ -339,8 +339,8 @@ def _bulk_connection_class():
     23 reserved bytes of its handshake response, when the response leaves out ``CLIENT_MYSQL``
     (bit 0, pymysql's ``LONG_PASSWORD``, which no server since 4.1 reads); pymysql sends zeros
     there and sets the bit. This subclass sets ``MARIADB_CLIENT_STMT_BULK_OPERATIONS`` and
-    clears the bit, only when the server's greeting says MariaDB and leaves ``CLIENT_MYSQL`` out
-    itself (it then has extended capabilities). Other servers get pymysql's response as is."""
+    clears the bit, only for a server that takes bulk commands (:func:`offers_bulk_operations`,
+    from its greeting); ``conn.bulk_operations`` says it did. Others get pymysql's response."""
     import pymysql
 
     class _BulkConnection(pymysql.connections.Connection):

@@ -138,7 +138,7 @@ class GoldResult:
 
 def _server_method(conn, wanted: str, tasks: int) -> str:
     """``gold.method``, or for ``auto`` what the server runs best (``docs/gold.md``): on
-    MariaDB 10.2+ its bulk protocol (the INSERT parsed once per task, its rows sent in binary);
+    MariaDB 10.2.7+ its bulk protocol (the INSERT parsed once per task, rows sent in binary);
     else LOAD DATA LOCAL when the server allows it, unless several tasks would take turns on its
     AUTO-INC lock (``innodb_autoinc_lock_mode`` below 2: a LOAD DATA holds it to the
     statement's end, a multi-row INSERT only while it takes its ids); else multi-row INSERT.
