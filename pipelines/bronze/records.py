@@ -44,13 +44,13 @@ BRONZE_DDL = BRONZE_EVENTS.ddl()
 _STMT_END = 0x0001  # rows event flag: the statement's last rows event (Rows_log_event::STMT_END_F)
 # A batch is also full at this many bytes of row images (wide rows: memory bounded by bytes).
 _MAX_IMAGE_BYTES = 64 << 20
-# A TABLE_MAP's facts: on the TABLE_MAP rows only; a row change names them by table_map_hash.
 # The columns a batcher keeps one value per run of rows for (``BronzeBatcher._push``); the
 # last two are the run's TABLE_MAP slot and, on a TABLE_MAP row, the slot whose facts it holds.
 _RUN_COLUMNS = ("server_id", "start_pos", "end_pos", "event_timestamp", "event_type", "gtid",
                 "trx_pos", "connection_id", "schema_name", "table_name", "table_id",
                 "before_present", "after_present", "query", "query_text", "commit_ts_us",
                 "tm_slot", "facts_slot")
+# A TABLE_MAP's facts: on the TABLE_MAP rows only; a row change names them by table_map_hash.
 TABLE_MAP_FIELDS = ["column_types", "column_meta", "column_nullable", "column_names",
                     "column_unsigned", "column_charsets", "primary_key", "enum_values",
                     "set_values"]
