@@ -20,6 +20,10 @@ Credentials (:func:`resolve_dsn`), first found wins: the DSN's own password; the
 first line); the ``[client]`` section of ``defaults_file`` (``--defaults-file``), else of
 ``~/.my.cnf``. A password never appears in ``str``/``repr`` of a :class:`Dsn`, in error
 messages (:func:`redact`) or in logs; :attr:`Dsn.password_from` says where it came from.
+
+Prepared statements (:func:`prepare_statement`, :func:`send_command`, :func:`read_ok`) are
+the packets of MariaDB's bulk INSERT, which gold's export sends (``gold/bulk.py``); a
+connection asks for it at login with ``connect(..., bulk=True)``.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ __all__ = [
     "EVENT_HEADER", "HEADER_SIZE", "SSL_MODES", "Tls", "Dsn", "ServerSettings", "resolve_dsn",
     "read_option_file", "redact", "redact_urls", "error_text", "ssl_context", "connect",
     "allow_local_file", "LocalFileRefused", "ServerUnreachable", "open_binlog_dump",
-    "read_dump_packet",
+    "read_dump_packet", "offers_bulk_operations", "prepare_statement", "send_command", "read_ok",
 ]
 
 # The v4 event header every binlog event starts with, in files and on the wire (MySQL
@@ -548,3 +552,58 @@ def read_dump_packet(conn):
     """The next packet of a dump connection. pymysql exposes no public packet read: its
     ``_read_packet`` is used here only."""
     return conn._read_packet()
+
+
+# -- prepared statements and commands (MariaDB's bulk INSERT, gold/bulk.py) --------------------
+# pymysql has no prepared statements; these speak the three packets gold's bulk method needs.
+
+_COM_STMT_PREPARE = 0x16
+_DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF: no EOF packet after column definitions
+_MAX_PACKET = 0xFFFFFF  # a protocol packet's payload; a longer command continues in the next
+
+
+def prepare_statement(conn, sql: str) -> tuple[int, int]:
+    """COM_STMT_PREPARE on a pymysql connection: (statement id, parameter count). An error
+    packet raises the server's error as pymysql does."""
+    conn._execute_command(_COM_STMT_PREPARE, sql)
+    first = conn._read_packet().get_all_data()
+    stmt_id, columns, params = struct.unpack("<IHH", first[1:9])
+    eof = not conn.client_flag & _DEPRECATE_EOF
+    for count in (params, columns):  # their definitions, each list closed by an EOF packet
+        for _ in range(count + (1 if count and eof else 0)):
+            conn._read_packet()
+    return stmt_id, params
+
+
+def send_command(conn, command: int, head: bytes, body: memoryview) -> None:
+    """As pymysql's ``_execute_command``: ``command``, then ``head`` and ``body`` as its
+    payload, in packets of at most 16 MiB; but the body goes to the socket from the memory
+    that holds it (an Arrow buffer), without being joined into one bytes object first."""
+    pending = conn._result
+    if conn._sock is None or (pending is not None and (pending.unbuffered_active
+                                                       or pending.has_next)):
+        conn._execute_command(command, head + bytes(body))  # pymysql settles those
+        return
+    conn._result = None
+    first = bytes([command]) + head
+    total, at, seq = len(first) + len(body), 0, 0
+    while True:
+        size = min(_MAX_PACKET, total - at)
+        conn._write_bytes(struct.pack("<I", size)[:3] + bytes([seq]))
+        end = at + size
+        if at < len(first):  # only the first packet: the head is far below 16 MiB
+            conn._write_bytes(first)
+            at = len(first)
+        if end > at:
+            conn._write_bytes(body[at - len(first):end - len(first)])
+        at, seq = end, (seq + 1) % 256
+        if at == total and size < _MAX_PACKET:  # a full last packet is followed by an empty one
+            break
+    conn._next_seq_id = seq
+
+
+def read_ok(conn) -> int:
+    """The rows the server's OK packet reports affected; an error packet raises."""
+    from pymysql.protocol import OKPacketWrapper
+
+    return OKPacketWrapper(conn._read_packet()).affected_rows

@@ -14,7 +14,8 @@ value follows, 1 NULL) and the value: 8 bytes little-endian, or a length-encoded
 :func:`bulk_rows` builds every row's bytes with pyarrow and numpy, no Python object per value.
 
 The connection must have asked for ``MARIADB_CLIENT_STMT_BULK_OPERATIONS`` when it logged in
-(``mysql_client.connect(..., bulk=True)``); MySQL has no such command.
+(``mysql_client.connect(..., bulk=True)``); MySQL has no such command. The packets themselves
+(prepare, send, read the OK) are ``mysql_client``'s, as every pymysql internal is.
 """
 
 from __future__ import annotations
@@ -27,15 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.gold.rows import INT_COLUMNS, byte_slices, concat_body
+from pipelines.mysql_client import prepare_statement, read_ok, send_command
 
 __all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "command_parts"]
 
-COM_STMT_PREPARE = 0x16
 COM_STMT_BULK_EXECUTE = 0xFA
 _SEND_TYPES = 128  # STMT_BULK_FLAG_CLIENT_SEND_TYPES
 _LONGLONG, _STRING = 8, 254  # MYSQL_TYPE_*
 _NULL = b"\x01"  # STMT_INDICATOR_NULL (0: a value follows)
-_DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF: no EOF packet after column definitions
 
 
 def _int_values(arr: pa.Array) -> pa.Array:
@@ -117,59 +117,13 @@ class BulkInsert:
 
     def __init__(self, conn, sql: str, params: int) -> None:
         self.conn = conn
-        self.stmt_id, count = _prepare(conn, sql)
+        self.stmt_id, count = prepare_statement(conn, sql)
         if count != params:
             raise ValueError(f"prepared INSERT takes {count} parameters, expected {params}")
 
     def write(self, batch: pa.RecordBatch, max_bytes: int | None = None) -> int:
-        from pymysql.protocol import OKPacketWrapper
-
         affected = 0
         for head, rows in command_parts(self.stmt_id, batch, max_bytes):
-            _send_command(self.conn, COM_STMT_BULK_EXECUTE, head, rows)
-            affected += OKPacketWrapper(self.conn._read_packet()).affected_rows
+            send_command(self.conn, COM_STMT_BULK_EXECUTE, head, memoryview(rows))
+            affected += read_ok(self.conn)
         return affected
-
-
-_MAX_PACKET = 0xFFFFFF  # a protocol packet's payload; a longer command continues in the next
-
-
-def _send_command(conn, command: int, head: bytes, rows: pa.Buffer) -> None:
-    """As pymysql's ``_execute_command``, but the rows go to the socket from the Arrow buffer
-    that holds them, in packets of at most 16 MiB, without being joined into one bytes object
-    first (two copies of every row's bytes saved)."""
-    pending = conn._result
-    if conn._sock is None or (pending is not None and (pending.unbuffered_active
-                                                       or pending.has_next)):
-        conn._execute_command(command, head + rows.to_pybytes())  # pymysql settles those
-        return
-    conn._result = None
-    first = bytes([command]) + head
-    body = memoryview(rows)
-    total, at, seq = len(first) + len(body), 0, 0
-    while True:
-        size = min(_MAX_PACKET, total - at)
-        conn._write_bytes(struct.pack("<I", size)[:3] + bytes([seq]))
-        end = at + size
-        if at < len(first):  # only the first packet: the head is far below 16 MiB
-            conn._write_bytes(first)
-            at = len(first)
-        if end > at:
-            conn._write_bytes(body[at - len(first):end - len(first)])
-        at, seq = end, (seq + 1) % 256
-        if at == total and size < _MAX_PACKET:  # a full last packet is followed by an empty one
-            break
-    conn._next_seq_id = seq
-
-
-def _prepare(conn, sql: str) -> tuple[int, int]:
-    """COM_STMT_PREPARE: (statement id, parameter count); an error packet raises the
-    server's error (pymysql's ``_read_packet``)."""
-    conn._execute_command(COM_STMT_PREPARE, sql)
-    first = conn._read_packet().get_all_data()
-    stmt_id, columns, params = struct.unpack("<IHH", first[1:9])
-    eof = not conn.client_flag & _DEPRECATE_EOF
-    for count in (params, columns):  # their definitions, each list closed by an EOF packet
-        for _ in range(count + (1 if count and eof else 0)):
-            conn._read_packet()
-    return stmt_id, params
