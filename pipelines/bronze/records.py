@@ -278,9 +278,9 @@ class BronzeBatcher:
         run_of_row = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
         first_row = np.cumsum(counts) - counts
         arrays: dict[str, pa.Array] = {
-            "source_id": _repeated(self.source_id, n),
-            "server_uuid": _repeated(self.server_uuid or None, n),
-            "binlog_file": _repeated(self.binlog_file, n),
+            "source_id": pa.repeat(pa.scalar(self.source_id, pa.string()), n),
+            "server_uuid": pa.repeat(pa.scalar(self.server_uuid or None, pa.string()), n),
+            "binlog_file": pa.repeat(pa.scalar(self.binlog_file, pa.string()), n),
             "row_in_event": pa.array(np.arange(n, dtype=np.int32) - np.repeat(
                 (first_row - np.array(self._bases, np.int64)).astype(np.int32), counts)),
         }
@@ -309,13 +309,6 @@ class BronzeBatcher:
                                            schema=BRONZE_SCHEMA)
         self._reset()
         return batch
-
-
-def _repeated(value: str | None, n: int) -> pa.Array:
-    """A string column of ``n`` copies of ``value``."""
-    if value is None:
-        return pa.nulls(n, pa.string())
-    return pa.array([value], pa.string()).take(pa.array(np.zeros(n, np.int32)))
 
 
 class _Pseudo:

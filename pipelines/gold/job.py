@@ -22,7 +22,7 @@ from typing import Any
 from pipelines.config import Config, parse_retain
 from pipelines.delta_ops import (current_version, files_added, set_retention, table_id,
                                  vacuum_table)
-from pipelines.mysql_client import Dsn, error_text
+from pipelines.mysql_client import Dsn, error_text, offers_bulk_operations
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
@@ -143,8 +143,6 @@ def _server_method(conn, wanted: str, tasks: int) -> str:
     AUTO-INC lock (``innodb_autoinc_lock_mode`` below 2: a LOAD DATA holds it to the
     statement's end, a multi-row INSERT only while it takes its ids); else multi-row INSERT.
     ``bulk`` asked of another server is a ConfigError."""
-    from pipelines.mysql_client import offers_bulk_operations
-
     bulk = offers_bulk_operations(conn)
     if wanted == "bulk" and not bulk:
         raise ConfigError(f"gold.method: bulk needs MariaDB 10.2.7 or later; the gold server "
