@@ -8,12 +8,12 @@ must be identical, row for row and value for value.
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
 from pipelines.bronze.job import TASKS_DDL, decode_files, filter_tables
 from pipelines.config import load_config
+from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.classic]
 
@@ -28,30 +28,10 @@ SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples", "binlogs")
 
 
 @pytest.fixture(scope="module")
-def classic():
-    """A local JVM Spark (no Delta needed: the transform is pure). Stopped after the module."""
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
-    # The Sail session of this process put pyspark in Connect mode; build a classic one.
-    connect_flag = os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    try:
-        builder = (SparkSession.builder.master("local[2]").appName("binlake-conformance")
-                   .config("spark.api.mode", "classic")
-                   .config("spark.sql.session.timeZone", "UTC")
-                   .config("spark.ui.enabled", "false"))
-        try:
-            session = builder.getOrCreate()
-        except Exception:  # noqa: BLE001 - the JVM launch (a fork of a process running
-            # grpc threads for the embedded engine) has been seen to fail once under load
-            session = builder.getOrCreate()
-        yield session
-        session.stop()
-    finally:
-        if connect_flag is not None:
-            os.environ["SPARK_CONNECT_MODE_ENABLED"] = connect_flag
+def classic(jvm_spark):  # noqa: F811
+    """A local JVM Spark (the transform is pure; the session is the one every classic test
+    shares, so the process's JVM has the Delta jars whichever module launches it)."""
+    return jvm_spark
 
 
 def _run(session, paths: list[str], cfg, tables=None, chunks: int = 1,

@@ -1,10 +1,16 @@
-"""A local JVM Spark with delta-spark and its own catalog, for the catalog-table tests.
+"""A local JVM Spark with delta-spark and its own catalog, for the tests on classic Spark.
 
 The in-memory catalog keeps its tables in ``spark.sql.warehouse.dir`` (a temporary directory);
 the Delta jars are the ones ``make setup`` fetched (``pipelines.session.delta_spark_conf``),
 so no Ivy download happens at test time. The session is
 stopped when the fixture ends, so that ``pipelines.session.get_spark`` (which prefers an
 active session) hands the embedded engine to every later test again.
+
+pyspark launches one JVM per Python process and keeps it after ``stop()``: the classpath is
+the first launch's. Every classic session in the tests comes from here, so whichever module
+launches it, the JVM has the Delta jars. The launch forks a process that runs the embedded
+engine's gRPC threads; it has been seen to exit before reporting its port (CI, stop 26), so
+a failed launch is tried once more.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ _CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
+    "spark.api.mode": "classic",
 }
 
 
@@ -31,6 +38,8 @@ _CONF = {
 def jvm_spark() -> Iterator[object]:
     """A classic ``SparkSession`` (local[2], Delta, in-memory catalog), one per test module."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
     # The embedded engine's Connect client (earlier tests in this process) leaves these set;
     # with them pyspark's classic builder turns into a Connect client. Restored afterwards.
     saved = {v: os.environ.pop(v) for v in _CONNECT_ENV if v in os.environ}
@@ -44,6 +53,7 @@ _CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOT
 
 
 def _session() -> Iterator[object]:
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     from pipelines.config import EngineConfig
@@ -57,7 +67,12 @@ def _session() -> Iterator[object]:
                 "spark.sql.warehouse.dir": warehouse}
         for key, value in conf.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        try:
+            spark = builder.getOrCreate()
+        except PySparkRuntimeError as exc:
+            if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+                raise
+            spark = builder.getOrCreate()
         try:
             yield spark
         finally:
