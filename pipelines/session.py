@@ -136,13 +136,26 @@ def _start_sail() -> str:
     global _SAIL_SERVER
     if _SAIL_SERVER is None:
         _SAIL_SERVER = start_sail_server()
-        atexit.register(stop_engine)
+        atexit.register(_stop_server)  # at exit the session needs no goodbye
     host, port = _SAIL_SERVER.listening_address
     return f"sc://{host}:{port}"
 
 
 def stop_engine() -> None:
-    """Stop the embedded Sail server if this process started one."""
+    """Stop the embedded Sail server if this process started one, and the session binlake
+    made on it: the next :func:`get_spark` starts a new one (the old session's calls would
+    otherwise wait on a server that is gone)."""
+    global _CURRENT
+    if _CURRENT is not None and _CURRENT.engine == "sail":
+        try:
+            _CURRENT.spark.stop()
+        except Exception:  # noqa: BLE001 - the server may be gone already
+            pass
+        _CURRENT = None
+    _stop_server()
+
+
+def _stop_server() -> None:
     global _SAIL_SERVER
     if _SAIL_SERVER is not None:
         try:

@@ -43,6 +43,29 @@ def test_the_embedded_engine_stays_itself_when_asked_again() -> None:
     assert out.stdout.split() == ["sail", "True", "sail"]
 
 
+_RESTART = """
+from pipelines.session import engine_name, get_spark, stop_engine
+first = get_spark()
+print(first.range(3).count())
+stop_engine()
+second = get_spark()
+print(engine_name(), second is first, second.range(4).count())
+"""
+
+
+def test_a_stopped_embedded_engine_is_started_again() -> None:
+    # stop_engine() frees the embedded server (a notebook's memory, a test's engine); the
+    # next get_spark() must start one, not hand back the session of the stopped server
+    # (its calls waited on the gone server until the client gave up, minutes later).
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _RESTART], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["3", "sail", "False", "4"]
+
+
 def test_unreachable_spark_connect_is_a_clear_error() -> None:
     with pytest.raises(EngineError, match=r"cannot reach Spark Connect at sc://127.0.0.1:1"):
         session._connect("sc://127.0.0.1:1")
