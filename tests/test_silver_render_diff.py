@@ -254,6 +254,25 @@ def test_worker_processes_return_the_batches_in_order(corpus: Path) -> None:
     assert sum(b.num_rows for b in silver) + held == sum(b.num_rows for b in batches)
 
 
+def test_the_batch_size_changes_the_batches_not_the_rows(corpus: Path) -> None:
+    # Silver renders 16,384 rows per batch in workers, 65,536 in the engine's own process
+    # (render_worker.BATCH_ROWS_IN_ENGINE): the rows must not depend on how they are batched.
+    decoded = _decoded(_corpus_files(corpus), 200, source_per_file=True)
+    batches = [_named(b, UTF8MB4_GENERAL_CI) for b in _changes(decoded)]
+    plan = _plan(decoded)
+
+    def rows(quarantine: bool, batch_rows: int) -> list[dict]:
+        out = [r for b in render_batches(batches, plan, quarantine=quarantine, workers=0,
+                                         batch_rows=batch_rows) for r in b.to_pylist()]
+        return sorted(out, key=lambda r: tuple(r[k] for k in _KEY))
+
+    total = sum(b.num_rows for b in batches)
+    for quarantine in (False, True):
+        small, whole = rows(quarantine, 250), rows(quarantine, total)
+        assert small == whole and small
+    assert len(rows(False, 250)) + len(rows(True, 250)) == total
+
+
 def test_a_worker_failure_names_its_cause() -> None:
     """A value no kernel can read (JSON bytes that are not UTF-8) fails the task with the
     worker's error, not a silent exit."""

@@ -29,7 +29,7 @@ from pipelines.memory import release_freed_memory
 from pipelines.session import engine_name
 from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan
-from pipelines.silver.render_warm import renders_here, warm_in_background
+from pipelines.silver.render_warm import batch_rows, renders_here, warm_in_background
 from pipelines.silver.render_worker import close_idle
 from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
                                        to_quarantine, to_silver)
@@ -113,6 +113,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     plan.table_maps = read_table_maps(spark, lake, where)
     slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
+    render_rows = batch_rows(cfg)
 
     def pending(part: str = where):
         bronze = lake.read(spark, BRONZE_EVENTS).where(part)
@@ -122,11 +123,12 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return bronze.join(held, KEY, "left_anti")
 
     if cfg.silver.change_data_feed:
-        _change_data_feed(spark, lake, to_silver(pending(), plan, workers, compiled, masked))
+        rendered = to_silver(pending(), plan, workers, compiled, masked, render_rows)
+        _change_data_feed(spark, lake, rendered)
     before = lake.version(spark, SILVER_EVENTS)
     for part in slices:  # one commit per slice: the engine's writer memory (plan_slices)
-        lake.append(to_silver(pending(part), plan, workers, compiled, masked), SILVER_EVENTS,
-                    options=target_file_size(cfg.silver.target_file_mb))
+        lake.append(to_silver(pending(part), plan, workers, compiled, masked, render_rows),
+                    SILVER_EVENTS, options=target_file_size(cfg.silver.target_file_mb))
         release_freed_memory()
     # The append's own commit metrics; a full count only where the log has none.
     written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
@@ -140,7 +142,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         lake.delete_where(spark, SILVER_QUARANTINE, _in_files(sorted(held_back)))
     if _pending_keys(spark, lake, where):
         for part in slices:
-            quarantined = to_quarantine(pending(part), plan, workers, compiled, masked)
+            quarantined = to_quarantine(pending(part), plan, workers, compiled, masked,
+                                        render_rows)
             lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
             release_freed_memory()
     elif not has_quarantine:  # the table exists from the first run on, empty or not

@@ -189,8 +189,17 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
         yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
 
+# Rows per rendering batch. A columnar pass costs per batch as well as per row; the batch is
+# also the memory bound of a rendering task. 16,384 where the rows cross to render workers or
+# run in JVM Spark's Python workers; 65,536 where the embedded engine's own process renders
+# (render_warm.renders_here): fewer, larger batches for its writer, silver on a 1 GB binlog
+# 5-8% faster for ~160 MiB more peak (docs/performance.md, session 16).
+BATCH_ROWS = 16384
+BATCH_ROWS_IN_ENGINE = 65536
+
+
 def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quarantine: bool,
-                   workers: int, batch_rows: int = 16384, compiled: bool = True
+                   workers: int, batch_rows: int = BATCH_ROWS, compiled: bool = True
                    ) -> Iterator[pa.RecordBatch]:
     """The silver (or, with ``quarantine``, the quarantine) rows of ``batches``, in order,
     rendered ``batch_rows`` at a time (the memory bound: ``workers`` × ``batch_rows`` rows)."""

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.null_lists import lists_not_null, restore_null_lists
-from pipelines.silver.render_worker import render_batches
+from pipelines.silver.render_worker import BATCH_ROWS, render_batches
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
            "render_workers"]
@@ -47,11 +47,12 @@ def render_workers(setting: int, in_subprocess: bool) -> int:
 CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver names
 
 
-def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool):
+def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,
+             batch_rows: int):
     def run(batches):
         batches = (restore_null_lists(b, _LISTS) for b in batches)
         yield from render_batches(batches, plan, quarantine=quarantine, workers=workers,
-                                  compiled=compiled)
+                                  compiled=compiled, batch_rows=batch_rows)
 
     return run
 
@@ -62,18 +63,19 @@ def _changes(bronze, null_lists: bool):
 
 
 def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
-              null_lists: bool = True):
+              null_lists: bool = True, batch_rows: int = BATCH_ROWS):
     """Bronze rows → silver rows (``SILVER_COLUMNS``) for every change a schema names.
     ``compiled``: full images through the compiled loops (``render_fast``). ``null_lists``:
     NULL lists cross to the task as a mask (``null_lists``; needed on JVM Spark, ~0.4 s per
-    680k rows on Sail, whose exchange does not need it)."""
+    680k rows on Sail, whose exchange does not need it). ``batch_rows``: rows per rendering
+    batch (``render_warm.batch_rows``)."""
     rendered = _changes(bronze, null_lists).mapInArrow(
-        _process(plan, False, workers, compiled), _RENDERED_DDL)
+        _process(plan, False, workers, compiled, batch_rows), _RENDERED_DDL)
     return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
 
 
 def to_quarantine(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
-                  null_lists: bool = True):
+                  null_lists: bool = True, batch_rows: int = BATCH_ROWS):
     """Bronze rows → quarantine rows (bronze key and reason) for changes no schema names."""
-    return _changes(bronze, null_lists).mapInArrow(_process(plan, True, workers, compiled),
-                                                   QUARANTINE_DDL)
+    return _changes(bronze, null_lists).mapInArrow(
+        _process(plan, True, workers, compiled, batch_rows), QUARANTINE_DDL)
