@@ -17,7 +17,7 @@ if str(REPO) not in sys.path:
 
 from devtools.mariadb import MariaDBServer, MariaDBStartError  # noqa: E402
 
-__all__ = ["write_binlog"]
+__all__ = ["binlog_input", "write_binlog"]
 
 
 def write_binlog(target_bytes: int, out_dir: Path, fill) -> tuple[Path, int]:
@@ -39,3 +39,16 @@ def write_binlog(target_bytes: int, out_dir: Path, fill) -> tuple[Path, int]:
         return dest, written.row_changes
     finally:
         server.stop()
+
+
+def binlog_input(binlog_dir: str | None, mb: float, work: Path) -> Path:
+    """The benchmark's binlogs: the files of ``binlog_dir`` (``--binlog-dir``), or else a
+    ``mb`` MB binlog the workload (``workload.fill_binlog``) writes into ``work/binlogs``."""
+    if binlog_dir:
+        return Path(binlog_dir).resolve()
+    from workload import fill_binlog
+
+    out = work / "binlogs"
+    print(f"writing a {mb:g} MB binlog with a throwaway MariaDB ...", flush=True)
+    write_binlog(int(mb * 1e6), out, fill_binlog)
+    return out

@@ -127,15 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="binlake-bench-silver-loaded-"))
     sides: list[Side] = []
     try:
-        if args.binlog_dir:
-            binlog_dir = Path(args.binlog_dir).resolve()
-        else:
-            from binlog_server import write_binlog
-            from workload import fill_binlog
+        from binlog_server import binlog_input
 
-            binlog_dir = work / "binlogs"
-            print(f"writing a {args.mb:g} MB binlog with a throwaway MariaDB ...", flush=True)
-            write_binlog(int(args.mb * 1e6), binlog_dir, fill_binlog)
+        binlog_dir = binlog_input(args.binlog_dir, args.mb, work)
         print("starting the two engine processes (bronze once each, untimed) ...", flush=True)
         cold, loaded = Side("cold", work, binlog_dir), Side("loaded", work, binlog_dir)
         sides = [cold, loaded]

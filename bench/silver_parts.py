@@ -150,15 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="binlake-bench-silver-parts-"))
     try:
-        if args.binlog_dir:
-            binlog_dir = Path(args.binlog_dir).resolve()
-        else:
-            from binlog_server import write_binlog
-            from workload import fill_binlog
+        from binlog_server import binlog_input
 
-            binlog_dir = work / "binlogs"
-            print(f"writing a {args.mb:g} MB binlog with a throwaway MariaDB ...", flush=True)
-            write_binlog(int(args.mb * 1e6), binlog_dir, fill_binlog)
+        binlog_dir = binlog_input(args.binlog_dir, args.mb, work)
         print("bronze once (untimed), then the parts in rounds ...", flush=True)
         runs, rows = parts(binlog_dir, work, args.repeat)
         print()
