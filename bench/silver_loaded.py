@@ -26,7 +26,6 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -162,23 +161,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _table(runs: dict[str, list[dict]]) -> str:
-    bronze = runs["bronze"]
+    from rounds import stage_cells
+
     lines = ["| stage | best s | median s | row changes/s (best) | CPU s (median) "
              "| ratio to bronze (best) | paired per round: median (min-max) |",
              "|---|---:|---:|---:|---:|---|---|"]
     for name, vs in runs.items():
-        best = min(v["seconds"] for v in vs)
-        med = statistics.median(v["seconds"] for v in vs)
-        cpu = f"{statistics.median(v['cpu'] for v in vs):.2f}"
-        rate = vs[0]["rows"] / best
+        c = stage_cells(vs, None if name == "bronze" else runs["bronze"])
         if name == "bronze":  # its decoding workers are the forkserver's children: not counted
-            ratio = paired = cpu = "-"
-        else:
-            ratio = f"{min(b['seconds'] for b in bronze) / best:.2f}x"
-            ps = [b["seconds"] / v["seconds"] for b, v in zip(bronze, vs)]
-            paired = f"{statistics.median(ps):.2f}x ({min(ps):.2f}-{max(ps):.2f})"
-        lines.append(f"| {name} | {best:.2f} | {med:.2f} | {rate:,.0f} | {cpu} | {ratio} "
-                     f"| {paired} |")
+            c["cpu"] = "-"
+        rate = vs[0]["rows"] / c["best"]
+        lines.append(f"| {name} | {c['best']:.2f} | {c['median']} | {rate:,.0f} | {c['cpu']} "
+                     f"| {c['ratio']} | {c['paired']} |")
     return "\n".join(lines)
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -122,23 +121,17 @@ def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dic
 
 
 def table(runs: dict[str, list[dict]], rows: int) -> str:
-    bronze = runs["bronze"]
+    from rounds import stage_cells
+
     lines = ["| part | best s | median s | row changes/s (best) | CPU s (median) | cores busy "
              "(median) | ratio to bronze (best) | paired per round: median (min-max) |",
              "|---|---:|---:|---:|---:|---:|---|---|"]
     for name, vs in runs.items():
-        best = min(v["seconds"] for v in vs)
-        med = statistics.median(v["seconds"] for v in vs)
-        cpu = f"{statistics.median(v['cpu'] for v in vs):.2f}"
-        busy = f"{statistics.median(v['cpu'] / v['seconds'] for v in vs):.2f}"
-        if name == "bronze":
-            ratio = paired = cpu = busy = "-"
-        else:
-            ratio = f"{min(b['seconds'] for b in bronze) / best:.2f}x"
-            ps = [b["seconds"] / v["seconds"] for b, v in zip(bronze, vs)]
-            paired = f"{statistics.median(ps):.2f}x ({min(ps):.2f}-{max(ps):.2f})"
-        lines.append(f"| {name} | {best:.2f} | {med:.2f} | {rows / best:,.0f} | {cpu} | {busy} "
-                     f"| {ratio} | {paired} |")
+        c = stage_cells(vs, None if name == "bronze" else runs["bronze"])
+        if name == "bronze":  # its decoding workers are a fork server's children: not counted
+            c["cpu"] = c["busy"] = "-"
+        lines.append(f"| {name} | {c['best']:.2f} | {c['median']} | {rows / c['best']:,.0f} "
+                     f"| {c['cpu']} | {c['busy']} | {c['ratio']} | {c['paired']} |")
     return "\n".join(lines)
 
 
