@@ -191,9 +191,10 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
 
 # Rows per rendering batch. A columnar pass costs per batch as well as per row; the batch is
 # also the memory bound of a rendering task. 16,384 where the rows cross to render workers or
-# run in JVM Spark's Python workers; 65,536 where the embedded engine's own process renders
-# (render_warm.renders_here): fewer, larger batches for its writer, silver on a 1 GB binlog
-# 5-8% faster for ~160 MiB more peak (docs/performance.md, session 16).
+# run in JVM Spark's Python workers (65,536 did not help there); 65,536 where the embedded
+# engine's own process renders (render_warm.renders_here): fewer, larger batches for its
+# writer, silver on a 1 GB binlog 5-8% faster for ~160 MiB more peak (docs/performance.md,
+# session 16).
 BATCH_ROWS = 16384
 BATCH_ROWS_IN_ENGINE = 65536
 
