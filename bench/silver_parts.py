@@ -59,8 +59,6 @@ def _timed(fn) -> dict:
 
 
 def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dict]], int]:
-    from pyspark.sql import functions as F
-
     from pipelines.bronze.job import run_bronze
     from pipelines.bronze.table_maps import read_table_maps
     from pipelines.config import load_config
@@ -68,8 +66,8 @@ def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dic
     from pipelines.lake import BRONZE_EVENTS, Lake
     from pipelines.session import get_spark
     from pipelines.silver.job import run_silver
-    from pipelines.silver.render_warm import warm
-    from pipelines.silver.transform import BRONZE_INPUT, CHANGE_TYPES, to_silver
+    from pipelines.silver.render_warm import batch_rows, warm
+    from pipelines.silver.transform import bronze_changes, to_silver
 
     cfg = load_config(env={}, overrides={"lake.root": str(work / "lake")})
     ref = load_config(env={}, overrides={"lake.root": str(work / "reference")})
@@ -81,10 +79,10 @@ def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dic
     plan = naming_plan(spark, cfg)
     plan.table_maps = read_table_maps(spark, lake)
     out = work / "written"
+    render_rows = batch_rows(cfg)  # as run_silver renders in this process
 
-    def changes():
-        return (lake.read(spark, BRONZE_EVENTS).where(F.col("event_type").isin(*CHANGE_TYPES))
-                .select(*BRONZE_INPUT))
+    def rendered():
+        return to_silver(lake.read(spark, BRONZE_EVENTS), plan, 0, True, False, render_rows)
 
     def bronze() -> None:
         shutil.rmtree(work / "reference", ignore_errors=True)
@@ -92,7 +90,7 @@ def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dic
 
     def write() -> None:
         shutil.rmtree(out, ignore_errors=True)
-        to_silver(changes(), plan, 0, True, False).write.format("delta").save(str(out))
+        rendered().write.format("delta").save(str(out))
 
     appended = []
 
@@ -104,9 +102,9 @@ def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dic
 
     steps = {
         "bronze": bronze,
-        "read": lambda: changes().mapInArrow(_drop, _NONE).collect(),
-        "read + render": lambda: to_silver(changes(), plan, 0, True, False)
+        "read": lambda: bronze_changes(lake.read(spark, BRONZE_EVENTS))
         .mapInArrow(_drop, _NONE).collect(),
+        "read + render": lambda: rendered().mapInArrow(_drop, _NONE).collect(),
         "read + render + write": write,
         "silver": silver,
     }

@@ -16,8 +16,8 @@ from pipelines.silver.naming import NamingPlan
 from pipelines.silver.null_lists import lists_not_null, restore_null_lists
 from pipelines.silver.render_worker import BATCH_ROWS, render_batches
 
-__all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "to_silver", "to_quarantine",
-           "render_workers"]
+__all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "bronze_changes",
+           "to_silver", "to_quarantine", "render_workers"]
 
 BRONZE_INPUT = [
     "source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
@@ -57,7 +57,9 @@ def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,
     return run
 
 
-def _changes(bronze, null_lists: bool):
+def bronze_changes(bronze, null_lists: bool = False):
+    """The bronze rows and columns silver renders: row changes, ``BRONZE_INPUT``; with
+    ``null_lists``, NULL lists as empty lists and a mask (``null_lists``)."""
     changes = bronze.where(F.col("event_type").isin(*CHANGE_TYPES)).select(*BRONZE_INPUT)
     return lists_not_null(changes, _LISTS) if null_lists else changes
 
@@ -69,7 +71,7 @@ def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
     NULL lists cross to the task as a mask (``null_lists``; needed on JVM Spark, ~0.4 s per
     680k rows on Sail, whose exchange does not need it). ``batch_rows``: rows per rendering
     batch (``render_warm.batch_rows``)."""
-    rendered = _changes(bronze, null_lists).mapInArrow(
+    rendered = bronze_changes(bronze, null_lists).mapInArrow(
         _process(plan, False, workers, compiled, batch_rows), _RENDERED_DDL)
     return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
 
@@ -77,5 +79,5 @@ def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
 def to_quarantine(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
                   null_lists: bool = True, batch_rows: int = BATCH_ROWS):
     """Bronze rows → quarantine rows (bronze key and reason) for changes no schema names."""
-    return _changes(bronze, null_lists).mapInArrow(
+    return bronze_changes(bronze, null_lists).mapInArrow(
         _process(plan, True, workers, compiled, batch_rows), QUARANTINE_DDL)
