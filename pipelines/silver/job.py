@@ -3,7 +3,7 @@
 Incremental and exactly once: a run considers the bronze files changed since silver last saw
 them (``<lake>/silver/progress``) plus every file with quarantined rows, takes their bronze
 row changes that silver does not hold yet (anti-join on the bronze key), appends those that
-a schema names (one commit per ``silver.commit_mb`` of binlog: :func:`plan_slices`), and
+a schema names (one commit per ``silver.commit_mb`` of binlog: ``slices``), and
 recomputes the quarantine of those files. A crash anywhere
 is repaired by the next run: the anti-join never appends a key twice. Quarantined rows are
 released the same way once a snapshot (or import) makes them nameable.
@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pipelines.bronze.files import load_states
 from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
-from pipelines.delta_ops import (enable_change_data_feed, rows_written_since, sql_string,
-                                 target_file_size)
+from pipelines.delta_ops import enable_change_data_feed, rows_written_since, target_file_size
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
 from pipelines.lease import holds_lease
@@ -31,10 +30,11 @@ from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_warm import batch_rows, renders_here, warm_in_background
 from pipelines.silver.render_worker import close_idle
+from pipelines.silver.slices import binlog_bytes, file_days, in_files, plan_slices, slice_day
 from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
                                        to_quarantine, to_silver)
 
-__all__ = ["SilverResult", "run_silver", "plan_slices", "KEY", "QUARANTINE_DDL"]
+__all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,6 @@ def _load_snapshots(spark, cfg: Config) -> list:
     from pipelines.silver.snapshot_store import load_snapshots
 
     return load_snapshots(spark, cfg)
-
-
-def _in_files(files: list[tuple[str, str]]) -> str:
-    return " OR ".join(f"(source_id = {sql_string(s)} AND binlog_file = {sql_string(f)})"
-                       for s, f in files)
 
 
 @holds_lease("silver")
@@ -105,11 +100,11 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return res
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
-    compiled = _compiled(cfg, sum(_binlog_bytes(bronze_files.get(k)) for k in res.files))
+    compiled = _compiled(cfg, sum(binlog_bytes(bronze_files.get(k)) for k in res.files))
     ddl = _ddl_by_file(spark, lake, bronze_files, known_ddl)
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
-    where = _in_files(res.files)
+    where = in_files(res.files)
     plan.table_maps = read_table_maps(spark, lake, where)
     slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
@@ -126,8 +121,10 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         rendered = to_silver(pending(), plan, workers, compiled, masked, render_rows)
         _change_data_feed(spark, lake, rendered)
     before = lake.version(spark, SILVER_EVENTS)
-    for part in slices:  # one commit per slice: the engine's writer memory (plan_slices)
-        lake.append(to_silver(pending(part), plan, workers, compiled, masked, render_rows),
+    days = file_days(spark, lake, where)
+    for sl in slices:  # one commit per slice: the engine's writer memory (slices)
+        lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked, render_rows,
+                              slice_day(sl, days)),
                     SILVER_EVENTS, options=target_file_size(cfg.silver.target_file_mb))
         release_freed_memory()
     # The append's own commit metrics; a full count only where the log has none.
@@ -139,10 +136,10 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     # those keys reads only the key columns; rendering them again (to say why) happens only
     # when there are some.
     if held_back:  # the run holds the silver lease: no other run adds quarantine rows now
-        lake.delete_where(spark, SILVER_QUARANTINE, _in_files(sorted(held_back)))
+        lake.delete_where(spark, SILVER_QUARANTINE, in_files(sorted(held_back)))
     if _pending_keys(spark, lake, where):
-        for part in slices:
-            quarantined = to_quarantine(pending(part), plan, workers, compiled, masked,
+        for sl in slices:
+            quarantined = to_quarantine(pending(sl.where), plan, workers, compiled, masked,
                                         render_rows)
             lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
             release_freed_memory()
@@ -160,20 +157,16 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     return res
 
 
-def _compiled(cfg: Config, binlog_bytes: int) -> bool:
+def _compiled(cfg: Config, n_bytes: int) -> bool:
     """Whether full row images are rendered by the compiled loops. They cost a process
     about a second to load: for runs of at least ``silver.compiled_min_mb`` of binlog, loaded
     on a thread of their own while the planning waits on the engine; and for any run where
     this process renders (``render_warm.renders_here``) and holds them already (a stream's
     follows, a notebook's later runs: docs/performance.md, session 13)."""
-    if binlog_bytes >= cfg.silver.compiled_min_mb * 2**20:
+    if n_bytes >= cfg.silver.compiled_min_mb * 2**20:
         warm_in_background(cfg)
         return True
     return renders_here(cfg) and render_fast.loaded()
-
-
-def _binlog_bytes(st) -> int:
-    return 0 if st is None else max(st.size or 0, st.last_pos or 0)
 
 
 def _ddl_by_file(spark, lake: Lake, bronze_files: dict, known: dict) -> dict:
@@ -186,48 +179,13 @@ def _ddl_by_file(spark, lake: Lake, bronze_files: dict, known: dict) -> dict:
     if todo:
         q = lake.read(spark, BRONZE_EVENTS).where("event_type = 'QUERY'")
         if len(todo) < len(bronze_files):
-            q = q.where(_in_files(todo))
+            q = q.where(in_files(todo))
         for k in todo:
             out[k] = []
         for r in q.select("source_id", "binlog_file", "start_pos", "schema_name",
                           "query").collect():
             out.setdefault((r[0], r[1]), []).append((r[2], r[3], r[4]))
     return out
-
-
-def plan_slices(files: list[tuple[str, str]], states: dict, commit_bytes: int) -> list[str]:
-    """SQL predicates over bronze (and silver) splitting ``files`` into slices of about
-    ``commit_bytes`` of binlog each, in order: a big file by ``start_pos`` ranges, small
-    files together (``0``: one slice of all).
-
-    Why: Sail's Delta writer holds a partitioned write's rows until it ends, and the
-    anti-join holds its bronze side, so the engine's memory followed the rows of a run.
-    One commit per slice bounds it by ``silver.commit_mb``. Exactly once is kept: each
-    slice's anti-join appends only keys silver does not hold, and a crash between slices
-    leaves the files to the next run (their progress is written last).
-    """
-    if commit_bytes <= 0:
-        return [_in_files(files)] if files else []
-    slices: list[list[str]] = [[]]
-    size = 0
-    for s, f in files:
-        st = states.get((s, f))
-        n_bytes = _binlog_bytes(st)
-        n = max(1, -(-n_bytes // commit_bytes))
-        step = -(-n_bytes // n) if n_bytes else 0
-        for k in range(n):
-            one = f"(source_id = {sql_string(s)} AND binlog_file = {sql_string(f)}"
-            if k > 0:
-                one += f" AND start_pos >= {k * step}"
-            if k < n - 1:
-                one += f" AND start_pos < {(k + 1) * step}"
-            part = min(step, n_bytes - k * step) if n_bytes else 0
-            if slices[-1] and size + part > commit_bytes:
-                slices.append([])
-                size = 0
-            slices[-1].append(one + ")")
-            size += part
-    return [" OR ".join(parts) for parts in slices]
 
 
 def _pending_keys(spark, lake: Lake, where: str) -> int:

@@ -20,7 +20,7 @@ from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import (TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec,
                                      file_number)
 
-__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE"]
+__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "DAY_US"]
 
 # Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
 # (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
@@ -30,7 +30,7 @@ _TM = TABLE_MAP_COLUMNS
 _IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
                   "seq", "event_date", "pk_kind", "schema_version"}
-_DAY_US = 86_400_000_000
+DAY_US = 86_400_000_000  # event_date: the UTC day of event_timestamp
 
 
 def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
@@ -199,7 +199,7 @@ class BatchRenderer:
                               | (start + row_in_event))
         ts = batch.column("event_timestamp")
         micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
-        cat["event_date"] = pa.array(np.floor_divide(micros, _DAY_US).astype(np.int32),
+        cat["event_date"] = pa.array(np.floor_divide(micros, DAY_US).astype(np.int32),
                                      pa.date32())
         cols = []
         for f in RENDERED:

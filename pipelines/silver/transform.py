@@ -7,8 +7,12 @@ reason). Rendering runs in ``workers`` processes per task (``render_worker``).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+from typing import Iterable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
@@ -17,7 +21,7 @@ from pipelines.silver.null_lists import lists_not_null, restore_null_lists
 from pipelines.silver.render_worker import BATCH_ROWS, render_batches
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "bronze_changes",
-           "to_silver", "to_quarantine", "render_workers"]
+           "to_silver", "to_quarantine", "render_workers", "on_day"]
 
 BRONZE_INPUT = [
     "source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
@@ -48,13 +52,24 @@ CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver n
 
 
 def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,
-             batch_rows: int):
+             batch_rows: int, day: dt.date | None = None):
     def run(batches):
         batches = (restore_null_lists(b, _LISTS) for b in batches)
-        yield from render_batches(batches, plan, quarantine=quarantine, workers=workers,
+        rendered = render_batches(batches, plan, quarantine=quarantine, workers=workers,
                                   compiled=compiled, batch_rows=batch_rows)
+        yield from (rendered if day is None else on_day(rendered, day))
 
     return run
+
+
+def on_day(batches: Iterable[pa.RecordBatch], day: dt.date) -> Iterator[pa.RecordBatch]:
+    """The rendered rows whose ``event_date`` is ``day``. ``to_silver(day=…)`` writes the day
+    as a literal, so no row of another day may pass under it: such a row (bronze grew since
+    the run read its days) is left in bronze, pending, for the next run."""
+    want = pa.scalar(day, pa.date32())
+    for b in batches:
+        keep = pc.equal(b.column("event_date"), want)
+        yield b if keep.true_count == b.num_rows else b.filter(keep)
 
 
 def bronze_changes(bronze, null_lists: bool = False):
@@ -65,14 +80,19 @@ def bronze_changes(bronze, null_lists: bool = False):
 
 
 def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
-              null_lists: bool = True, batch_rows: int = BATCH_ROWS):
+              null_lists: bool = True, batch_rows: int = BATCH_ROWS,
+              day: dt.date | None = None):
     """Bronze rows → silver rows (``SILVER_COLUMNS``) for every change a schema names.
     ``compiled``: full images through the compiled loops (``render_fast``). ``null_lists``:
     NULL lists cross to the task as a mask (``null_lists``; needed on JVM Spark, ~0.4 s per
     680k rows on Sail, whose exchange does not need it). ``batch_rows``: rows per rendering
-    batch (``render_warm.batch_rows``)."""
+    batch (``render_warm.batch_rows``). ``day``: only the rows of that ``event_date``
+    (``on_day``), the date a literal, so that a partitioned write need not sort by it
+    (``slices``)."""
     rendered = bronze_changes(bronze, null_lists).mapInArrow(
-        _process(plan, False, workers, compiled, batch_rows), _RENDERED_DDL)
+        _process(plan, False, workers, compiled, batch_rows, day), _RENDERED_DDL)
+    if day is not None:
+        rendered = rendered.withColumn("event_date", F.lit(day))
     return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
 
 
