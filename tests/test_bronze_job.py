@@ -185,6 +185,28 @@ def test_one_file_split_among_tasks_gives_the_same_bronze(spark, tmp_path: Path)
     assert len(results["whole"][5]) == 3  # its three tables' TABLE_MAPs
 
 
+def test_one_file_waves_write_the_same_bronze(spark, tmp_path: Path, binlog_dir: Path) -> None:
+    """A commit of one file's tasks is written with its partition values as literals (no sort
+    by them: ``with_file_literals``); a commit of several files is not. Both give the same
+    rows, column for column."""
+    from pyspark.sql import functions as F
+
+    from pipelines.bronze.job import with_file_literals
+
+    frame = spark.range(2).select(F.lit("x").alias("source_id"), F.lit("f").alias("binlog_file"))
+    assert with_file_literals(frame, "s", ["/a/f.1", "/b/f.2"]) is frame
+    assert with_file_literals(frame, "s", ["/a/f.1", "/a/f.1"]).collect() == \
+        [("s", "f.1")] * 2
+    rows = {}
+    for label, commit_mb in (("together", 0), ("one_by_one", 0.001)):
+        cfg = cfg_for(tmp_path / label, **{"bronze.commit_mb": commit_mb})
+        assert not run_bronze(spark, cfg, binlog_dir=str(binlog_dir), all_files=True).failed
+        table = spark.read.format("delta").load(cfg.table_path("bronze", "binlog_events"))
+        rows[label] = sorted(tuple(map(repr, r)) for r in table.collect())
+        assert bronze_counts(spark, cfg) == EXPECTED_ROWS  # mariadb-binlog -v, per file
+    assert rows["one_by_one"] == rows["together"]
+
+
 def test_incident_is_recorded_and_shown_as_a_gap(spark, tmp_path: Path, corpus: Path, capsys) -> None:
     from pipelines.cli import main
 

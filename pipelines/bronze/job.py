@@ -145,6 +145,21 @@ def task_frame(spark, tasks: list[tuple[str, str, int, int]], partitions: int):
         for i, (name, kind) in enumerate(_TASK_FIELDS)])
 
 
+def with_file_literals(decoded, source_id: str, paths: list[str]):
+    """``decoded`` (the rows of the tasks of ``paths``) with its partition columns as literals
+    where the tasks read one file: every row of a task carries the run's ``source_id`` and its
+    file's name (``decode_task``), and an engine writing a partitioned table whose partition
+    values are literals does not sort the rows by them first (Sail's sort held every row of
+    the commit and copied it twice: docs/performance.md, session 17)."""
+    names = {os.path.basename(p) for p in paths}
+    if len(names) != 1:
+        return decoded
+    from pyspark.sql import functions as F
+
+    return (decoded.withColumn("source_id", F.lit(source_id))
+            .withColumn("binlog_file", F.lit(names.pop())))
+
+
 def filter_tables(df, schemas: list[str] | None, tables: list[str] | None):
     if not schemas and not tables:
         return df
@@ -215,6 +230,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                            min(len(wave), cores))
         decoded = filter_tables(decode_files(tasks, cfg, compiled, in_workers),
                                 schemas, tables)
+        decoded = with_file_literals(decoded, source_id, [p for p, _, _, _ in wave])
         lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
         release_freed_memory()
 
