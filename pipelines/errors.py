@@ -83,6 +83,11 @@ class LakeFaultError(BinlakeError, RuntimeError):
     ``_delta_log`` commit torn. The message names the table, the file and the repair."""
 
 
+class LakeChangedError(BinlakeError, RuntimeError):
+    """A table changed during a run in a way the run cannot take in (what it planned from no
+    longer holds). Nothing inconsistent was written: re-running picks the change up."""
+
+
 class SourceError(BinlakeError, ConnectionError):
     """A MySQL/MariaDB server could not be reached or refused what binlake needs."""
 

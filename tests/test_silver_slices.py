@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from pipelines.errors import LakeChangedError
 from pipelines.silver.slices import Slice, file_days, in_files, plan_slices, slice_day
 from pipelines.silver.transform import on_day
 
@@ -62,15 +63,18 @@ def test_slice_day(files, days, want):
     assert slice_day(Slice("x", files), days) == want
 
 
-def test_on_day_keeps_only_the_rows_of_the_day():
+def test_on_day_passes_the_day_and_stops_at_another():
     day = dt.date(2024, 10, 4)
-    schema = pa.schema([("id", pa.int32()), ("event_date", pa.date32())])
-    same = pa.record_batch([pa.array([1, 2]), pa.array([day, day])], schema=schema)
-    mixed = pa.record_batch([pa.array([3, 4, 5]),
-                             pa.array([day, day + dt.timedelta(days=1), None])], schema=schema)
-    out = list(on_day([same, mixed], day))
-    assert out[0] is same  # nothing to drop: the batch itself
-    assert out[1].column("id").to_pylist() == [3]
+    schema = pa.schema([("binlog_file", pa.string()), ("start_pos", pa.int64()),
+                        ("event_date", pa.date32())])
+    same = pa.record_batch([pa.array(["f.1", "f.1"]), pa.array([4, 90]), pa.array([day, day])],
+                           schema=schema)
+    assert list(on_day([same], day)) == [same]
+    for other in (day + dt.timedelta(days=1), None):
+        mixed = pa.record_batch([pa.array(["f.1", "f.2"]), pa.array([4, 377]),
+                                 pa.array([day, other], pa.date32())], schema=schema)
+        with pytest.raises(LakeChangedError, match=r"f\.2 at 377 .*run silver again"):
+            list(on_day([same, mixed], day))
 
 
 # --- a real server: a day, a midnight, the next day -------------------------------------
@@ -158,3 +162,33 @@ def test_silver_days_on_a_real_server(spark, tmp_path: Path):
     sorted_way = to_silver(lake.read(spark, BRONZE_EVENTS), plan, null_lists=False)
     assert sorted(tuple(r) for r in sorted_way.select(*SILVER_COLUMNS).collect()) == \
         sorted(tuple(r[c] for c in SILVER_COLUMNS) for r in silver)
+
+
+@pytest.mark.spark
+def test_a_row_of_another_day_stops_the_commit_and_a_rerun_recovers(spark, tmp_path: Path,
+                                                                   monkeypatch):
+    """Bronze's days are read once per run: if a slice's rows turn out to be of another day
+    (bronze changed during the run; here the days are made wrong), the slice stops before its
+    commit, naming the row, and a re-run writes every row change once."""
+    from pipelines.bronze.job import run_bronze
+    from pipelines.config import load_config
+    from pipelines.lake import SILVER_EVENTS, Lake
+    from pipelines.silver import job
+    from pipelines.silver.job import KEY, run_silver
+
+    samples = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+    d = tmp_path / "binlogs"
+    d.mkdir()
+    shutil.copy(samples / "mariadb-bin.000003", d / "mariadb-bin.000003")
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    assert not run_bronze(spark, cfg, binlog_dir=str(d), all_files=True).failed
+    real = job.file_days
+    monkeypatch.setattr(job, "file_days", lambda *a: {k: 0 for k in real(*a)})  # 1970-01-01
+    with pytest.raises(Exception, match="not 1970-01-01 as bronze said.*run silver again"):
+        run_silver(spark, cfg)
+    lake = Lake.of(cfg)
+    assert not lake.exists(spark, SILVER_EVENTS) or lake.read(spark, SILVER_EVENTS).count() == 0
+    monkeypatch.setattr(job, "file_days", real)
+    assert run_silver(spark, cfg).appended == 295  # mariadb-binlog -v: 295 row changes
+    silver = lake.read(spark, SILVER_EVENTS)
+    assert silver.select(*KEY).distinct().count() == silver.count() == 295

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
+from pipelines.errors import LakeChangedError
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.null_lists import lists_not_null, restore_null_lists
@@ -63,13 +64,22 @@ def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,
 
 
 def on_day(batches: Iterable[pa.RecordBatch], day: dt.date) -> Iterator[pa.RecordBatch]:
-    """The rendered rows whose ``event_date`` is ``day``. ``to_silver(day=…)`` writes the day
-    as a literal, so no row of another day may pass under it: such a row (bronze grew since
-    the run read its days) is left in bronze, pending, for the next run."""
+    """The rendered batches, each checked to be all of ``event_date`` ``day``:
+    ``to_silver(day=…)`` writes the day as a literal, so a row of another day (bronze
+    changed since the run read its days) stops the slice with ``LakeChangedError`` before
+    its commit. Nothing of it is written; a re-run reads the days again."""
     want = pa.scalar(day, pa.date32())
     for b in batches:
-        keep = pc.equal(b.column("event_date"), want)
-        yield b if keep.true_count == b.num_rows else b.filter(keep)
+        same = pc.equal(b.column("event_date"), want)
+        if same.true_count != b.num_rows:
+            i = pc.index(same.fill_null(False), False).as_py()
+            raise LakeChangedError(
+                f"silver: the row change of {b.column('binlog_file')[i].as_py()} at "
+                f"{b.column('start_pos')[i].as_py()} has event_date "
+                f"{b.column('event_date')[i].as_py()}, not {day} as bronze said when this "
+                "run began: bronze changed during the run. Nothing of this commit was "
+                "written; run silver again")
+        yield b
 
 
 def bronze_changes(bronze, null_lists: bool = False):
@@ -86,8 +96,8 @@ def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
     ``compiled``: full images through the compiled loops (``render_fast``). ``null_lists``:
     NULL lists cross to the task as a mask (``null_lists``; needed on JVM Spark, ~0.4 s per
     680k rows on Sail, whose exchange does not need it). ``batch_rows``: rows per rendering
-    batch (``render_warm.batch_rows``). ``day``: only the rows of that ``event_date``
-    (``on_day``), the date a literal, so that a partitioned write need not sort by it
+    batch (``render_warm.batch_rows``). ``day``: every row's ``event_date`` (checked:
+    ``on_day``), written as a literal so that a partitioned write need not sort by it
     (``slices``)."""
     rendered = bronze_changes(bronze, null_lists).mapInArrow(
         _process(plan, False, workers, compiled, batch_rows, day), _RENDERED_DDL)
