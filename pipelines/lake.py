@@ -356,6 +356,17 @@ class Lake:
         writer.save(self.path(table))
         self._known.add(table.key)
 
+    def takes_literals(self, spark, table: LakeTable) -> bool:
+        """Whether an append may give partition values as literals (so that the engine does
+        not sort by them): the table's schema comes from its declaration, not from the
+        DataFrame, and needs no evolution. Not when the append creates the table from the
+        DataFrame (a literal is a NOT NULL column in the schema it writes), nor when it adds
+        declared columns (Sail 0.7.2 then leaves the new columns out of a ``mergeSchema``
+        append whose partition columns are literals: tests/test_dbtrail_mariadb.py)."""
+        if not self.exists(spark, table):  # created from the declaration first (_write)?
+            return bool(self._parts or table.stats_columns)
+        return not self._missing_columns(spark, table)
+
     def _missing_columns(self, spark, table: LakeTable) -> list[str]:
         """Declared columns the existing table lacks (none when there is no table yet)."""
         if table.key in self._complete or not self.exists(spark, table):

@@ -230,7 +230,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                            min(len(wave), cores))
         decoded = filter_tables(decode_files(tasks, cfg, compiled, in_workers),
                                 schemas, tables)
-        decoded = with_file_literals(decoded, source_id, [p for p, _, _, _ in wave])
+        if lake.takes_literals(spark, BRONZE_EVENTS):
+            decoded = with_file_literals(decoded, source_id, [p for p, _, _, _ in wave])
         lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
         release_freed_memory()
 

@@ -121,7 +121,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         rendered = to_silver(pending(), plan, workers, compiled, masked, render_rows)
         _change_data_feed(spark, lake, rendered)
     before = lake.version(spark, SILVER_EVENTS)
-    days = file_days(spark, lake, where)
+    # a slice's one day, written as a literal (slices), where the lake takes literals
+    days = file_days(spark, lake, where) if lake.takes_literals(spark, SILVER_EVENTS) else {}
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
         lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked, render_rows,
                               slice_day(sl, days)),
