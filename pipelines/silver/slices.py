@@ -1,8 +1,8 @@
 """Silver's commits: a run's bronze files cut into slices (one append each), and the one UTC
 day a slice's row changes fall on, where there is one.
 
-Slices bound the engine's memory: Sail's Delta writer holds a partitioned write's rows until
-it ends, and the anti-join holds its bronze side, so the memory followed the rows of a run.
+Slices bound the engine's memory: Sail's sorted partitioned write holds its rows until it
+ends, and the anti-join holds its bronze side, so the memory followed the rows of a run.
 One commit per slice bounds it by ``silver.commit_mb``. Exactly once is kept: each slice's
 anti-join appends only keys silver does not hold, and a crash between slices leaves the files
 to the next run (their progress is written last).
@@ -10,8 +10,9 @@ to the next run (their progress is written last).
 The day: silver is partitioned by ``event_date``, and an engine sorts a partitioned write's
 rows by it first (Sail: a sort that holds the commit's rows and copies each of them twice,
 ~0.5 CPU-s per 681k row changes). A write whose ``event_date`` is one literal needs no sort.
-Binlogs are written in time order, so most slices lie within a day; the others are written as
-before. docs/performance.md, session 17.
+Binlogs are written in time order, so most slices lie within a day; the others, and lakes
+whose silver table does not take literals (``Lake.takes_literals``), are written sorted.
+docs/performance.md, session 17.
 """
 
 from __future__ import annotations
