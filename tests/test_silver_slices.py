@@ -16,14 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from pipelines.bronze.files import FileState
 from pipelines.errors import LakeChangedError
 from pipelines.silver.slices import Slice, file_days, in_files, plan_slices, slice_day
 from pipelines.silver.transform import on_day
-
-
-class _State:
-    def __init__(self, size: int) -> None:
-        self.size, self.last_pos = size, None
 
 
 A, B, C = ("s", "a.000001"), ("s", "a.000002"), ("t", "b.000001")
@@ -44,7 +40,7 @@ A, B, C = ("s", "a.000001"), ("s", "a.000002"), ("t", "b.000001")
         ("(source_id = 's' AND binlog_file = 'a.000001' AND start_pos >= 668)", (A,))]),
 ])
 def test_plan_slices(sizes, commit, want):
-    states = {k: _State(v) for k, v in sizes.items()}
+    states = {k: FileState(*k, path="", size=v, status="done") for k, v in sizes.items()}
     assert plan_slices(list(sizes), states, commit) == [Slice(w, f) for w, f in want]
 
 
