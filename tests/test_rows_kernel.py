@@ -201,6 +201,35 @@ def test_many_fixups_in_one_event_grow_the_scratch() -> None:
     assert outcome[1][1][0] == [b"1.5", b"-0.1"] * 4 and len(outcome[1][1]) == 600
 
 
+
+def test_threads_decoding_at_once_keep_their_own_fixups() -> None:
+    """The embedded engine runs a run's decoding tasks in threads of one process, and the loop
+    runs without the GIL: each thread's FLOAT/DOUBLE fix-ups must stay its own (a shared
+    scratch gave threads each other's values: 3 of 4 threads wrong in 300 rounds)."""
+    import threading
+
+    specs = [(T.FLOAT, 4, None), (T.DOUBLE, 8, None)] * 4
+    tm = _table(specs)
+    wrong: list[int] = []
+
+    def decode(k: int) -> None:
+        values = [np.float32(k + 0.5).tobytes(), np.float64(-k - 0.25).tobytes()] * 4
+        body = _image_bytes(values) * 300
+        want = _reference(tm, "INSERT", body, None, None)
+        if want[1][1][0][:2] != [f"{k}.5".encode(), f"-{k}.25".encode()]:
+            wrong.append(k)  # not the values written (an assert here would stay in the thread)
+        for _ in range(300):
+            if _compiled(tm, "INSERT", body, None, None, room=(4096, 65536, 1 << 20)) != want:
+                wrong.append(k)
+                return
+
+    threads = [threading.Thread(target=decode, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
 # --- whole files: bronze batches with and without the loop -------------------------------
 
 def _files() -> list[str]:

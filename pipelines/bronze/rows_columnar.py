@@ -10,6 +10,7 @@ same rows or raises the error ``decode_rows`` would, located here as the parser 
 from __future__ import annotations
 
 import struct
+import threading
 
 import numpy as np
 
@@ -22,7 +23,17 @@ from pipelines.errors import DecodeError
 __all__ = ["decode_into"]
 
 _KIND = {"INSERT": 0, "DELETE": 1, "UPDATE": 2}
-_FIX = np.zeros((1024, 4), np.int64)  # fix-up scratch: (side, value index, position, column)
+# The fix-up scratch, (side, value index, position, column) per fix-up: one per thread. The
+# loop runs without the GIL, and the embedded engine decodes a run's tasks in threads of one
+# process: a shared scratch let one task read another's fix-ups (wrong values, no error).
+_SCRATCH = threading.local()
+
+
+def _fix_scratch(rows: int = 1024) -> np.ndarray:
+    fix = getattr(_SCRATCH, "fix", None)
+    if fix is None or fix.shape[0] < rows:
+        fix = _SCRATCH.fix = np.zeros((rows, 4), np.int64)
+    return fix
 
 
 def _programs(e: ev.RowsEvent) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +86,6 @@ def decode_into(e: ev.RowsEvent, before: ImageSink, after: ImageSink, file: str)
 
 def _compiled(e: ev.RowsEvent, before: ImageSink, after: ImageSink) -> int | None:
     """Rows written by the compiled loop, or ``None`` when it gave up (sinks to be undone)."""
-    global _FIX
     p = e.pending
     prog_a, prog_b = _programs(e)
     buf = np.frombuffer(p.body, np.uint8)
@@ -85,13 +95,14 @@ def _compiled(e: ev.RowsEvent, before: ImageSink, after: ImageSink) -> int | Non
     state = np.zeros(3, np.int64)
     decs = e.table.decoders()
     rows = 0
+    fix = _fix_scratch()
     while True:
         state[2] = 0
-        outcome = rowkernel.run(buf, pos, end, kind, prog_a, prog_b, before, after, _FIX, state)
+        outcome = rowkernel.run(buf, pos, end, kind, prog_a, prog_b, before, after, fix, state)
         pos, done, nfix = int(state[0]), int(state[1]), int(state[2])
         rows += done
         try:
-            for side, at, where, col in _FIX[:nfix].tolist():
+            for side, at, where, col in fix[:nfix].tolist():
                 (before if side == 0 else after).add_fixup(at, decs[col](p.body, where)[0])
         except (DecodeError, IndexError, ValueError, struct.error):
             return None  # the reference decoding raises its own error for this row
@@ -105,5 +116,5 @@ def _compiled(e: ev.RowsEvent, before: ImageSink, after: ImageSink) -> int | Non
             sink.grow(rows=max(sink.lvalid.shape[0], 64),
                       values=max(sink.vvalid.shape[0], 4 * e.table.column_count),
                       data=max(sink.data.shape[0], 8 * left + 4096))
-        if nfix == _FIX.shape[0]:
-            _FIX = np.zeros((2 * _FIX.shape[0], 4), np.int64)
+        if nfix == fix.shape[0]:
+            fix = _fix_scratch(2 * fix.shape[0])
