@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipelines.bronze.files import load_states
@@ -101,11 +102,14 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
     compiled = _compiled(cfg, sum(binlog_bytes(bronze_files.get(k)) for k in res.files))
-    ddl = _ddl_by_file(spark, lake, bronze_files, known_ddl)
-    ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
-    plan = NamingPlan.build(ddl_rows, _load_snapshots(spark, cfg))
     where = in_files(res.files)
-    plan.table_maps = read_table_maps(spark, lake, where)
+    # a slice's one day, written as a literal (slices), where the lake takes literals
+    literal_days = lake.takes_literals(spark, SILVER_EVENTS)
+    ddl, table_maps, days, snapshots = _plan_reads(spark, cfg, lake, bronze_files, known_ddl,
+                                                   where, literal_days)
+    ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
+    plan = NamingPlan.build(ddl_rows, snapshots)
+    plan.table_maps = table_maps
     slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
     render_rows = batch_rows(cfg)
@@ -121,8 +125,6 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         rendered = to_silver(pending(), plan, workers, compiled, masked, render_rows)
         _change_data_feed(spark, lake, rendered)
     before = lake.version(spark, SILVER_EVENTS)
-    # a slice's one day, written as a literal (slices), where the lake takes literals
-    days = file_days(spark, lake, where) if lake.takes_literals(spark, SILVER_EVENTS) else {}
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
         lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked, render_rows,
                               slice_day(sl, days)),
@@ -156,6 +158,19 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _plan_reads(spark, cfg: Config, lake: Lake, bronze_files: dict, known_ddl: dict, where: str,
+                literal_days: bool) -> tuple[dict, dict, dict, list]:
+    """The run's planning reads, sent to the engine at once (each mostly waits on it): the
+    DDL positions (``_ddl_by_file``), the TABLE_MAP facts, the files' days (with
+    ``literal_days``) and the schema snapshots. (ddl, table maps, days, snapshots)."""
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="silver-plan") as pool:
+        ddl = pool.submit(_ddl_by_file, spark, lake, bronze_files, known_ddl)
+        maps = pool.submit(read_table_maps, spark, lake, where)
+        days = pool.submit(file_days, spark, lake, where) if literal_days else None
+        snapshots = _load_snapshots(spark, cfg)
+        return ddl.result(), maps.result(), days.result() if days else {}, snapshots
 
 
 def _compiled(cfg: Config, n_bytes: int) -> bool:
