@@ -26,6 +26,7 @@ from pipelines.silver.render_columns import ImageColumns
 __all__ = ["available", "column_kinds", "loaded", "name_table", "render"]
 
 _NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
+_ROOM = 1  # render_jit.render_side's outcome: ``out`` too small
 _QUOTED_TYPES = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
                  T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2)
 _JIT = None
@@ -118,13 +119,14 @@ class _Side:
         ooff = np.empty(m + 1, np.int32)
         self.valid = np.empty(m, np.uint8)
         state = np.zeros(2, np.int64)
-        size = int(voff[-1] - voff[0]) * 2 + m * (len(names[1]) + 4 * n + 2) + 64
+        # The value bytes of these rows: a sliced image's child array is the whole batch's.
+        size = int(voff[loff[m]] - voff[loff[0]]) * 2 + m * (len(names[1]) + 4 * n + 2) + 64
         while True:
             out = np.empty(size, np.uint8)
             outcome = jit.render_side(loff, lvalid, voff, vdata, vvalid, kinds, pre,
                                       *pre_texts, *names, out, ooff, self.valid, self.s,
                                       self.e, state)
-            if outcome != 1:  # not _ROOM
+            if outcome != _ROOM:
                 break
             size = max(2 * size, int(state[0]) * 2)
         self.ok = outcome == 0
