@@ -1,11 +1,13 @@
-"""Give memory the process freed back to the operating system between commits.
+"""Give memory the process freed back to the operating system: after each bronze commit,
+and when a silver run ends.
 
 The embedded engine (Sail) runs inside this process, and glibc's allocator keeps the pages
 of freed blocks in its per-thread arenas: after a few commits of a long run the process
 holds the peak of every arena, not what it uses (1 GB binlog, bronze: the engine's
 process peaked at 1.0 GB with, 0.8 GB without that retention; docs/performance.md).
 ``malloc_trim(0)`` returns those pages. Elsewhere (no glibc, or the engine in another
-process) it does nothing harmful.
+process) it does nothing harmful. Silver does not trim between its slices: each slice would
+fault the pages in again, and the next slice reuses them (docs/performance.md, session 19).
 
 :func:`use_system_allocator` makes pyarrow allocate with the C library's malloc instead of
 its bundled mimalloc in the processes binlake starts (the embedded engine's, the decoding and
