@@ -127,35 +127,46 @@ def test_corpus_renders_as_the_reference_on_both_paths(corpus: Path, path, monke
         assert sum(used) > len(used) // 2, (sum(used), len(used))
 
 
-def test_text_longer_than_the_first_guess_is_rendered_after_a_retry(monkeypatch) -> None:
-    """Control characters render as ``\\u00XX``, six bytes each: the loop's first output
-    buffer (twice the group's value bytes) is too small, and the side is rendered again
-    into a larger one, with the same rows as the reference."""
+def _spy_render_side(monkeypatch, seen) -> None:
+    """Wrap the loop's ``render_side``: ``seen(args, outcome)`` after every call."""
     assert render_fast.available()
-    calls = []
     real = render_fast._JIT.render_side
 
     def spy(*args):
         outcome = real(*args)
-        calls.append(outcome)
+        seen(args, outcome)
         return outcome
 
     monkeypatch.setattr(render_fast._JIT, "render_side", spy)
-    meta = dict(column_count=2, column_types=[T.LONGLONG, T.VARCHAR], column_meta=[0, 400],
+
+
+def _inserts_render_as_the_reference(notes: list[tuple[str, bytes]]) -> None:
+    """INSERTs of ``(table, note)`` into tables ``(id BIGINT PRIMARY KEY, note VARCHAR
+    utf8mb4)``, one row each, rendered by both paths: the same silver and quarantine rows."""
+    meta = dict(column_count=2, column_types=[T.LONGLONG, T.VARCHAR], column_meta=[0, 40000],
                 column_names=["id", "note"], column_charsets=[None, UTF8MB4], primary_key=[0])
     rows = []
-    for r in range(40):
+    for r, (table, note) in enumerate(notes):
         row = {f.name: None for f in BRONZE_SCHEMA}
         row.update(source_id="src", server_id=1, binlog_file="bin.000001", start_pos=100 + r,
                    end_pos=200 + r, row_in_event=0, event_timestamp=_TS, schema_name="db",
-                   table_name="t", event_type="INSERT", row_before=None,
-                   row_after=[b"%d" % r, b"\x01" * 300], **meta)
+                   table_name=table, event_type="INSERT", row_before=None,
+                   row_after=[b"%d" % r, note], **meta)
         rows.append(row)
     batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
     (silver, held), (ref_silver, ref_held) = _both([batch], NamingPlan.build([], []))
     _assert_same(silver, ref_silver, "silver")
     _assert_same(held, ref_held, "quarantine")
-    assert render_fast._ROOM in calls and calls[-1] == 0, calls
+
+
+def test_text_longer_than_the_first_guess_is_rendered_after_a_retry(monkeypatch) -> None:
+    """Control characters render as ``\\u00XX``, six bytes each: the loop's first output
+    buffer (twice the group's value bytes) is too small, and the side is rendered again
+    into a larger one, with the same rows as the reference."""
+    outcomes = []
+    _spy_render_side(monkeypatch, lambda args, outcome: outcomes.append(outcome))
+    _inserts_render_as_the_reference([("t", b"\x01" * 300)] * 40)
+    assert render_fast._ROOM in outcomes and outcomes[-1] == 0, outcomes
 
 
 def test_a_groups_first_buffer_follows_its_own_rows(monkeypatch) -> None:
@@ -163,29 +174,13 @@ def test_a_groups_first_buffer_follows_its_own_rows(monkeypatch) -> None:
     whose child array holds every group's values: the first output buffer is sized by the
     group's own value bytes, not by the batch's (a 65,536-row batch of four tables asked for
     30 MB per group and used 4-7 MB)."""
-    assert render_fast.available()
     sizes = []
-    real = render_fast._JIT.render_side
 
-    def spy(*args):
+    def seen(args, outcome) -> None:
         if args[1].any():  # lvalid: a side with images (an INSERT's before side has none)
             sizes.append(len(args[-6]))  # out (render_jit.render_side's argument order)
-        return real(*args)
 
-    monkeypatch.setattr(render_fast._JIT, "render_side", spy)
-    meta = dict(column_count=2, column_types=[T.LONGLONG, T.VARCHAR], column_meta=[0, 40000],
-                column_names=["id", "note"], column_charsets=[None, UTF8MB4], primary_key=[0])
-    rows = []
-    for r in range(80):
-        row = {f.name: None for f in BRONZE_SCHEMA}
-        big = r % 2 == 1
-        row.update(source_id="src", server_id=1, binlog_file="bin.000001", start_pos=100 + r,
-                   end_pos=200 + r, row_in_event=0, event_timestamp=_TS, schema_name="db",
-                   table_name="big" if big else "small", event_type="INSERT", row_before=None,
-                   row_after=[b"%d" % r, b"x" * (10_000 if big else 10)], **meta)
-        rows.append(row)
-    batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
-    (silver, held), (ref_silver, ref_held) = _both([batch], NamingPlan.build([], []))
-    _assert_same(silver, ref_silver, "silver")
-    _assert_same(held, ref_held, "quarantine")
+    _spy_render_side(monkeypatch, seen)
+    _inserts_render_as_the_reference([("big", b"x" * 10_000) if r % 2 else ("small", b"x" * 10)
+                                      for r in range(80)])
     assert min(sizes) < 20_000 < 400_000 < max(sizes), sizes
