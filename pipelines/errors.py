@@ -18,13 +18,22 @@
     ├── LeaseLostError (RuntimeError)     a stalled run's lease was taken over meanwhile
     ├── LakeFaultError (RuntimeError)     a lake table's files or log are missing/damaged;
     │                                     names the table, the file and the repair
+    ├── LakeChangedError (RuntimeError)   a table changed during a run beyond what the run
+    │                                     planned from; nothing was written, re-run
     └── SourceError (ConnectionError)     a MySQL/MariaDB server could not be reached/used
 
 Every :class:`DecodeError` carries the file, the event's start position, its type code and a
 hex preview of the offending bytes, so a message always says where to look.
+
+An error raised in an engine task (binlake's Python code the engine runs on the rows) reaches
+the driver as the engine's own exception, with the task's traceback as text, on every engine
+(``PythonException`` on Spark and on Sail): :func:`raised_in_task` gives the binlake error
+back.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "BinlakeError",
@@ -41,6 +50,8 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "LakeFaultError",
+    "LakeChangedError",
+    "raised_in_task",
 ]
 
 
@@ -167,3 +178,23 @@ class MissingTableMapError(DecodeError, KeyError):
 
 class ValueDecodeError(DecodeError):
     """A column value's bytes do not fit the column's type and metadata."""
+
+
+# The last line of a Python traceback the engine returns: "pipelines.errors.<Class>: <message>".
+_TASK_ERROR = re.compile(r"^pipelines\.errors\.([A-Za-z]+): (.+)$", re.MULTILINE)
+
+
+def raised_in_task(exc: BaseException) -> BinlakeError | None:
+    """The binlake error an engine task raised, rebuilt from the engine's exception ``exc``
+    (its text holds the task's traceback), or None when a task raised no binlake error.
+    Only errors made from their message alone come back (not a :class:`DecodeError`, whose
+    fields the text does not carry); the innermost one when there are several."""
+    found = _TASK_ERROR.findall(str(exc))
+    if not found:
+        return None
+    name, message = found[-1]
+    cls = globals().get(name)
+    if not (isinstance(cls, type) and issubclass(cls, BinlakeError)) or \
+            issubclass(cls, DecodeError):
+        return None
+    return cls(message.strip())

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
                                  sql_string, table_exists)
-from pipelines.errors import ConfigError, EngineError
+from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
 
@@ -341,11 +341,11 @@ class Lake:
                 self._known.add(table.key)
             writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
             if mode == "append":
-                writer.append()
+                _in_tasks(writer.append)
             else:
                 from pyspark.sql import functions as F
 
-                writer.overwrite(F.lit(True))
+                _in_tasks(lambda: writer.overwrite(F.lit(True)))
             return
         if table.stats_columns and not self.exists(df.sparkSession, table):
             create_with_stats_columns(self.path(table), table.arrow_schema(),
@@ -353,7 +353,7 @@ class Lake:
         writer = df.write.format("delta").mode(mode).options(**options)
         if table.partition_by:
             writer = writer.partitionBy(*table.partition_by)
-        writer.save(self.path(table))
+        _in_tasks(lambda: writer.save(self.path(table)))
         self._known.add(table.key)
 
     def takes_literals(self, spark, table: LakeTable) -> bool:
@@ -384,6 +384,21 @@ class Lake:
         metadata-only commit on every engine; on rows only for ``bronze/files``'s
         compaction, a small table without arrays)."""
         spark.sql(f"DELETE FROM {self.ident(table)} WHERE {predicate}").collect()
+
+
+def _in_tasks(write) -> None:
+    """Run an engine write. A binlake error one of its tasks raised (silver's rendering, say)
+    reaches the driver as the engine's exception: it is raised again as itself
+    (``errors.raised_in_task``), so callers and the CLI see e.g. ``LakeChangedError``."""
+    try:
+        write()
+    except BinlakeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the engine's own exception types vary
+        err = raised_in_task(exc)
+        if err is None:
+            raise
+        raise err from exc
 
 
 def _first_line(exc: BaseException) -> str:

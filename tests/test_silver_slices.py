@@ -162,10 +162,11 @@ def test_silver_days_on_a_real_server(spark, tmp_path: Path):
 
 @pytest.mark.spark
 def test_a_row_of_another_day_stops_the_commit_and_a_rerun_recovers(spark, tmp_path: Path,
-                                                                   monkeypatch):
+                                                                   monkeypatch, capsys):
     """Bronze's days are read once per run: if a slice's rows turn out to be of another day
     (bronze changed during the run; here the days are made wrong), the slice stops before its
-    commit, naming the row, and a re-run writes every row change once."""
+    commit with ``LakeChangedError`` naming the row (raised in the engine's task, raised
+    again as itself on the driver), and a re-run writes every row change once."""
     from pipelines.bronze.job import run_bronze
     from pipelines.config import load_config
     from pipelines.lake import SILVER_EVENTS, Lake
@@ -180,8 +181,19 @@ def test_a_row_of_another_day_stops_the_commit_and_a_rerun_recovers(spark, tmp_p
     assert not run_bronze(spark, cfg, binlog_dir=str(d), all_files=True).failed
     real = job.file_days
     monkeypatch.setattr(job, "file_days", lambda *a: {k: 0 for k in real(*a)})  # 1970-01-01
-    with pytest.raises(Exception, match="not 1970-01-01 as bronze said.*run silver again"):
+    # The task's error comes back as itself (errors.raised_in_task), not as the engine's.
+    with pytest.raises(LakeChangedError, match="not 1970-01-01 as bronze said.*run silver "
+                       "again") as raised:
         run_silver(spark, cfg)
+    assert not isinstance(raised.value.__cause__, LakeChangedError)  # the engine's exception
+    assert "Traceback" in str(raised.value.__cause__)
+    from pipelines.cli import main  # the command says it in one line, exit status 1
+
+    capsys.readouterr()
+    assert main(["--lake", str(tmp_path / "lake"), "silver"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("binlake: error: silver: the row change of mariadb-bin.000003 at ")
+    assert err.endswith("run silver again") and "\n" not in err
     lake = Lake.of(cfg)
     assert not lake.exists(spark, SILVER_EVENTS) or lake.read(spark, SILVER_EVENTS).count() == 0
     monkeypatch.setattr(job, "file_days", real)
