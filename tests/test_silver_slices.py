@@ -167,18 +167,12 @@ def test_a_row_of_another_day_stops_the_commit_and_a_rerun_recovers(spark, tmp_p
     (bronze changed during the run; here the days are made wrong), the slice stops before its
     commit with ``LakeChangedError`` naming the row (raised in the engine's task, raised
     again as itself on the driver), and a re-run writes every row change once."""
-    from pipelines.bronze.job import run_bronze
-    from pipelines.config import load_config
     from pipelines.lake import SILVER_EVENTS, Lake
     from pipelines.silver import job
     from pipelines.silver.job import KEY, run_silver
+    from tests.support.lake_runs import bronze_of_sample
 
-    samples = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
-    d = tmp_path / "binlogs"
-    d.mkdir()
-    shutil.copy(samples / "mariadb-bin.000003", d / "mariadb-bin.000003")
-    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
-    assert not run_bronze(spark, cfg, binlog_dir=str(d), all_files=True).failed
+    cfg = bronze_of_sample(spark, tmp_path, "mariadb-bin.000003")
     real = job.file_days
     monkeypatch.setattr(job, "file_days", lambda *a: {k: 0 for k in real(*a)})  # 1970-01-01
     # The task's error comes back as itself (errors.raised_in_task), not as the engine's.

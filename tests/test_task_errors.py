@@ -1,6 +1,7 @@
 """``errors.raised_in_task``: a binlake error raised in an engine task, given back from the
-engine's exception text (the end-to-end case, silver's ``LakeChangedError`` on the embedded
-engine, is in ``test_silver_slices.py``)."""
+engine's exception text. Table-driven texts, and silver's ``LakeChangedError`` on Apache Spark
+with delta-spark (on the embedded engine, with the command's message:
+``test_silver_slices.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from pipelines.errors import (LakeChangedError, LakeFaultError, SchemaMismatchError,
                               raised_in_task)
+from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture (getfixturevalue)
 
 _TRACE = ("An exception was thrown from the Python worker. Please see the stack trace below.\n"
           "Traceback (most recent call last):\n"
@@ -34,3 +36,32 @@ def test_raised_in_task(text, want):
         assert got is None
     else:
         assert type(got) is type(want) and str(got) == str(want)
+
+
+@pytest.mark.jvm
+def test_a_task_error_on_jvm_spark_comes_back_as_itself(spark, tmp_path, request) -> None:
+    """The same on Apache Spark with delta-spark (local[2]; the rendering task runs in a Python
+    worker process): silver's rows written for a day they are not of stop the append with
+    ``LakeChangedError``, and nothing is written. Bronze is indexed by the embedded engine
+    into the same path lake, as silver's own runs read it."""
+    import datetime as dt
+
+    from pipelines.bronze.table_maps import read_table_maps
+    from pipelines.history.lake import naming_plan
+    from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+    from pipelines.silver.transform import to_silver
+    from tests.support.lake_runs import bronze_of_sample
+
+    cfg = bronze_of_sample(spark, tmp_path, "mariadb-bin.000003")
+    lake = Lake.of(cfg)
+    plan = naming_plan(spark, cfg)
+    plan.table_maps = read_table_maps(spark, lake)  # as run_silver names the rows
+    jvm_spark = request.getfixturevalue("jvm_spark")  # after the embedded engine's part
+    bronze = lake.read(jvm_spark, BRONZE_EVENTS)
+    assert to_silver(bronze, plan, compiled=False).count() == 295  # as mariadb-binlog -v
+    rows = to_silver(bronze, plan, compiled=False, day=dt.date(1970, 1, 1))
+    with pytest.raises(LakeChangedError, match="not 1970-01-01 as bronze said.*run silver "
+                       "again"):
+        lake.append(rows, SILVER_EVENTS)
+    assert not lake.exists(jvm_spark, SILVER_EVENTS) or \
+        lake.read(jvm_spark, SILVER_EVENTS).count() == 0

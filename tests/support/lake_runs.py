@@ -20,7 +20,7 @@ SAMPLE_FILES = sorted(p.name for p in SAMPLES.glob("mariadb-bin.0*"))
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 
 __all__ = ["ROOT", "SAMPLES", "SAMPLE_FILES", "KEY", "binlake", "start", "finish", "together",
-           "hold_lease",
+           "hold_lease", "bronze_of_sample",
            "assert_bronze_once", "assert_silver_once", "delta_creates", "wait_for", "stop_server",
            "start_server_again"]
 
@@ -88,6 +88,22 @@ def hold_lease(lake: Path, stage: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE)
     assert proc.stdout.readline().strip() == "held"
     return proc
+
+
+def bronze_of_sample(spark, tmp_path: Path, name: str):
+    """The config of a lake under ``tmp_path`` whose bronze holds the sample binlog ``name``
+    (copied to ``tmp_path/binlogs``), indexed in this process by ``spark``."""
+    import shutil
+
+    from pipelines.bronze.job import run_bronze
+    from pipelines.config import load_config
+
+    d = tmp_path / "binlogs"
+    d.mkdir()
+    shutil.copy(SAMPLES / name, d / name)
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    assert not run_bronze(spark, cfg, binlog_dir=str(d), all_files=True).failed
+    return cfg
 
 
 def wait_for(predicate, timeout: float = 60.0, step: float = 0.05) -> bool:
