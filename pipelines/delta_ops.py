@@ -162,9 +162,16 @@ def _commits_after(dt, version: int | None) -> list[dict[str, Any]] | None:
     return commits
 
 
+# A commit of this operation declares a table and adds no rows; its commit info carries no
+# metrics (delta-spark's, Sail's and delta-rs's CREATE TABLE; a create with rows is "CREATE
+# TABLE AS SELECT", with its numOutputRows).
+_DECLARES_ONLY = frozenset({"CREATE TABLE"})
+
+
 def rows_written_since(path: str, version: int | None) -> int | None:
     """Rows added by the commits after ``version`` (``None`` = from the start), from the Delta
-    log's ``numOutputRows`` metrics (delta-rs); ``None`` when a commit lacks them or is gone."""
+    log's ``numOutputRows`` metrics (delta-rs); ``None`` when a commit lacks them (other than
+    a ``CREATE TABLE``, which adds none) or is gone."""
     try:
         from deltalake import DeltaTable
 
@@ -177,6 +184,8 @@ def rows_written_since(path: str, version: int | None) -> int | None:
     for c in commits:
         rows = (c.get("operationMetrics") or {}).get("numOutputRows")
         if rows is None:
+            if c.get("operation") in _DECLARES_ONLY and not c.get("operationMetrics"):
+                continue
             return None
         total += int(rows)
     return total

@@ -45,6 +45,18 @@ def test_rows_written_since_counts_the_commits_after_the_version(spark, tmp_path
     assert rows_written_since(path, 3) == 0
 
 
+def test_a_create_table_commit_adds_no_rows(spark, tmp_path: Path) -> None:
+    """A table declared first (``CREATE TABLE``: what silver does on a catalog lake, and
+    delta-spark on JVM Spark), then appended to: its create commit has no metrics and adds
+    no rows, so the rows written are still read from the log (not counted by the engine)."""
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE declared_first (id BIGINT) USING delta LOCATION '{path}'").collect()
+    for start, n in ((0, 5), (5, 7)):
+        spark.range(start, start + n).write.format("delta").mode("append").save(path)
+    assert rows_written_since(path, None) == 12
+    assert rows_written_since(path, 0) == 12
+
+
 def test_commits_before_the_version_are_not_read(spark, tmp_path: Path) -> None:
     """A run reads the commits after the version it knows, not the history before it: with
     the first commits unreadable (the snapshot loads from the checkpoint), the counts after
