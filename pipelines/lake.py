@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
                                  sql_string, table_exists)
@@ -340,12 +341,13 @@ class Lake:
                 self.create(df.sparkSession, table)
                 self._known.add(table.key)
             writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
-            if mode == "append":
-                _in_tasks(writer.append)
-            else:
-                from pyspark.sql import functions as F
+            with _task_errors():
+                if mode == "append":
+                    writer.append()
+                else:
+                    from pyspark.sql import functions as F
 
-                _in_tasks(lambda: writer.overwrite(F.lit(True)))
+                    writer.overwrite(F.lit(True))
             return
         if table.stats_columns and not self.exists(df.sparkSession, table):
             create_with_stats_columns(self.path(table), table.arrow_schema(),
@@ -353,7 +355,8 @@ class Lake:
         writer = df.write.format("delta").mode(mode).options(**options)
         if table.partition_by:
             writer = writer.partitionBy(*table.partition_by)
-        _in_tasks(lambda: writer.save(self.path(table)))
+        with _task_errors():
+            writer.save(self.path(table))
         self._known.add(table.key)
 
     def takes_literals(self, spark, table: LakeTable) -> bool:
@@ -386,12 +389,13 @@ class Lake:
         spark.sql(f"DELETE FROM {self.ident(table)} WHERE {predicate}").collect()
 
 
-def _in_tasks(write) -> None:
-    """Run an engine write. A binlake error one of its tasks raised (silver's rendering, say)
-    reaches the driver as the engine's exception: it is raised again as itself
+@contextmanager
+def _task_errors() -> Iterator[None]:
+    """Around an engine write: a binlake error one of its tasks raised (silver's rendering,
+    say) reaches the driver as the engine's exception; it is raised again as itself
     (``errors.raised_in_task``), so callers and the CLI see e.g. ``LakeChangedError``."""
     try:
-        write()
+        yield
     except BinlakeError:
         raise
     except Exception as exc:  # noqa: BLE001 - the engine's own exception types vary

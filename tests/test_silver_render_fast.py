@@ -83,12 +83,17 @@ def _batches(draw):
         after = image() if kind != "DELETE" else None
         if kind == "UPDATE" and draw(st.booleans()):
             after = [b if draw(st.booleans()) else a for b, a in zip(before, after)]
-        row = {f.name: None for f in BRONZE_SCHEMA}
-        row.update(source_id="src", server_id=1, binlog_file="bin.000001", start_pos=100 + r,
-                   end_pos=200 + r, row_in_event=0, event_timestamp=_TS, schema_name="db",
-                   table_name="t", event_type=kind, row_before=before, row_after=after, **meta)
-        rows.append(row)
+        rows.append(_row(r, "t", kind, before, after, meta))
     return pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
+
+
+def _row(r: int, table: str, kind: str, before, after, meta: dict) -> dict:
+    """Bronze row change number ``r`` of ``db.table`` (its TABLE_MAP facts in ``meta``)."""
+    row = {f.name: None for f in BRONZE_SCHEMA}
+    row.update(source_id="src", server_id=1, binlog_file="bin.000001", start_pos=100 + r,
+               end_pos=200 + r, row_in_event=0, event_timestamp=_TS, schema_name="db",
+               table_name=table, event_type=kind, row_before=before, row_after=after, **meta)
+    return row
 
 
 @pytest.fixture(params=["compiled", "arrow"])
@@ -145,14 +150,8 @@ def _inserts_render_as_the_reference(notes: list[tuple[str, bytes]]) -> None:
     utf8mb4)``, one row each, rendered by both paths: the same silver and quarantine rows."""
     meta = dict(column_count=2, column_types=[T.LONGLONG, T.VARCHAR], column_meta=[0, 40000],
                 column_names=["id", "note"], column_charsets=[None, UTF8MB4], primary_key=[0])
-    rows = []
-    for r, (table, note) in enumerate(notes):
-        row = {f.name: None for f in BRONZE_SCHEMA}
-        row.update(source_id="src", server_id=1, binlog_file="bin.000001", start_pos=100 + r,
-                   end_pos=200 + r, row_in_event=0, event_timestamp=_TS, schema_name="db",
-                   table_name=table, event_type="INSERT", row_before=None,
-                   row_after=[b"%d" % r, note], **meta)
-        rows.append(row)
+    rows = [_row(r, table, "INSERT", None, [b"%d" % r, note], meta)
+            for r, (table, note) in enumerate(notes)]
     batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
     (silver, held), (ref_silver, ref_held) = _both([batch], NamingPlan.build([], []))
     _assert_same(silver, ref_silver, "silver")

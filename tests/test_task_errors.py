@@ -1,7 +1,7 @@
 """``errors.raised_in_task``: a binlake error raised in an engine task, given back from the
 engine's exception text. Table-driven texts, and silver's ``LakeChangedError`` on Apache Spark
-with delta-spark (on the embedded engine, with the command's message:
-``test_silver_slices.py``)."""
+with delta-spark, classic and over Spark Connect (on the embedded engine, with the command's
+message: ``test_silver_slices.py``)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,14 @@ def test_raised_in_task(text, want):
 
 
 @pytest.mark.jvm
-def test_a_task_error_on_jvm_spark_comes_back_as_itself(spark, tmp_path, request) -> None:
-    """The same on Apache Spark with delta-spark (local[2]; the rendering task runs in a Python
-    worker process): silver's rows written for a day they are not of stop the append with
+# Connect first: the classic session (module-scoped) turns pyspark's functions classic while
+# it lives, and the embedded engine's bronze step needs them as Connect ones.
+@pytest.mark.parametrize("session", ["delta_spark", "jvm_spark"])
+def test_a_task_error_on_jvm_spark_comes_back_as_itself(spark, tmp_path, request,
+                                                        session) -> None:
+    """The same on Apache Spark with delta-spark, in process (``jvm_spark``, local[2]) and
+    through its Spark Connect server (``delta_spark``); the rendering task runs in a Python
+    worker process: silver's rows written for a day they are not of stop the append with
     ``LakeChangedError``, and nothing is written. Bronze is indexed by the embedded engine
     into the same path lake, as silver's own runs read it."""
     import datetime as dt
@@ -56,12 +61,11 @@ def test_a_task_error_on_jvm_spark_comes_back_as_itself(spark, tmp_path, request
     lake = Lake.of(cfg)
     plan = naming_plan(spark, cfg)
     plan.table_maps = read_table_maps(spark, lake)  # as run_silver names the rows
-    jvm_spark = request.getfixturevalue("jvm_spark")  # after the embedded engine's part
-    bronze = lake.read(jvm_spark, BRONZE_EVENTS)
+    jvm = request.getfixturevalue(session)  # after the embedded engine's part
+    bronze = lake.read(jvm, BRONZE_EVENTS)
     assert to_silver(bronze, plan, compiled=False).count() == 295  # as mariadb-binlog -v
     rows = to_silver(bronze, plan, compiled=False, day=dt.date(1970, 1, 1))
     with pytest.raises(LakeChangedError, match="not 1970-01-01 as bronze said.*run silver "
                        "again"):
         lake.append(rows, SILVER_EVENTS)
-    assert not lake.exists(jvm_spark, SILVER_EVENTS) or \
-        lake.read(jvm_spark, SILVER_EVENTS).count() == 0
+    assert not lake.exists(jvm, SILVER_EVENTS) or lake.read(jvm, SILVER_EVENTS).count() == 0
