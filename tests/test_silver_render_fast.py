@@ -169,15 +169,16 @@ def test_text_longer_than_the_first_guess_is_rendered_after_a_retry(monkeypatch)
 
 
 def test_a_groups_first_buffer_follows_its_own_rows(monkeypatch) -> None:
-    """Each group of a batch (here two tables) renders from a slice of the batch's images,
-    whose child array holds every group's values: the first output buffer is sized by the
-    group's own value bytes, not by the batch's (a 65,536-row batch of four tables asked for
-    30 MB per group and used 4-7 MB)."""
+    """Each group of a batch (here two tables) renders its rows where they lie in the
+    batch's images, whose child array holds every group's values: the first output buffer is
+    sized by the group's own value bytes, not by the batch's (a 65,536-row batch of four
+    tables asked for 30 MB per group and used 4-7 MB)."""
     sizes = []
 
     def seen(args, outcome) -> None:
-        if args[1].any():  # lvalid: a side with images (an INSERT's before side has none)
-            sizes.append(len(args[-6]))  # out (render_jit.render_side's argument order)
+        rows, lvalid = args[0], args[2]  # render_jit.render_side's argument order
+        if lvalid[rows].any():  # a side with images (an INSERT's before side has none)
+            sizes.append(len(args[-6]))  # out
 
     _spy_render_side(monkeypatch, seen)
     _inserts_render_as_the_reference([("big", b"x" * 10_000) if r % 2 else ("small", b"x" * 10)

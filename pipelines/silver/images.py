@@ -207,13 +207,11 @@ class TableRenderer:
             inner = self.render(*sub)
             return self._finish(np.flatnonzero(~bad), inner, event_type, before, after,
                                 before_present, after_present, bad)
-        fast = render_fast.render(self, event_type, before, after, before_present,
-                                  after_present, is_insert, bad) if self.compiled else None
+        fast = render_fast.render(
+            self, event_type, (render_fast.ImageBuffers(before), render_fast.ImageBuffers(after)),
+            None, before_present, after_present, is_insert, bad) if self.compiled else None
         if fast is not None:  # full images: one compiled pass per side
-            row_before, row_after, changed, key = fast
-            images = SilverImages(np.arange(m), row_before, row_after, changed,
-                                  self._pk(key) if key else pa.array([""] * m, pa.string()),
-                                  _nulls(m), [])
+            images = self._compiled_images(fast, m)
         else:
             images = self._arrow(event_type, before, after, before_present, after_present,
                                  is_insert, b_valid, a_valid, bad)
@@ -222,6 +220,40 @@ class TableRenderer:
         ok = np.flatnonzero(~bad)
         return self._finish(ok, _subset(images, ok), event_type, before, after, before_present,
                             after_present, bad)
+
+    def render_at(self, event_type: pa.Array, sides: tuple, at: np.ndarray,
+                  before_present: pa.Array, after_present: pa.Array) -> SilverImages | None:
+        """:meth:`render` of the rows whose images lie at positions ``at`` of ``sides``
+        (``render_fast.ImageBuffers``, a whole batch's), read where they lie; ``None`` unless
+        every row is well formed and renders through the compiled loops (then
+        :meth:`render` of the rows' images, taken, names the others)."""
+        if not self.compiled or self._error is not None or not render_fast.available():
+            return None
+        n = self.n
+        valid = []
+        for image, present in zip(sides, (before_present, after_present)):
+            shown = image.lvalid[at]
+            if np.any((shown != 0) & (image.loff[at + 1] - image.loff[at] != n)):
+                return None
+            if pc.any(pc.not_equal(pc.list_value_length(present), n)).as_py():
+                return None
+            valid.append(shown)
+        is_insert = pc.equal(event_type, "INSERT")
+        if not np.where(render_fast.true_bytes(is_insert), valid[1], valid[0]).all():
+            return None  # a key image missing
+        m = len(at)
+        bad = np.zeros(m, dtype=bool)
+        fast = render_fast.render(self, event_type, sides, at, before_present, after_present,
+                                  is_insert, bad)
+        if fast is None or bad.any():
+            return None
+        return self._compiled_images(fast, m)
+
+    def _compiled_images(self, fast: tuple, m: int) -> SilverImages:
+        row_before, row_after, changed, key = fast
+        return SilverImages(np.arange(m), row_before, row_after, changed,
+                            self._pk(key) if key else pa.array([""] * m, pa.string()),
+                            _nulls(m), [])
 
     def _arrow(self, event_type, before, after, before_present, after_present, is_insert,
                b_valid, a_valid, bad: np.ndarray) -> SilverImages:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from pipelines.errors import SchemaMismatchError
 from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.silver import render_fast
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import (TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec,
                                      file_number)
@@ -27,10 +28,16 @@ __all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "DAY_US"]
 RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
 QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
 _TM = TABLE_MAP_COLUMNS
-_IMAGES = ["event_type", "row_before", "row_after", "before_present", "after_present"]
+_IMAGE_LISTS = ("row_before", "row_after")  # the images: read where they lie, not taken
+_FLAGS = ("event_type", "before_present", "after_present")
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
                   "seq", "event_date", "pk_kind", "schema_version"}
 DAY_US = 86_400_000_000  # event_date: the UTC day of event_timestamp
+# The columns a batch keeps once grouped, put in group order: what the outputs copy from the
+# bronze row, and what rendering reads besides the images (not the TABLE_MAP facts).
+_KEPT = list(dict.fromkeys(
+    [f.name for f in RENDERED if f.name not in _RENDERED_COLS]
+    + [f.name for f in QUARANTINE if f.name != "reason"] + list(_FLAGS)))
 
 
 def _table_map(tm_cols: list[pa.Array], j: int) -> BronzeTableMap:
@@ -53,6 +60,13 @@ def _fingerprint(col: pa.Array) -> pa.Array:
                                     "\x00", "\x01\x03")
         text = pc.binary_join_element_wise("\x05", text, "")
     return pc.if_else(col.is_valid(), text, pa.scalar("\x01\x04"))
+
+
+def _rows_of(arr: pa.Array, at: np.ndarray) -> pa.Array:
+    """The elements of ``arr`` at positions ``at``: a slice where they are consecutive."""
+    if len(at) and at[-1] - at[0] == len(at) - 1 and (len(at) == 1 or np.all(np.diff(at) == 1)):
+        return arr.slice(int(at[0]), len(at))
+    return arr.take(pa.array(at))
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:
@@ -137,14 +151,20 @@ class BatchRenderer:
     def render(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """(silver rows in ``RENDERED``, quarantine rows in ``QUARANTINE``) of ``batch``.
 
-        The batch is put in group order once (one take), so that each group is a slice of
-        it (no copy) and the rendered rows line up with it.
+        The batch's other columns are put in group order once (one take), so that each group
+        is a slice of them and the rendered rows line up with them. The images stay where
+        they are: the compiled loops read a group's rows at their positions, and only a group
+        they do not render takes its images (``TableRenderer.render_at``).
         """
         self._start_pos = batch.column("start_pos").to_numpy(zero_copy_only=False)
         groups = list(self._groups(batch))
         order = np.concatenate([rows for rows, _ in groups]) if groups else np.empty(0, np.int64)
+        images = {c: batch.column(c) for c in _IMAGE_LISTS}
+        sides = None
+        if self.compiled and render_fast.available():
+            sides = tuple(render_fast.ImageBuffers(images[c]) for c in _IMAGE_LISTS)
         if not np.array_equal(order, np.arange(batch.num_rows)):
-            batch = batch.take(pa.array(order))
+            batch = batch.select(_KEPT).take(pa.array(order))
         ok_rows, rendered, specs = [], [], []
         bad_rows: list[int] = []
         reasons: list[str] = []
@@ -159,15 +179,21 @@ class BatchRenderer:
             tr = self._renderers.get(spec)
             if tr is None:
                 tr = self._renderers[spec] = TableRenderer(spec, self.compiled)
-            images = tr.render(*[batch.column(c).slice(int(rows[0]), len(rows))
-                                 for c in _IMAGES])
-            for i, why in images.errors:
+            event_type, before_present, after_present = (
+                batch.column(c).slice(int(rows[0]), len(rows)) for c in _FLAGS)
+            out = None if sides is None else tr.render_at(event_type, sides, group,
+                                                          before_present, after_present)
+            if out is None:
+                out = tr.render(event_type, _rows_of(images["row_before"], group),
+                                _rows_of(images["row_after"], group), before_present,
+                                after_present)
+            for i, why in out.errors:
                 bad_rows.append(int(rows[i]))
                 reasons.append(why)
-            if len(images.rows):
-                ok_rows.append(rows[images.rows])
-                rendered.append(images)
-                specs.append((spec, len(images.rows)))
+            if len(out.rows):
+                ok_rows.append(rows[out.rows])
+                rendered.append(out)
+                specs.append((spec, len(out.rows)))
         return (self._silver(batch, ok_rows, rendered, specs),
                 self._quarantine(batch, bad_rows, reasons))
 

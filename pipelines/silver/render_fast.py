@@ -11,6 +11,9 @@ re-reads) are rendered by their Arrow kernel first and copied in.
 Only for images where every column is present (FULL row images) and texts that are valid
 UTF-8; otherwise :func:`render` returns ``None`` and the Arrow path renders the rows. The
 output is byte for byte the Arrow path's (``tests/test_silver_render_fast.py``).
+
+The loops read a group's rows where they lie in the batch (``ImageBuffers`` and the rows'
+positions): the images are not copied into the group's order first.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pipelines.bronze import coltypes as T
 from pipelines.bronze.rowkernel import jit_module
 from pipelines.silver.render_columns import ImageColumns
 
-__all__ = ["available", "column_kinds", "loaded", "name_table", "render"]
+__all__ = ["ImageBuffers", "available", "column_kinds", "loaded", "name_table", "render",
+           "true_bytes", "valid_bytes"]
 
 _NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
 _ROOM = 1  # render_jit.render_side's outcome: ``out`` too small
@@ -77,18 +81,46 @@ def column_kinds(spec) -> np.ndarray:
     return np.array(kinds, np.int32)
 
 
-def _list_buffers(arr: pa.Array) -> tuple:
-    """(list offsets int32[m + 1], list valid uint8[m], value offsets int32, value bytes,
-    value valid uint8) of a ``list<binary>`` array, as numpy views where Arrow allows."""
-    loff = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-    lvalid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
-    child = arr.values
-    bufs = child.buffers()
-    voff = np.frombuffer(bufs[1], np.int32)[child.offset:child.offset + len(child) + 1]
-    vdata = (np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None
-             else np.zeros(0, np.uint8))
-    vvalid = child.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
-    return loff, lvalid, voff, vdata, vvalid
+def valid_bytes(arr: pa.Array) -> np.ndarray:
+    """Per element of ``arr``: 1 where it is not null, else 0 (uint8), from its validity bitmap
+    (Arrow's ``is_valid().to_numpy()`` converts one boolean at a time)."""
+    m = len(arr)
+    bitmap = arr.buffers()[0]
+    if bitmap is None or arr.null_count == 0:
+        return np.ones(m, np.uint8)
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), count=arr.offset + m,
+                         bitorder="little")
+    return bits[arr.offset:]
+
+
+def true_bytes(flags: pa.Array) -> np.ndarray:
+    """Per element of a boolean array: 1 where it is true (null counts as false), uint8."""
+    if flags.null_count:
+        flags = flags.fill_null(False)
+    bits = np.unpackbits(np.frombuffer(flags.buffers()[1], np.uint8),
+                         count=flags.offset + len(flags), bitorder="little")
+    return bits[flags.offset:]
+
+
+class ImageBuffers:
+    """A ``list<binary>`` image column as the loops read it: list offsets (int32[m + 1]),
+    list valid (uint8[m]), value offsets (int32), value bytes, value valid (uint8), as numpy
+    views where Arrow allows. Read once per batch; each group passes its rows' positions."""
+
+    def __init__(self, arr: pa.Array) -> None:
+        self.array = arr
+        self.loff = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+        self.lvalid = valid_bytes(arr)
+        child = arr.values
+        bufs = child.buffers()
+        self.voff = np.frombuffer(bufs[1], np.int32)[child.offset:child.offset + len(child) + 1]
+        self.vdata = (np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None
+                      else np.zeros(0, np.uint8))
+        self.vvalid = valid_bytes(child)
+
+    def rows(self, at: np.ndarray | None) -> pa.Array:
+        """The images of the rows ``at`` (all, in order, with ``None``) as an Arrow array."""
+        return self.array if at is None else self.array.take(pa.array(at))
 
 
 def _full(present: pa.Array) -> bool:
@@ -109,23 +141,24 @@ def _strings(off: np.ndarray, data: np.ndarray, valid: np.ndarray, m: int) -> pa
 class _Side:
     """One image side rendered: objects, and each (row, column) text's span in them."""
 
-    def __init__(self, image: pa.Array, kinds: np.ndarray, pre: np.ndarray, pre_texts: tuple,
-                 names: tuple) -> None:
+    def __init__(self, image: ImageBuffers, rows: np.ndarray, kinds: np.ndarray,
+                 pre: np.ndarray, pre_texts: tuple, names: tuple) -> None:
         jit = _JIT
-        m, n = len(image), len(kinds)
-        loff, lvalid, voff, vdata, vvalid = _list_buffers(image)  # full images (render checks)
+        m, n = len(rows), len(kinds)
+        loff, voff = image.loff, image.voff
         self.s = np.empty((m, n), np.int64)
         self.e = np.empty((m, n), np.int64)
         ooff = np.empty(m + 1, np.int32)
         self.valid = np.empty(m, np.uint8)
         state = np.zeros(2, np.int64)
-        # The value bytes of these rows: a sliced image's child array is the whole batch's.
-        size = int(voff[loff[m]] - voff[loff[0]]) * 2 + m * (len(names[1]) + 4 * n + 2) + 64
+        # The value bytes of these rows (the image's child array holds every group's values).
+        size = int((voff[loff[rows + 1]] - voff[loff[rows]]).sum()) * 2 \
+            + m * (len(names[1]) + 4 * n + 2) + 64
         while True:
             out = np.empty(size, np.uint8)
-            outcome = jit.render_side(loff, lvalid, voff, vdata, vvalid, kinds, pre,
-                                      *pre_texts, *names, out, ooff, self.valid, self.s,
-                                      self.e, state)
+            outcome = jit.render_side(rows, loff, image.lvalid, voff, image.vdata,
+                                      image.vvalid, kinds, pre, *pre_texts, *names, out, ooff,
+                                      self.valid, self.s, self.e, state)
             if outcome != _ROOM:
                 break
             size = max(2 * size, int(state[0]) * 2)
@@ -150,37 +183,40 @@ def _pre_buffers(arrays: list[pa.Array], m: int) -> tuple:
     bufs = cat.buffers()
     off = np.frombuffer(bufs[1], np.int32)[cat.offset:cat.offset + len(cat) + 1]
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(1, np.uint8)
-    return off, data, cat.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+    return off, data, valid_bytes(cat)
 
 
-def render(tr, event_type: pa.Array, before: pa.Array, after: pa.Array,
-           before_present: pa.Array, after_present: pa.Array, is_insert: pa.Array,
-           bad: np.ndarray):
+def render(tr, event_type: pa.Array, sides: tuple[ImageBuffers, ImageBuffers],
+           at: np.ndarray | None, before_present: pa.Array, after_present: pa.Array,
+           is_insert: pa.Array, bad: np.ndarray):
     """(row_before, row_after, changed_columns, key column texts) of well-formed rows of one
     ``TableRenderer``'s table, or ``None``: not for the compiled loops (an absent column, text
-    that is not valid UTF-8); values that cannot be rendered are marked in ``bad``."""
+    that is not valid UTF-8); values that cannot be rendered are marked in ``bad``.
+
+    ``sides``: the before and after images; the rows are those at positions ``at`` of them
+    (all of them, in order, with ``None``), aligned with the other arguments."""
     if not available() or not (_full(before_present) and _full(after_present)):
         return None
     m, n = len(event_type), tr.n
+    rows = np.arange(m, dtype=np.int64) if at is None else at.astype(np.int64, copy=False)
     kinds = tr.fast_kinds
     pre_cols = [i for i in range(n) if kinds[i] == _PRE]
     pre = np.full(n, -1, np.int32)
     pre[pre_cols] = np.arange(len(pre_cols), dtype=np.int32)
     marked = bad.copy()
-    sides = []
-    for image in (before, after):
-        texts = _pre_buffers(_pre_texts(tr, image, pre_cols, marked), m)
-        side = _Side(image, kinds, pre, texts, tr.fast_names)
+    out_sides = []
+    for image in sides:
+        texts = _pre_buffers(_pre_texts(tr, image.rows(at) if pre_cols else None, pre_cols,
+                                        marked), m)
+        side = _Side(image, rows, kinds, pre, texts, tr.fast_names)
         if not side.ok:
             return None
-        sides.append(side)
-    b, a = sides
+        out_sides.append(side)
+    b, a = out_sides
     bad |= marked
-    both = pc.and_(pc.equal(event_type, "UPDATE"),
-                   pc.and_(before.is_valid(), after.is_valid()))
-    both_np = both.to_numpy(zero_copy_only=False).view(np.uint8)
+    both_np = true_bytes(pc.equal(event_type, "UPDATE")) & b.valid & a.valid
     changed = pa.nulls(m, pa.string())
-    if both.true_count:
+    if both_np.any():
         size = m * (len(tr.fast_items[1]) + 2 * n + 2) + 2
         out = np.empty(size, np.uint8)
         off = np.empty(m + 1, np.int32)
@@ -188,7 +224,7 @@ def render(tr, event_type: pa.Array, before: pa.Array, after: pa.Array,
         _JIT.changed_columns(both_np, b.out, b.s, b.e, a.out, a.s, a.e, *tr.fast_items, out,
                              off, valid)
         changed = _strings(off, out, valid, m)
-    insert = is_insert.to_numpy(zero_copy_only=False).view(np.uint8)  # key from the after
+    insert = true_bytes(is_insert)  # the key from the after image
     keys = []
     for i in tr.spec.pk:
         b_s = np.where(b.valid != 0, b.s[:, i], -1)  # no image: its spans are not written

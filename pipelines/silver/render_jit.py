@@ -100,26 +100,28 @@ def _escaped(d, s, e, out, at):
 
 
 @_jit
-def render_side(loff, lvalid, voff, vdata, vvalid, kinds, pre, pre_off, pre_data, pre_valid,
-                noff, ndata, out, ooff, ovalid, span_s, span_e, state):
-    """One image side of ``m`` rows (``loff``… the ``list<binary>`` image, every column
-    present) → JSON objects (``out``/``ooff``/``ovalid``) and per (row, column) the value's
-    text span in ``out`` (start -1: no image). ``pre[i]`` ≥ 0: column ``i``'s texts come
-    rendered (``pre_*``, row-major by pre column). Returns _OK, _ROOM (``out`` too small;
-    ``state[0]`` the bytes needed so far) or _INVALID (``state[1]`` the row)."""
-    m = lvalid.shape[0]
+def render_side(rows, loff, lvalid, voff, vdata, vvalid, kinds, pre, pre_off, pre_data,
+                pre_valid, noff, ndata, out, ooff, ovalid, span_s, span_e, state):
+    """One image side of ``m`` rows, the images at positions ``rows`` of the ``list<binary>``
+    array ``loff``… (every column present) → JSON objects (``out``/``ooff``/``ovalid``) and
+    per (row, column) the value's text span in ``out`` (start -1: no image). ``pre[i]`` ≥ 0:
+    column ``i``'s texts come rendered (``pre_*``, row-major by pre column). Returns _OK,
+    _ROOM (``out`` too small; ``state[0]`` the bytes needed so far) or _INVALID (``state[1]``
+    the row)."""
+    m = rows.shape[0]
     n = kinds.shape[0]
     at = 0
     cap = out.shape[0]
     for r in range(m):
         ooff[r] = at
-        if not lvalid[r]:
+        q = rows[r]
+        if not lvalid[q]:
             ovalid[r] = 0
             for i in range(n):
                 span_s[r, i] = -1
             continue
         ovalid[r] = 1
-        base = loff[r]
+        base = loff[q]
         if at + 2 > cap:
             state[0] = at
             return _ROOM
