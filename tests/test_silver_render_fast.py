@@ -184,3 +184,17 @@ def test_a_groups_first_buffer_follows_its_own_rows(monkeypatch) -> None:
     _inserts_render_as_the_reference([("big", b"x" * 10_000) if r % 2 else ("small", b"x" * 10)
                                       for r in range(80)])
     assert min(sizes) < 20_000 < 400_000 < max(sizes), sizes
+
+
+def test_interleaved_groups_render_their_rows_where_they_lie(monkeypatch) -> None:
+    """Two tables' rows alternate in a batch: each group's images are read at the rows'
+    positions in the batch's own arrays (no copy into group order), and the rows come out as
+    the reference renders them."""
+    calls = []
+    _spy_render_side(monkeypatch, lambda args, outcome: calls.append(args[:3]))
+    _inserts_render_as_the_reference([("odd" if r % 2 else "even", b"n%d" % r)
+                                      for r in range(40)])
+    # (rows, list offsets, list valid): the after sides (an INSERT's before side has none)
+    after = [rows.tolist() for rows, offsets, valid in calls if valid[rows].any()]
+    assert all(len(offsets) == 41 for _, offsets, _ in calls), calls  # the batch's own
+    assert sorted(after) == [list(range(0, 40, 2)), list(range(1, 40, 2))], calls
