@@ -36,9 +36,11 @@ from pipelines.workers import forkserver, forkserver_is_safe, widen
 __all__ = ["render_batches", "serve", "close_idle"]
 
 
-def _pick(renderer: BatchRenderer, batch: pa.RecordBatch, quarantine: bool) -> pa.RecordBatch:
+def _pick(renderer: BatchRenderer, batch: pa.RecordBatch, quarantine: bool) -> pa.Table:
+    """The silver rows of ``batch`` (a chunk per group: ``BatchRenderer.render``), or its
+    quarantine rows."""
     silver, held = renderer.render(batch)
-    return held if quarantine else silver
+    return pa.Table.from_batches([held]) if quarantine else silver
 
 
 _KIND = 8  # a message's kind, padded so that the Arrow buffers after it stay 8-byte aligned
@@ -72,13 +74,13 @@ def serve(conn) -> None:
                 if kind == b"P":
                     renderer = BatchRenderer(pickle.loads(data))
                     continue
-                out = _pick(renderer, _from_bytes(data), kind == b"Q")
+                out = _pick(renderer, _from_bytes(data), kind == b"Q").combine_chunks()
             except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
                 conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
                 return
             conn.send_bytes(b"B" if out.num_rows else b"N")
-            if out.num_rows:
-                conn.send_bytes(out.serialize())
+            if out.num_rows:  # one batch: the chunks joined
+                conn.send_bytes(out.to_batches()[0].serialize())
             del out
             release_freed_memory()  # a worker lives for the run: keep it at one batch
     finally:
@@ -213,9 +215,9 @@ def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quara
     if workers <= 0 or not forkserver_is_safe():
         renderer = BatchRenderer(plan, compiled)
         for batch in batches:
-            out = _pick(renderer, batch, quarantine)
-            if out.num_rows:
-                yield out
+            for out in _pick(renderer, batch, quarantine).to_batches():
+                if out.num_rows:
+                    yield out
         return
     schema = QUARANTINE if quarantine else RENDERED
     plan_bytes = pickle.dumps(plan)
