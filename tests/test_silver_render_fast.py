@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -198,3 +199,18 @@ def test_interleaved_groups_render_their_rows_where_they_lie(monkeypatch) -> Non
     after = [rows.tolist() for rows, offsets, valid in calls if valid[rows].any()]
     assert all(len(offsets) == 41 for _, offsets, _ in calls), calls  # the batch's own
     assert sorted(after) == [list(range(0, 40, 2)), list(range(1, 40, 2))], calls
+
+
+@pytest.mark.parametrize("at, start, end", [(0, 0, 0), (3, 1, 4), (0, 0, 7), (5, 6, 7)])
+def test_the_loops_byte_copy_writes_exactly_its_span(at, start, end) -> None:
+    """``render_jit._put`` (one ``llvm.memcpy``): ``src[start:end]`` lands at ``out[at:]``,
+    nothing around it changes, and the new end comes back; int32 positions as the loops pass
+    them from Arrow's offsets."""
+    assert render_fast.available()
+    src = np.frombuffer(b"abcdefg", np.uint8)
+    out = np.full(12, ord("."), np.uint8)
+    end_at = render_fast._JIT._put(out, np.int32(at), src, np.int32(start), np.int32(end))
+    expected = bytearray(b"." * 12)
+    expected[at:at + end - start] = src[start:end].tobytes()
+    assert end_at == at + end - start
+    assert out.tobytes() == bytes(expected)

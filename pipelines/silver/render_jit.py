@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 __all__ = ["render_side", "changed_columns", "gather"]
 
@@ -28,6 +31,30 @@ for _c, _letter in ((34, '"'), (92, "\\"), (10, "n"), (13, "r"), (9, "t"), (8, "
     _ESC[_c] = ord(_letter)
 
 _jit = nb.njit(cache=True, nogil=True)
+
+
+@intrinsic
+def _memcpy(typingctx, dst, at, src, start, n):
+    """Copy ``src[start:start + n]`` to ``dst[at:]`` (uint8 arrays): one ``llvm.memcpy``. A
+    slice assignment (``dst[a:b] = src[c:d]``) checks shapes and overlap and copies element by
+    element; the loops' copies are short and many (a name and a value per column)."""
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        s = context.make_array(sig.args[2])(context, builder, args[2])
+        at_, start_, n_ = (context.cast(builder, v, t, types.intp)
+                           for v, t in zip((args[1], args[3], args[4]),
+                                           (sig.args[1], sig.args[3], sig.args[4])))
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_]), builder.gep(s.data, [start_]),
+                           n_, 1)
+        return context.get_dummy_value()
+    return types.void(dst, at, src, start, n), codegen
+
+
+@_jit
+def _put(out, at, src, s, e):
+    """``src[s:e]`` written at ``out[at:]`` (the caller made room); returns the new end."""
+    _memcpy(out, at, src, s, e - s)
+    return at + e - s
 
 
 @_jit
@@ -148,36 +175,28 @@ def render_side(rows, loff, lvalid, voff, vdata, vvalid, kinds, pre, pre_off, pr
                 out[at + 1] = 32
                 at += 2
             first = False
-            out[at:at + ne - ns] = ndata[ns:ne]
-            at += ne - ns
+            at = _put(out, at, ndata, ns, ne)
             span_s[r, i] = at
             if not vvalid[v]:
-                out[at:at + 4] = _NULL
-                at += 4
+                at = _put(out, at, _NULL, 0, 4)
             elif kind == _NUM:
-                out[at:at + e - s] = vdata[s:e]
-                at += e - s
+                at = _put(out, at, vdata, s, e)
             elif kind == _QUOTED:
                 out[at] = 34
-                out[at + 1:at + 1 + e - s] = vdata[s:e]
-                at += e - s + 1
+                at = _put(out, at + 1, vdata, s, e)
                 out[at] = 34
                 at += 1
             elif kind == _JSON:
                 if not _utf8_ok(vdata, s, e, False):
                     state[1] = r
                     return _INVALID
-                out[at:at + e - s] = vdata[s:e]
-                at += e - s
+                at = _put(out, at, vdata, s, e)
             elif kind == _PRE:
                 j = pre[i] * m + r
                 if not pre_valid[j]:
-                    out[at:at + 4] = _NULL
-                    at += 4
+                    at = _put(out, at, _NULL, 0, 4)
                 else:
-                    ps, pe = pre_off[j], pre_off[j + 1]
-                    out[at:at + pe - ps] = pre_data[ps:pe]
-                    at += pe - ps
+                    at = _put(out, at, pre_data, pre_off[j], pre_off[j + 1])
             else:
                 if not _utf8_ok(vdata, s, e, kind == _UTF8_BMP):
                     state[1] = r
@@ -227,8 +246,7 @@ def changed_columns(both, b_out, b_s, b_e, a_out, a_s, a_e, noff, ndata, out, oo
                 at += 2
             first = False
             ns, ne = noff[i], noff[i + 1]
-            out[at:at + ne - ns] = ndata[ns:ne]
-            at += ne - ns
+            at = _put(out, at, ndata, ns, ne)
         out[at] = 93  # ]
         at += 1
     ooff[m] = at
@@ -247,7 +265,6 @@ def gather(pick, a, a_s, a_e, b, b_s, b_e, out, ooff, ovalid):
             ovalid[r] = 0
             continue
         ovalid[r] = 1
-        out[at:at + e - s] = src[s:e]
-        at += e - s
+        at = _put(out, at, src, s, e)
     ooff[pick.shape[0]] = at
     return at
