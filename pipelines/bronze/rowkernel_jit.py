@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from pipelines.jit_bytes import memcpy
+
 __all__ = ["decode_rows"]
 
 # rowkernel's operation codes (kept literal here so the loop compiles to constants).
@@ -374,7 +376,7 @@ def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
                 if op == _BYTES:
                     if at + stop - s > data.shape[0]:
                         return _ROOM
-                    data[at:at + stop - s] = buf[s:stop]
+                    memcpy(data, at, buf, s, stop - s)
                     at += stop - s
                 else:  # measured only: its Python decoder renders it (a fix-up)
                     if nfix >= fix.shape[0]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from pipelines.jit_bytes import memcpy
 
 __all__ = ["render_side", "changed_columns", "gather"]
 
@@ -33,27 +32,10 @@ for _c, _letter in ((34, '"'), (92, "\\"), (10, "n"), (13, "r"), (9, "t"), (8, "
 _jit = nb.njit(cache=True, nogil=True)
 
 
-@intrinsic
-def _memcpy(typingctx, dst, at, src, start, n):
-    """Copy ``src[start:start + n]`` to ``dst[at:]`` (uint8 arrays): one ``llvm.memcpy``. A
-    slice assignment (``dst[a:b] = src[c:d]``) checks shapes and overlap and copies element by
-    element; the loops' copies are short and many (a name and a value per column)."""
-    def codegen(context, builder, sig, args):
-        d = context.make_array(sig.args[0])(context, builder, args[0])
-        s = context.make_array(sig.args[2])(context, builder, args[2])
-        at_, start_, n_ = (context.cast(builder, v, t, types.intp)
-                           for v, t in zip((args[1], args[3], args[4]),
-                                           (sig.args[1], sig.args[3], sig.args[4])))
-        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_]), builder.gep(s.data, [start_]),
-                           n_, 1)
-        return context.get_dummy_value()
-    return types.void(dst, at, src, start, n), codegen
-
-
 @_jit
 def _put(out, at, src, s, e):
     """``src[s:e]`` written at ``out[at:]`` (the caller made room); returns the new end."""
-    _memcpy(out, at, src, s, e - s)
+    memcpy(out, at, src, s, e - s)
     return at + e - s
 
 
