@@ -13,6 +13,7 @@ the loops must have rendered the corpus's full images themselves.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +215,34 @@ def test_the_loops_byte_copy_writes_exactly_its_span(at, start, end) -> None:
     expected[at:at + end - start] = src[start:end].tobytes()
     assert end_at == at + end - start
     assert out.tobytes() == bytes(expected)
+
+
+_TEXTS = [  # (bytes, why): UTF-8 text as the loop meets it in a value
+    (b"", "empty"), (b"plain ascii", "nothing to escape"), (b'say "hi"\\now', "quote, backslash"),
+    (b"tab\there\nnew\rline\x08\x0c", "the short escapes"), (b"\x01\x1f\x00", "control: \\u00xx"),
+    (b"caf\xc3\xa9 \xe2\x82\xac", "2- and 3-byte characters"), (b"\xf0\x9f\x98\x80!", "4-byte"),
+    (b"\xc3", "cut after the lead byte"), (b"\xe2\x82", "cut inside a 3-byte character"),
+    (b"\xc0\xaf", "overlong 2-byte"), (b"\xe0\x80\xaf", "overlong 3-byte"),
+    (b"\xed\xa0\x80", "a surrogate"), (b"\xf4\x90\x80\x80", "past U+10FFFF"),
+    (b"\xf0\x80\x80\xaf", "overlong 4-byte"), (b"\x80", "a lone continuation byte"),
+    (b"\xf5\x80\x80\x80", "lead byte past 0xF4"), (b'a\xff"', "0xFF after text"),
+]
+
+
+@pytest.mark.parametrize("bmp_only", [False, True])
+@pytest.mark.parametrize("raw, why", _TEXTS, ids=[w for _, w in _TEXTS])
+def test_the_loops_text_is_json_dumps_or_refused(raw, why, bmp_only) -> None:
+    """``render_jit._escaped_text`` (validation and escaping in one pass) writes what
+    ``json.dumps(text, ensure_ascii=False)`` writes, and refuses (-1) exactly the bytes Python
+    does not decode as UTF-8; with ``bmp_only`` (utf8mb3) also a 4-byte character."""
+    try:
+        text = raw.decode("utf-8")
+        expected = None if bmp_only and any(ord(ch) > 0xFFFF for ch in text) else \
+            json.dumps(text, ensure_ascii=False).encode("utf-8")
+    except UnicodeDecodeError:
+        expected = None
+    assert render_fast.available()
+    src = np.frombuffer(raw or b"\0", np.uint8)[:len(raw)]
+    out = np.zeros(len(raw) * 6 + 2, np.uint8)
+    end = render_fast._JIT._escaped_text(src, 0, len(raw), out, 0, bmp_only)
+    assert (None if end < 0 else out[:end].tobytes()) == expected, why

@@ -40,59 +40,78 @@ def _put(out, at, src, s, e):
 
 
 @_jit
+def _seq_len(d, i, e, bmp_only):
+    """The length of the UTF-8 sequence at d[i] (a byte >= 0x80), or 0 if it is not valid."""
+    c = d[i]
+    if c < 0xC2:
+        return 0
+    if c < 0xE0:
+        if i + 1 >= e or (d[i + 1] & 0xC0) != 0x80:
+            return 0
+        return 2
+    if c < 0xF0:
+        if i + 2 >= e:
+            return 0
+        c1 = d[i + 1]
+        if (c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80:
+            return 0
+        if c == 0xE0 and c1 < 0xA0:
+            return 0
+        if c == 0xED and c1 >= 0xA0:
+            return 0
+        return 3
+    if c < 0xF5:
+        if bmp_only or i + 3 >= e:
+            return 0
+        c1 = d[i + 1]
+        if ((c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80
+                or (d[i + 3] & 0xC0) != 0x80):
+            return 0
+        if c == 0xF0 and c1 < 0x90:
+            return 0
+        if c == 0xF4 and c1 >= 0x90:
+            return 0
+        return 4
+    return 0
+
+
+@_jit
 def _utf8_ok(d, s, e, bmp_only):
     """Whether d[s:e] is valid UTF-8 (and, with ``bmp_only``, has no 4-byte character)."""
     i = s
     while i < e:
-        c = d[i]
-        if c < 0x80:
+        if d[i] < 0x80:
             i += 1
-        elif c < 0xC2:
-            return False
-        elif c < 0xE0:
-            if i + 1 >= e or (d[i + 1] & 0xC0) != 0x80:
-                return False
-            i += 2
-        elif c < 0xF0:
-            if i + 2 >= e:
-                return False
-            c1 = d[i + 1]
-            if (c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80:
-                return False
-            if c == 0xE0 and c1 < 0xA0:
-                return False  # overlong
-            if c == 0xED and c1 >= 0xA0:
-                return False  # surrogate
-            i += 3
-        elif c < 0xF5:
-            if bmp_only or i + 3 >= e:
-                return False
-            c1 = d[i + 1]
-            if ((c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80
-                    or (d[i + 3] & 0xC0) != 0x80):
-                return False
-            if c == 0xF0 and c1 < 0x90:
-                return False  # overlong
-            if c == 0xF4 and c1 >= 0x90:
-                return False  # past U+10FFFF
-            i += 4
         else:
-            return False
+            k = _seq_len(d, i, e, bmp_only)
+            if k == 0:
+                return False
+            i += k
     return True
 
 
 @_jit
-def _escaped(d, s, e, out, at):
-    """d[s:e] as a JSON string (quotes included) at out[at:]; returns the new end."""
+def _escaped_text(d, s, e, out, at, bmp_only):
+    """UTF-8 text d[s:e] as a JSON string (quotes included) at out[at:]; returns the new end,
+    or -1 when the text is not valid UTF-8 (with ``bmp_only``: or has a 4-byte character)."""
     out[at] = 34
     at += 1
-    for i in range(s, e):
+    run = s  # the plain bytes from ``run`` on are copied at once, at the next escape or end
+    i = s
+    while i < e:
         c = d[i]
+        if c >= 0x80:
+            k = _seq_len(d, i, e, bmp_only)
+            if k == 0:
+                return -1
+            i += k
+            continue
         esc = _ESC[c]
         if esc == 0:
-            out[at] = c
-            at += 1
-        elif esc != 117:  # \" \\ \n \r \t \b \f
+            i += 1
+            continue
+        at = _put(out, at, d, run, i)
+        if esc != 117:  # \" \\ \n \r \t \b \f
             out[at] = 92
             out[at + 1] = esc
             at += 2
@@ -104,6 +123,9 @@ def _escaped(d, s, e, out, at):
             out[at + 4] = _HEX[c >> 4]
             out[at + 5] = _HEX[c & 15]
             at += 6
+        i += 1
+        run = i
+    at = _put(out, at, d, run, e)
     out[at] = 34
     return at + 1
 
@@ -180,10 +202,10 @@ def render_side(rows, loff, lvalid, voff, vdata, vvalid, kinds, pre, pre_off, pr
                 else:
                     at = _put(out, at, pre_data, pre_off[j], pre_off[j + 1])
             else:
-                if not _utf8_ok(vdata, s, e, kind == _UTF8_BMP):
+                at = _escaped_text(vdata, s, e, out, at, kind == _UTF8_BMP)
+                if at < 0:  # not valid UTF-8
                     state[1] = r
                     return _INVALID
-                at = _escaped(vdata, s, e, out, at)
             span_e[r, i] = at
         out[at] = 125  # }
         at += 1
