@@ -29,6 +29,18 @@ _ESC[:32] = ord("u")
 for _c, _letter in ((34, '"'), (92, "\\"), (10, "n"), (13, "r"), (9, "t"), (8, "b"), (12, "f")):
     _ESC[_c] = ord(_letter)
 
+# Well-formed UTF-8 (the Unicode Standard, table 3-7), per lead byte: the sequence's length
+# (0: not a lead byte) and the range its second byte must lie in (no overlong forms, no
+# surrogates, nothing past U+10FFFF); every later byte is 0x80-0xBF.
+_SEQ_LEN = np.zeros(256, np.int64)
+_SECOND_LO = np.full(256, 0x80, np.uint8)
+_SECOND_HI = np.full(256, 0xBF, np.uint8)
+_SEQ_LEN[0xC2:0xE0] = 2
+_SEQ_LEN[0xE0:0xF0] = 3
+_SEQ_LEN[0xF0:0xF5] = 4
+_SECOND_LO[0xE0], _SECOND_HI[0xED] = 0xA0, 0x9F
+_SECOND_LO[0xF0], _SECOND_HI[0xF4] = 0x90, 0x8F
+
 _jit = nb.njit(cache=True, nogil=True)
 
 
@@ -41,38 +53,19 @@ def _put(out, at, src, s, e):
 
 @_jit
 def _seq_len(d, i, e, bmp_only):
-    """The length of the UTF-8 sequence at d[i] (a byte >= 0x80), or 0 if it is not valid."""
+    """The length of the UTF-8 sequence at d[i] (a byte >= 0x80), or 0 if it is not valid
+    (with ``bmp_only``: also a 4-byte one)."""
     c = d[i]
-    if c < 0xC2:
+    k = _SEQ_LEN[c]
+    if k == 0 or i + k > e or (bmp_only and k == 4):
         return 0
-    if c < 0xE0:
-        if i + 1 >= e or (d[i + 1] & 0xC0) != 0x80:
+    c1 = d[i + 1]
+    if c1 < _SECOND_LO[c] or c1 > _SECOND_HI[c]:
+        return 0
+    for j in range(i + 2, i + k):
+        if (d[j] & 0xC0) != 0x80:
             return 0
-        return 2
-    if c < 0xF0:
-        if i + 2 >= e:
-            return 0
-        c1 = d[i + 1]
-        if (c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80:
-            return 0
-        if c == 0xE0 and c1 < 0xA0:
-            return 0
-        if c == 0xED and c1 >= 0xA0:
-            return 0
-        return 3
-    if c < 0xF5:
-        if bmp_only or i + 3 >= e:
-            return 0
-        c1 = d[i + 1]
-        if ((c1 & 0xC0) != 0x80 or (d[i + 2] & 0xC0) != 0x80
-                or (d[i + 3] & 0xC0) != 0x80):
-            return 0
-        if c == 0xF0 and c1 < 0x90:
-            return 0
-        if c == 0xF4 and c1 >= 0x90:
-            return 0
-        return 4
-    return 0
+    return k
 
 
 @_jit
