@@ -246,3 +246,24 @@ def test_the_loops_text_is_json_dumps_or_refused(raw, why, bmp_only) -> None:
     out = np.zeros(len(raw) * 6 + 2, np.uint8)
     end = render_fast._JIT._escaped_text(src, 0, len(raw), out, 0, bmp_only)
     assert (None if end < 0 else out[:end].tobytes()) == expected, why
+
+
+def test_an_events_rows_apart_in_the_batch_render_in_one_group(monkeypatch) -> None:
+    """Bronze keeps a rows event's rows together, and the grouping fingerprints each run of
+    them once. Where one event's rows lie apart (here event 100's rows around event 101's),
+    each run is fingerprinted, both runs meet in the one group of their table, and every row
+    renders as the reference renders it."""
+    meta = dict(column_count=2, column_types=[T.LONGLONG, T.VARCHAR], column_meta=[0, 40000],
+                column_names=["id", "note"], column_charsets=[None, UTF8MB4], primary_key=[0])
+    rows = []
+    for k, (event, table) in enumerate([(0, "a"), (0, "a"), (1, "b"), (0, "a"), (1, "b")]):
+        row = _row(event, table, "INSERT", None, [b"%d" % k, b"n%d" % k], meta)
+        row["row_in_event"] = k
+        rows.append(row)
+    groups = []
+    _spy_render_side(monkeypatch, lambda args, outcome: groups.append(args[0].tolist()))
+    batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
+    (silver, held), (ref_silver, ref_held) = _both([batch], NamingPlan.build([], []))
+    _assert_same(silver, ref_silver, "silver")
+    assert len(silver) == 5 and held == ref_held == []
+    assert sorted(groups[1::2]) == [[0, 1, 3], [2, 4]], groups  # the after sides

@@ -62,6 +62,29 @@ def _fingerprint(col: pa.Array) -> pa.Array:
     return pc.if_else(col.is_valid(), text, pa.scalar("\x01\x04"))
 
 
+def _runs(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:
+    """Where each run of rows with equal ``columns`` begins (a null counts as a change)."""
+    n = batch.num_rows
+    change = np.ones(n, dtype=bool)
+    if n > 1:
+        same = np.ones(n - 1, dtype=bool)
+        for c in columns:
+            col = batch.column(c)
+            same &= render_fast.true_bytes(pc.equal(col.slice(1), col.slice(0, n - 1))) != 0
+        change[1:] = ~same
+    return np.flatnonzero(change)
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The positions ``starts[k]`` … ``ends[k] - 1`` of every k, in order (int64)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.empty(0, np.int64)
+    shift = np.repeat(starts - np.cumsum(np.append(0, lengths[:-1])), lengths)
+    return (np.arange(total, dtype=np.int64) + shift).astype(np.int64)
+
+
 def _rows_of(arr: pa.Array, at: np.ndarray) -> pa.Array:
     """The elements of ``arr`` at positions ``at``: a slice where they are consecutive."""
     if len(at) and at[-1] - at[0] == len(at) - 1 and (len(at) == 1 or np.all(np.diff(at) == 1)):
@@ -86,28 +109,26 @@ class BatchRenderer:
         keys = ["source_id", "schema_name", "table_name", "binlog_file"]
         # The rows of one rows event share its TABLE_MAP, so fingerprint one row per event
         # (an event: a position and a table; the inner events of a TRANSACTION_PAYLOAD share
-        # their position).
-        ev = pa.table([batch.column("source_id"), batch.column("binlog_file"),
-                       batch.column("start_pos"), batch.column("schema_name"),
-                       batch.column("table_name"), pa.array(np.arange(batch.num_rows))],
-                      names=["s", "f", "p", "d", "t", "i"])
-        events = ev.group_by(["s", "f", "p", "d", "t"], use_threads=False).aggregate(
-            [("i", "list")])
-        event_rows = events.column("i_list").combine_chunks()
-        first = pc.list_element(event_rows, 0)
+        # their position). Bronze keeps an event's rows together: each run of rows with the
+        # same event is fingerprinted once (were an event's rows apart, each run would be,
+        # and the runs would still meet in one group).
+        starts = _runs(batch, ["source_id", "binlog_file", "start_pos", "schema_name",
+                               "table_name"])
+        ends = np.append(starts[1:], batch.num_rows)[:len(starts)]
+        first = pa.array(starts)
         tm_cols = [batch.column(c).take(first) for c in _TM]
         hashes = batch.column("table_map_hash").take(first)
         table = pa.table([batch.column(k).take(first) for k in keys]
                          + [_fingerprint(c) for c in tm_cols]
-                         + [hashes, pa.array(np.arange(len(first)))],
+                         + [hashes, pa.array(np.arange(len(starts)))],
                          names=keys + _TM + ["h", "e"])
         grouped = table.group_by(keys + _TM + ["h"], use_threads=False).aggregate(
             [("e", "list")])
         members = grouped.column("e_list").combine_chunks()
         for g, key in enumerate(grouped.select(keys + ["h"]).to_pylist()):
-            evs = members[g].values
-            rows = event_rows.take(evs).flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-            tm = self._table_map(tm_cols, int(evs[0].as_py()), key["h"])
+            evs = members[g].values.to_numpy(zero_copy_only=False)
+            rows = _ranges(starts[evs], ends[evs])
+            tm = self._table_map(tm_cols, int(evs[0]), key["h"])
             if isinstance(tm, SchemaMismatchError):
                 yield rows, tm
             else:
