@@ -82,7 +82,7 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     if not total:
         return np.empty(0, np.int64)
     shift = np.repeat(starts - np.cumsum(np.append(0, lengths[:-1])), lengths)
-    return (np.arange(total, dtype=np.int64) + shift).astype(np.int64)
+    return np.arange(total, dtype=np.int64) + shift
 
 
 def _rows_of(arr: pa.Array, at: np.ndarray) -> pa.Array:
