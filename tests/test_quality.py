@@ -360,3 +360,28 @@ def test_index_checks_every_row_of_a_silver_run_that_commits_several_times(tmp_p
     from deltalake import DeltaTable
 
     assert DeltaTable(str(lake / "silver" / "binlog_events")).version() >= 2, "one commit only"
+
+
+# (row_before, row_after, absent_columns) -> image_column_count, counted by hand: the distinct
+# top-level names of both images and of absent_columns; NULL when the row has no image.
+IMAGE_COUNTS = [
+    ('{"a":1,"b":2}', None, None, 2),                     # INSERT, FULL
+    (None, '{"a":1,"b":2,"c":null}', None, 3),            # a NULL value is still a column
+    ('{"a":1,"b":2}', '{"a":1,"b":3}', None, 2),          # UPDATE: both images, same names
+    ('{"id":1}', '{"x":2}', '["y"]', 3),                  # MINIMAL: id, x and absent y
+    ('{"id":1}', '{"id":1,"x":2}', '["x","z"]', 3),       # names in several places once
+    ('{"a":{"b":1},"c":[1,2]}', None, None, 2),           # nested values: top-level names
+    ('{"a":1}', "not json", None, 1),                     # an unreadable image adds none
+    (None, None, '["a"]', None),                          # no image at all
+    (None, None, None, None),
+]
+
+
+def test_image_column_count_per_row(spark):
+    from pipelines.quality.datasets import with_image_counts
+
+    df = spark.createDataFrame(
+        [(i, b, a, x) for i, (b, a, x, _) in enumerate(IMAGE_COUNTS)],
+        "i int, row_before string, row_after string, absent_columns string")
+    got = {r["i"]: r["image_column_count"] for r in with_image_counts(df).collect()}
+    assert got == {i: want for i, (*_, want) in enumerate(IMAGE_COUNTS)}
