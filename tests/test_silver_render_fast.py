@@ -267,3 +267,38 @@ def test_an_events_rows_apart_in_the_batch_render_in_one_group(monkeypatch) -> N
     _assert_same(silver, ref_silver, "silver")
     assert len(silver) == 5 and held == ref_held == []
     assert sorted(groups[1::2]) == [[0, 1, 3], [2, 4]], groups  # the after sides
+
+
+def test_interleaved_groups_with_refused_and_minimal_rows_render_as_the_reference(path) -> None:
+    """Three tables' rows alternate in one batch, so each group's rows lie apart: table a has
+    a row whose image holds a value too many, table b MINIMAL images (columns absent: the Arrow
+    path, its images taken from their positions), table c a DELETE without its before image
+    and a text that is not UTF-8. Each refused row is named at its own position, the others
+    render as the reference renders them, on the loops and on the Arrow path."""
+    meta = dict(column_count=2, column_types=[T.LONGLONG, T.VARCHAR], column_meta=[0, 400],
+                column_names=["id", "note"], column_charsets=[None, UTF8MB4], primary_key=[0])
+    per_table = {
+        "a": [("INSERT", None, [b"1", b"x"]), ("INSERT", None, [b"2", b"y", b"extra"]),
+              ("UPDATE", [b"3", b"p"], [b"3", b"q"])],
+        "b": [("UPDATE", [b"4", None], [b"4", b"r"]), ("INSERT", None, [b"5", b"s"]),
+              ("DELETE", [b"6", None], None)],
+        "c": [("DELETE", None, None), ("INSERT", None, [b"7", b"\xff"]),
+              ("INSERT", None, [b"8", b"ok"])],
+    }
+    present = {("b", 0): ([True, False], [True, True]), ("b", 2): ([True, False], None)}
+    rows = []
+    for i in range(3):
+        for table, changes in per_table.items():
+            kind, before, after = changes[i]
+            row = _row(len(rows), table, kind, before, after, meta)
+            bp, ap = present.get((table, i), (None, None))
+            row.update(before_present=bp, after_present=ap)
+            rows.append(row)
+    batch = pa.RecordBatch.from_pylist(rows, schema=BRONZE_SCHEMA)
+    (silver, held), (ref_silver, ref_held) = _both([batch], NamingPlan.build([], []))
+    _assert_same(silver, ref_silver, "silver")
+    _assert_same(held, ref_held, "quarantine")
+    refused = sorted((r["start_pos"] - 100, r["reason"]) for r in held)
+    assert refused == [(2, "DELETE without its key image"),
+                       (3, "image has 3 values, schema has 2 columns"),
+                       (5, "column note: bytes not valid utf8mb4: ff")], refused

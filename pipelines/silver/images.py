@@ -184,70 +184,54 @@ class TableRenderer:
 
     def render(self, event_type: pa.Array, before: pa.Array, after: pa.Array,
                before_present: pa.Array, after_present: pa.Array) -> SilverImages:
-        """Render every row change; the unrenderable ones come back in ``errors``."""
+        """Render every row change of the ``list<binary>`` images ``before``/``after`` (aligned
+        with the other arguments); the unrenderable ones come back in ``errors``."""
+        sides = (render_fast.ImageBuffers(before), render_fast.ImageBuffers(after))
+        return self.render_at(event_type, sides, None, before_present, after_present)
+
+    def render_at(self, event_type: pa.Array, sides: tuple, at: np.ndarray | None,
+                  before_present: pa.Array, after_present: pa.Array) -> SilverImages:
+        """Render the row changes whose images lie at positions ``at`` of ``sides``
+        (``render_fast.ImageBuffers``, e.g. a whole batch's; all of them, in order, with
+        ``None``); the other arguments are aligned with the rows. The unrenderable ones come
+        back in ``errors``. The compiled loops read the images where they lie; they are taken
+        into the rows' order only for the Arrow path (MINIMAL images, text the loops leave
+        to it) and for the refused rows' reasons."""
         m, n = len(event_type), self.n
+        rows = np.arange(m, dtype=np.int64) if at is None else at.astype(np.int64, copy=False)
         bad = np.zeros(m, dtype=bool)
-        for image, present in ((before, before_present), (after, after_present)):
-            wrong = pc.or_kleene(pc.not_equal(pc.list_value_length(image), n),
-                                 pc.not_equal(pc.list_value_length(present), n))
-            bad |= wrong.fill_null(False).to_numpy(zero_copy_only=False)
+        shown = []
+        for image, present in zip(sides, (before_present, after_present)):
+            has = image.lvalid[rows] != 0
+            bad |= has & (image.loff[rows + 1] - image.loff[rows] != n)
+            bad |= pc.not_equal(pc.list_value_length(present), n).fill_null(False).to_numpy(
+                zero_copy_only=False)
             if self._error is not None:
-                bad |= image.is_valid().to_numpy(zero_copy_only=False)
+                bad |= has
+            shown.append(has)
         is_insert = pc.equal(event_type, "INSERT")
-        b_valid, a_valid = before.is_valid(), after.is_valid()
-        key_valid = pc.if_else(is_insert, a_valid, b_valid)
-        bad |= ~key_valid.to_numpy(zero_copy_only=False)
-        if bad.all():
-            return self._finish(np.flatnonzero(~bad), None, event_type, before, after,
-                                before_present, after_present, bad)
+        bad |= ~np.where(render_fast.true_bytes(is_insert) != 0, shown[1], shown[0])  # the key
         if bad.any():  # render the well-formed rows only
-            keep = pa.array(np.flatnonzero(~bad))
-            sub = [a.take(keep) for a in (event_type, before, after, before_present,
-                                          after_present)]
-            inner = self.render(*sub)
-            return self._finish(np.flatnonzero(~bad), inner, event_type, before, after,
-                                before_present, after_present, bad)
-        fast = render_fast.render(
-            self, event_type, (render_fast.ImageBuffers(before), render_fast.ImageBuffers(after)),
-            None, before_present, after_present, is_insert, bad) if self.compiled else None
+            ok = np.flatnonzero(~bad)
+            keep = pa.array(ok)
+            inner = None if not len(ok) else self.render_at(
+                event_type.take(keep), sides, rows[ok], before_present.take(keep),
+                after_present.take(keep))
+            return self._finish(ok, inner, event_type, sides, rows, before_present,
+                                after_present, bad)
+        fast = render_fast.render(self, event_type, sides, at, before_present, after_present,
+                                  is_insert, bad) if self.compiled else None
         if fast is not None:  # full images: one compiled pass per side
             images = self._compiled_images(fast, m)
         else:
+            before, after = (side.rows(at) for side in sides)
             images = self._arrow(event_type, before, after, before_present, after_present,
-                                 is_insert, b_valid, a_valid, bad)
+                                 is_insert, before.is_valid(), after.is_valid(), bad)
         if not bad.any():
             return images
         ok = np.flatnonzero(~bad)
-        return self._finish(ok, _subset(images, ok), event_type, before, after, before_present,
+        return self._finish(ok, _subset(images, ok), event_type, sides, rows, before_present,
                             after_present, bad)
-
-    def render_at(self, event_type: pa.Array, sides: tuple, at: np.ndarray,
-                  before_present: pa.Array, after_present: pa.Array) -> SilverImages | None:
-        """:meth:`render` of the rows whose images lie at positions ``at`` of ``sides``
-        (``render_fast.ImageBuffers``, a whole batch's), read where they lie; ``None`` unless
-        every row is well formed and renders through the compiled loops (then
-        :meth:`render` of the rows' images, taken, names the others)."""
-        if not self.compiled or self._error is not None or not render_fast.available():
-            return None
-        n = self.n
-        valid = []
-        for image, present in zip(sides, (before_present, after_present)):
-            shown = image.lvalid[at]
-            if np.any((shown != 0) & (image.loff[at + 1] - image.loff[at] != n)):
-                return None
-            if pc.any(pc.not_equal(pc.list_value_length(present), n)).as_py():
-                return None
-            valid.append(shown)
-        is_insert = pc.equal(event_type, "INSERT")
-        if not np.where(render_fast.true_bytes(is_insert), valid[1], valid[0]).all():
-            return None  # a key image missing
-        m = len(at)
-        bad = np.zeros(m, dtype=bool)
-        fast = render_fast.render(self, event_type, sides, at, before_present, after_present,
-                                  is_insert, bad)
-        if fast is None or bad.any():
-            return None
-        return self._compiled_images(fast, m)
 
     def _compiled_images(self, fast: tuple, m: int) -> SilverImages:
         row_before, row_after, changed, key = fast
@@ -285,15 +269,16 @@ class TableRenderer:
             changed,
             self._pk(key) if key else pa.array([""] * m, pa.string()), absent, [])
 
-    def _finish(self, ok: np.ndarray, inner: SilverImages | None, event_type, before, after,
-                before_present, after_present, bad: np.ndarray) -> SilverImages:
-        """Map ``inner`` (rendered rows ``ok``) back to input positions; name the bad rows."""
+    def _finish(self, ok: np.ndarray, inner: SilverImages | None, event_type, sides: tuple,
+                rows: np.ndarray, before_present, after_present, bad: np.ndarray
+                ) -> SilverImages:
+        """Map ``inner`` (rendered rows ``ok``) back to input positions; name the bad rows
+        (row ``i``'s images at position ``rows[i]`` of ``sides``)."""
         errors = []
         for i in np.flatnonzero(bad):
-            j = pa.array([i])
-            args = [x.take(j)[0].as_py() for x in (event_type, before, after, before_present,
-                                                   after_present)]
-            why = self.reason(*args)
+            before, after = (side.array[int(rows[i])].as_py() for side in sides)
+            why = self.reason(event_type[i].as_py(), before, after, before_present[i].as_py(),
+                              after_present[i].as_py())
             if why is None:
                 raise SchemaMismatchError(f"row {i} was refused without a reason (bug)")
             errors.append((int(i), why))

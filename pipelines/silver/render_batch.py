@@ -85,13 +85,6 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + shift
 
 
-def _rows_of(arr: pa.Array, at: np.ndarray) -> pa.Array:
-    """The elements of ``arr`` at positions ``at``: a slice where they are consecutive."""
-    if len(at) and at[-1] - at[0] == len(at) - 1 and (len(at) == 1 or np.all(np.diff(at) == 1)):
-        return arr.slice(int(at[0]), len(at))
-    return arr.take(pa.array(at))
-
-
 class BatchRenderer:
     """Renders bronze batches with one :class:`NamingPlan` (specs and renderers cached).
 
@@ -180,10 +173,7 @@ class BatchRenderer:
         self._start_pos = batch.column("start_pos").to_numpy(zero_copy_only=False)
         groups = list(self._groups(batch))
         order = np.concatenate([rows for rows, _ in groups]) if groups else np.empty(0, np.int64)
-        images = {c: batch.column(c) for c in _IMAGE_LISTS}
-        sides = None
-        if self.compiled and render_fast.available():
-            sides = tuple(render_fast.ImageBuffers(images[c]) for c in _IMAGE_LISTS)
+        sides = tuple(render_fast.ImageBuffers(batch.column(c)) for c in _IMAGE_LISTS)
         if not np.array_equal(order, np.arange(batch.num_rows)):
             batch = batch.select(_KEPT).take(pa.array(order))
         ok_rows, rendered, specs = [], [], []
@@ -202,12 +192,7 @@ class BatchRenderer:
                 tr = self._renderers[spec] = TableRenderer(spec, self.compiled)
             event_type, before_present, after_present = (
                 batch.column(c).slice(int(rows[0]), len(rows)) for c in _FLAGS)
-            out = None if sides is None else tr.render_at(event_type, sides, group,
-                                                          before_present, after_present)
-            if out is None:
-                out = tr.render(event_type, _rows_of(images["row_before"], group),
-                                _rows_of(images["row_after"], group), before_present,
-                                after_present)
+            out = tr.render_at(event_type, sides, group, before_present, after_present)
             for i, why in out.errors:
                 bad_rows.append(int(rows[i]))
                 reasons.append(why)

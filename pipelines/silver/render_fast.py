@@ -119,8 +119,14 @@ class ImageBuffers:
         self.vvalid = valid_bytes(child)
 
     def rows(self, at: np.ndarray | None) -> pa.Array:
-        """The images of the rows ``at`` (all, in order, with ``None``) as an Arrow array."""
-        return self.array if at is None else self.array.take(pa.array(at))
+        """The images of the rows ``at`` (all, in order, with ``None``) as an Arrow array: a
+        slice where they are consecutive, else taken."""
+        if at is None:
+            return self.array
+        if len(at) and at[-1] - at[0] == len(at) - 1 and (len(at) == 1
+                                                         or np.all(np.diff(at) == 1)):
+            return self.array.slice(int(at[0]), len(at))
+        return self.array.take(pa.array(at))
 
 
 def _full(present: pa.Array) -> bool:
