@@ -13,66 +13,41 @@ a job entry point: ``python -m pipelines.bronze ...`` = ``binlake bronze ...``.
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import json
-import logging
 import sys
 from typing import Sequence
 
-from pipelines.config import Config, load_config
-from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
+from pipelines.bronze import command as bronze_command
+from pipelines.bronze.command import add_bronze_arguments, cmd_bronze
+from pipelines.config import Config
+from pipelines.entry import add_global_options, csv_list, own_process, run
+from pipelines.silver import command as silver_command
+from pipelines.silver.command import cmd_silver, report_silver
 
-__all__ = ["main", "command", "build_parser", "stage_main"]
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def _add_file_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--binlog-dir", required=True, help="directory holding the binlog files")
-    sel = p.add_mutually_exclusive_group(required=True)
-    sel.add_argument("--all", action="store_true", help="every *.NNNNNN file, in numeric order")
-    sel.add_argument("--files", type=_csv, help="comma-separated file names")
-    p.add_argument("--schemas", type=_csv, help="only these schemas' row changes")
-    p.add_argument("--tables", type=_csv, help="only these schema.table row changes")
-    p.add_argument("--source", help="source name written as source_id (default from conf)")
+__all__ = ["main", "command", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="binlake", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lake", help="lake root directory (default from conf: ./lake)")
-    ap.add_argument("--catalog", help="catalog.schema: read and write metastore tables there "
-                    "(default from conf: none, tables by path)")
-    ap.add_argument("--conf", help="TOML config file (default conf/binlake.toml)")
-    ap.add_argument("--spark-remote", help="Spark Connect URL sc://HOST:PORT")
-    ap.add_argument("--engine", choices=["sail", "spark", "connect"],
-                    help="engine when no session is active (default sail, embedded)")
-    ap.add_argument("--defaults-file", help="MySQL option file whose [client] user/password "
-                    "the source and gold connections use (docs/connections.md)")
-    ap.add_argument("--wait", type=int, metavar="SECONDS",
-                    help="wait this long for another writer of the stage (default 60), then exit 75")
-    ap.add_argument("-v", "--verbose", action="store_true")
+    add_global_options(ap)
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("decode", help="print a binlog file's decoded events")
     p.add_argument("file")
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
 
-    p = sub.add_parser("bronze", help="decode binlog files into the bronze Delta table")
-    _add_file_selection(p)
+    add_bronze_arguments(sub.add_parser("bronze", help=bronze_command.HELP))
     p = sub.add_parser("index", help="run every stage (bronze, silver, gold) over binlog files")
-    _add_file_selection(p)
+    add_bronze_arguments(p)
     p.add_argument("--gold-dsn", help="also export to gold: mysql://user:pw@host:port/db")
     from pipelines.mirror.command import add_mirror_flag
     add_mirror_flag(p)
 
-    sub.add_parser("silver", help="name new bronze row changes into the silver table")
+    sub.add_parser("silver", help=silver_command.HELP)
 
     p = sub.add_parser("snapshot", help="take (or import) a schema snapshot of the source")
     p.add_argument("--source-dsn", help="mysql://user:password@host:port/ (default from conf)")
-    p.add_argument("--schemas", type=_csv, help="only these schemas")
+    p.add_argument("--schemas", type=csv_list, help="only these schemas")
     p.add_argument("--source", help="source name (default from conf)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--export", help="also write the snapshot to this JSON file")
@@ -86,11 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", help="rules file (default conf/quality.toml)")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
-    from pipelines.gold.commands import (add_gold_arguments, add_init_arguments,
+    from pipelines.gold.commands import (GOLD_HELP, add_gold_arguments, add_init_arguments,
                                          add_rotate_arguments, add_vacuum_arguments)
 
     add_init_arguments(sub.add_parser("init", help="create the gold database and tables"))
-    add_gold_arguments(sub.add_parser("gold", help="export new silver rows to gold, exactly once"))
+    add_gold_arguments(sub.add_parser("gold", help=GOLD_HELP))
     add_rotate_arguments(sub.add_parser("rotate", help="drop expired gold hours, add future ones"))
     add_vacuum_arguments(sub.add_parser("vacuum", help="Delta retention properties + VACUUM"))
 
@@ -118,25 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _config(args: argparse.Namespace) -> Config:
-    return load_config(args.conf, overrides={
-        "lake.root": args.lake,
-        "lake.catalog": args.catalog,
-        "engine.remote": args.spark_remote,
-        "engine.kind": args.engine,
-        "source.name": getattr(args, "source", None),
-        "gold.dsn": getattr(args, "gold_dsn", None),
-        "source.defaults_file": args.defaults_file, "gold.defaults_file": args.defaults_file,
-        "lease.wait_seconds": args.wait,
-    })
-
-
-def _where(cfg: Config, layer: str, name: str) -> str:
-    from pipelines.lake import Lake, lake_table
-
-    return Lake.of(cfg).where(lake_table(layer, name))
-
-
 def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.bronze.parser import ChecksumPolicy
     from pipelines.bronze.reader import BinlogFileReader
@@ -149,55 +105,25 @@ def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-def _cmd_bronze(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.bronze.job import run_bronze
+def _cmd_index(args: argparse.Namespace, cfg: Config) -> int:
+    """bronze, silver, quality over the rows silver added, then gold and the mirror when asked."""
+    code = cmd_bronze(args, cfg, on_todo=_warm_silver(cfg))
+    res = report_silver(cfg)
+    from pipelines.quality import Window, run_quality, summary_line
     from pipelines.session import get_spark
 
-    paths = _binlog_paths(args)
-    _start_decoders(cfg, paths)
-    spark = get_spark(cfg.engine)
-    res = run_bronze(spark, cfg, binlog_dir=args.binlog_dir, all_files=args.all,
-                     files=args.files, schemas=args.schemas, tables=args.tables,
-                     on_todo=_warm_silver(cfg) if args.command == "index" else None)
-    for f in res.files:
-        line = (f"bronze: {f.binlog_file}: {f.status}, {f.events or 0} events, "
-                f"{f.row_changes or 0} row changes, last pos {f.last_pos}")
-        if f.error:
-            line += f" ({f.error})"
-        print(line)
-    for name in res.skipped:
-        print(f"bronze: {name}: already completed, skipped")
-    if res.compacted:
-        c = res.compacted
-        print(f"bronze: bronze/files compacted: {c.rows_before} -> {c.rows_after} rows "
-              f"for {c.files} file(s)")
-    rate = res.row_changes / res.seconds if res.seconds else 0.0
-    print(f"bronze: {len(res.files)} file(s), {res.row_changes} row changes in "
-          f"{res.seconds:.1f}s ({rate:,.0f}/s) -> {_where(cfg, 'bronze', 'binlog_events')}")
-    code = 1 if res.failed else 0
-    if args.command == "index":
-        code = max(code, _cmd_silver(args, cfg))
+    # Every row this run's silver added (silver commits once per silver.commit_mb).
+    window = Window(since=res.version_before if res.version_before is not None else -1)
+    print(summary_line(run_quality(get_spark(cfg.engine), cfg, window=window)))
+    if cfg.gold.dsn:
+        from pipelines.gold.commands import cmd_gold
+
+        args.gold_dsn = None  # taken from cfg.gold.dsn
+        code = max(code, cmd_gold(args, cfg))
+    if args.mirror:
+        from pipelines.mirror.command import cmd_mirror
+        code = max(code, cmd_mirror(args, cfg))
     return code
-
-
-def _binlog_paths(args: argparse.Namespace) -> list[str]:
-    """The files a bronze run will consider (empty when they cannot be listed: the run
-    itself reports why)."""
-    from pipelines.bronze.files import select_files
-
-    try:
-        return select_files(args.binlog_dir, all_files=args.all, names=args.files)
-    except (BinlakeError, OSError):
-        return []
-
-
-def _start_decoders(cfg: Config, paths: list[str]) -> None:
-    """Before the engine starts: the decoding workers' server boots on the other core while
-    this process imports the Connect client and starts the engine (docs/performance.md)."""
-    from pipelines.bronze.job import start_decoders
-
-    if paths:
-        start_decoders(cfg, paths, here=cfg.engine.kind == "sail" and not cfg.engine.remote)
 
 
 def _warm_silver(cfg: Config):
@@ -213,33 +139,6 @@ def _warm_silver(cfg: Config):
             warm_in_background(cfg)
 
     return on_todo
-
-
-def _cmd_silver(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark
-    from pipelines.silver.job import run_silver
-
-    spark = get_spark(cfg.engine)
-    res = run_silver(spark, cfg)
-    print(f"silver: {len(res.files)} bronze file(s) considered, {res.appended} row changes "
-          f"appended, {res.quarantined} in quarantine, version {res.silver_version} in "
-          f"{res.seconds:.1f}s -> {_where(cfg, 'silver', 'binlog_events')}")
-    code = 0
-    if args.command == "index":
-        from pipelines.quality import Window, run_quality, summary_line
-
-        # Every row this run's silver added (silver commits once per silver.commit_mb).
-        window = Window(since=res.version_before if res.version_before is not None else -1)
-        print(summary_line(run_quality(spark, cfg, window=window)))
-        if cfg.gold.dsn:
-            from pipelines.gold.commands import cmd_gold
-
-            args.gold_dsn = None  # taken from cfg.gold.dsn
-            code = cmd_gold(args, cfg)
-        if args.mirror:
-            from pipelines.mirror.command import cmd_mirror
-            code = max(code, cmd_mirror(args, cfg))
-    return code
 
 
 def _cmd_quality(args: argparse.Namespace, cfg: Config) -> int:
@@ -313,37 +212,11 @@ def _cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
     return cmd_stream(args, cfg)
 
 
-_COMMANDS = {"decode": _cmd_decode, "bronze": _cmd_bronze, "index": _cmd_bronze,
-             "silver": _cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
+_COMMANDS = {"decode": _cmd_decode, "bronze": cmd_bronze, "index": _cmd_index,
+             "silver": cmd_silver, "snapshot": _cmd_snapshot, "quality": _cmd_quality,
              "stream": _cmd_stream, "init": _gold_command("init"), "gold": _gold_command("gold"),
              "rotate": _gold_command("rotate"), "vacuum": _gold_command("vacuum"),
              "status": _cmd_status, "sql": _cmd_sql}
-
-
-_GLOBAL_WITH_VALUE = ("--lake", "--catalog", "--conf", "--spark-remote", "--engine", "--wait",
-                      "--defaults-file")
-
-
-def stage_main(command: str, argv: Sequence[str] | None = None) -> int:
-    """Job entry point of one stage (``python -m pipelines.<stage>``, wheel tasks, spark-submit):
-    ``binlake [global options] <command> [options]``, global options accepted anywhere."""
-    _own_process()
-    args = list(sys.argv[1:] if argv is None else argv)
-    globals_, rest, i = [], [], 0
-    while i < len(args):
-        arg = args[i]
-        name = arg.split("=", 1)[0]
-        if name in _GLOBAL_WITH_VALUE:
-            width = 1 if "=" in arg else 2
-            globals_ += args[i:i + width]
-            i += width
-        elif arg in ("-v", "--verbose"):
-            globals_.append(arg)
-            i += 1
-        else:
-            rest.append(arg)
-            i += 1
-    return main(globals_ + [command] + rest)
 
 
 def command() -> int:
@@ -353,66 +226,15 @@ def command() -> int:
     then with ipykernel on the first DataFrame call to name notebook cells (~0.09 s): it is
     kept out (pyspark falls back to 80 columns and plain call sites). Not where Spark or
     Databricks started this Python: the platform's own code may use it there."""
-    if _own_process():
+    if own_process():
         sys.modules.setdefault("IPython", None)  # `import IPython` then raises ImportError
     return main()
-
-
-def _own_process() -> bool:
-    """Whether this Python is binlake's own (not one Spark or Databricks started, whose
-    platform code goes on after ours); there, the interpreter's teardown is skipped at exit.
-
-    Teardown: after the last line, Python clears every module and collects their objects'
-    cycles: with pyspark, pandas, pyarrow and the engine loaded, ~0.4 s of every command (a
-    small file's ``binlake index`` is ~2 s). ``gc.freeze()`` is registered before the command
-    runs, so it runs after every exit handler the command registers (they run last to first:
-    the engine's stop, the workers' cleanup), and leaves the objects alive then to the
-    operating system. Exit handlers, file closing and the flushing of output still run; only
-    the collection of cycles at exit is skipped (which Python does not promise for objects
-    alive at exit either)."""
-    from pipelines.session import launched_by_spark
-
-    if launched_by_spark():
-        return False
-    atexit.register(gc.freeze)
-    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``binlake``; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = _config(args)
-        from pipelines.s3_client import export_engine_env
-
-        export_engine_env(cfg.storage, cfg.lake.root)  # an s3:// lake: the engine's AWS_* env
-        return _COMMANDS.get(args.command, getattr(args, "handler", None))(args, cfg)
-    except ConfigError as exc:
-        print(f"binlake: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except LeaseHeldError as exc:
-        print(f"binlake: busy: {exc}", file=sys.stderr)
-        return 75  # EX_TEMPFAIL (docs/concurrency.md)
-    except BinlakeError as exc:
-        print(f"binlake: error: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
-    except ModuleNotFoundError as exc:  # the core wheel leaves the engine to the platform
-        if (exc.name or "").split(".")[0] not in ("pyspark", "pysail", "delta"):
-            raise
-        print(f"binlake: error: {args.command} needs {exc.name}: run it where Spark is provided "
-              f"(a cluster, spark-submit) or pip install 'binlake[local]'", file=sys.stderr)
-        return 1
-    except Exception as exc:  # engine errors (bad SQL) as one line, anything else raised
-        from pipelines.history.command import engine_message
-        message = engine_message(exc)
-        if message is None or args.verbose:  # -v: the whole traceback
-            raise
-        print(f"binlake: error: {message}", file=sys.stderr)
-        return 1
+    return run(args, _COMMANDS.get(args.command, getattr(args, "handler", None)))
 
 
 if __name__ == "__main__":

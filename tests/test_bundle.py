@@ -9,6 +9,7 @@ Spark 4 (the wheel's core leaves pyspark to it).
 from __future__ import annotations
 
 import configparser
+import importlib
 import re
 from pathlib import Path
 
@@ -48,12 +49,12 @@ def _tasks(bundle: dict):
 
 
 def _parse(script: str, target: str, params: list[str]):
-    """Parse ``params`` as the console script ``script`` would (``binlake`` or a stage's)."""
-    parser = build_parser()
+    """Parse ``params`` with the parser of the console script ``script`` (``binlake``, or a
+    stage's job entry point and its own flat parser)."""
     if target == "pipelines.cli:command":
-        return parser.parse_args(params)
-    stage = re.fullmatch(r"pipelines\.(\w+)\.__main__:main", target).group(1)
-    return parser.parse_args([stage, *params])
+        return build_parser().parse_args(params)
+    module = re.fullmatch(r"(pipelines\.\w+\.__main__):main", target).group(1)
+    return importlib.import_module(module).build_parser().parse_args(params)
 
 
 def test_every_task_calls_a_console_script_with_parameters_it_parses(bundle: dict) -> None:

@@ -157,3 +157,24 @@ def test_a_command_of_its_own_skips_the_interpreter_teardown(tmp_path: Path, pla
     assert out.returncode == 3, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert lines[-2:] == ["status printed", f"frozen at exit: {frozen}"], out.stdout
+
+
+@pytest.mark.parametrize("stage", ["bronze", "silver", "gold", "stream"])
+def test_a_stage_entry_point_takes_binlakes_options_for_it(stage: str) -> None:
+    """``python -m pipelines.<stage>`` parses with a flat parser of its own: the same options
+    as ``binlake <stage>`` and the global ones, the latter anywhere on the line."""
+    import importlib
+
+    from pipelines.cli import build_parser
+
+    def options(parser) -> set[str]:
+        return {o for a in parser._actions for o in a.option_strings} - {"-h", "--help"}
+
+    top = build_parser()
+    sub = next(a for a in top._actions if a.dest == "command").choices[stage]
+    own = importlib.import_module(f"pipelines.{stage}.__main__").build_parser()
+    assert options(own) == options(top) | options(sub)
+    line = {"bronze": ["--binlog-dir", "d", "--all"], "silver": [], "gold": [],
+            "stream": ["--server-id", "7"]}[stage]
+    args = own.parse_args([*line, "--lake", "L", "-v", "--engine", "sail"])
+    assert (args.lake, args.verbose, args.engine, args.command) == ("L", True, "sail", stage)

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.cli import build_parser, _config
+from pipelines.cli import build_parser
 from pipelines.config import load_config
+from pipelines.entry import config_of
 from pipelines.errors import ConfigError
 from pipelines.gold.job import run_vacuum
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_table, lake_tables,
@@ -74,7 +75,7 @@ def test_paths_identifiers_and_the_catalog_setting(tmp_path: Path) -> None:
     assert cat.where(SILVER_EVENTS) == cat.ident(SILVER_EVENTS)
     assert cat.path(SILVER_EVENTS) == str(tmp_path / "silver" / "binlog_events")
     args = build_parser().parse_args(["--catalog", "spark_catalog.`my-lake`", "status"])
-    assert _config(args).lake.catalog == "spark_catalog.`my-lake`"
+    assert config_of(args).lake.catalog == "spark_catalog.`my-lake`"
     assert parse_catalog("spark_catalog.`my-lake`") == ("spark_catalog", "my-lake")
     assert parse_catalog("binlake") == ("binlake",)
     for bad in ("a.b.c", "a..b", "a b", ".a"):

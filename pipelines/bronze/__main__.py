@@ -9,11 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli import stage_main
+from pipelines.bronze.command import HELP, add_bronze_arguments, cmd_bronze
+from pipelines.entry import stage_main, stage_parser
+
+
+def build_parser():
+    return stage_parser("bronze", HELP, add_bronze_arguments)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main("bronze", argv)
+    return stage_main(build_parser(), cmd_bronze, argv)
 
 
 if __name__ == "__main__":

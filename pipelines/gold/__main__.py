@@ -9,11 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli import stage_main
+from pipelines.entry import stage_main, stage_parser
+from pipelines.gold.commands import GOLD_HELP, add_gold_arguments, cmd_gold
+
+
+def build_parser():
+    return stage_parser("gold", GOLD_HELP, add_gold_arguments)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main("gold", argv)
+    return stage_main(build_parser(), cmd_gold, argv)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ import argparse
 
 from pipelines.config import Config
 
-__all__ = ["add_init_arguments", "add_gold_arguments", "add_rotate_arguments",
+__all__ = ["GOLD_HELP", "add_init_arguments", "add_gold_arguments", "add_rotate_arguments",
            "add_vacuum_arguments", "cmd_init", "cmd_gold", "cmd_rotate", "cmd_vacuum",
            "render_gold_status"]
+
+GOLD_HELP = "export new silver rows to gold, exactly once"
 
 
 def _dsn_option(p: argparse.ArgumentParser, required: bool = False) -> None:

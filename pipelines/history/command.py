@@ -14,7 +14,7 @@ from pipelines.config import Config
 from pipelines.mysql_client import resolve_dsn
 from pipelines.errors import ConfigError
 
-__all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "engine_message"]
+__all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot"]
 
 _QUERY_EXAMPLE = """example:
   binlake --lake ./lake query --table shop.orders --pk 42 --format jsonl
@@ -269,17 +269,4 @@ def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
           f"(gtid {s.gtid_executed}): {sum(res.rows.values())} row(s) of {len(res.rows)} "
           f"table(s) -> {Lake.of(cfg).where(BASELINE_ROWS)}")
     return 0
-
-
-def engine_message(exc: BaseException) -> str | None:
-    """One line for an engine error (bad SQL, unknown column in SQL), else None."""
-    try:
-        from pyspark.errors import PySparkException
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return None
-    if not isinstance(exc, PySparkException):
-        return None
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else type(exc).__name__
-    return f"bad SQL: {first}"[:500]
 

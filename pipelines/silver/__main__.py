@@ -9,11 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli import stage_main
+from pipelines.silver.command import HELP, add_silver_arguments, cmd_silver
+from pipelines.entry import stage_main, stage_parser
+
+
+def build_parser():
+    return stage_parser("silver", HELP, add_silver_arguments)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main("silver", argv)
+    return stage_main(build_parser(), cmd_silver, argv)
 
 
 if __name__ == "__main__":

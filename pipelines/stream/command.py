@@ -11,7 +11,10 @@ import argparse
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
-__all__ = ["add_stream_arguments", "add_stream_parser", "cmd_stream"]
+__all__ = ["HELP", "add_stream_arguments", "add_stream_options", "add_stream_parser",
+           "cmd_stream"]
+
+HELP = "follow a live server as a replica into the lake"
 
 
 def add_stream_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,12 +35,17 @@ def add_stream_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", help="source name written as source_id (default from conf)")
 
 
-def add_stream_parser(sub) -> argparse.ArgumentParser:
-    """Add the ``stream`` sub-command to ``binlake``'s sub-parsers."""
-    p = sub.add_parser("stream", help="follow a live server as a replica into the lake")
+def add_stream_options(p: argparse.ArgumentParser) -> None:
+    """``binlake stream``'s options: :func:`add_stream_arguments` and ``--mirror``."""
     add_stream_arguments(p)
     from pipelines.mirror.command import add_mirror_flag
     add_mirror_flag(p)
+
+
+def add_stream_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``stream`` sub-command to ``binlake``'s sub-parsers."""
+    p = sub.add_parser("stream", help=HELP)
+    add_stream_options(p)
     return p
 
 
