@@ -1,4 +1,4 @@
-"""One writer per lake and stage: leases on the lake's own store, and gold's MySQL lock.
+"""One writer per lake and stage: leases on the lake's own store.
 
 A lease is a generation-numbered file under ``<lake>/_binlake/leases/<stage>/``
 (``00000000000000000007.json``). The current lease is the highest generation. A writer takes
@@ -20,9 +20,8 @@ is gone).
 A second writer waits up to ``lease.wait_seconds`` (``--wait``), saying once who holds the
 stage, then raises :class:`LeaseHeldError` (exit code 75, ``EX_TEMPFAIL``).
 
-Gold's state lives in MySQL, so ``binlake gold`` into one gold database is serialised by the
-server's ``GET_LOCK`` (released by the server when the holder's connection dies), with the
-holder described in ``binlake_lease``.
+Gold's state lives in MySQL: ``binlake gold`` into one gold database is serialised by the
+server's lock as well (``pipelines/gold/lock.py``).
 
 See ``docs/concurrency.md`` for which commands take which lease, and why this is safe.
 """
@@ -49,7 +48,7 @@ from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHe
                               LeaseLostError)
 
 __all__ = ["Holder", "LeaseStore", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease",
-           "current_holders", "redact_command", "EXIT_BUSY", "gold_lock", "holds_gold_lock"]
+           "current_holders", "redact_command", "EXIT_BUSY"]
 
 log = logging.getLogger(__name__)
 
@@ -413,23 +412,6 @@ def holds_lease(stage: str | Callable[[Config], str]):
     return wrap
 
 
-def holds_gold_lock(fn):
-    """Decorator for ``run_gold(spark, cfg, *, gold_dsn=None)``: run it under
-    :func:`gold_lock` on the gold database it exports to."""
-
-    @functools.wraps(fn)
-    def run(spark, cfg: Config, *args, **kwargs):
-        from pipelines.gold.client import resolve_dsn
-
-        with gold_lock(cfg, resolve_dsn(cfg, kwargs.get("gold_dsn"))):
-            from pipelines.lake_check import check_tables
-
-            check_tables(cfg, "gold")
-            return fn(spark, cfg, *args, **kwargs)
-
-    return run
-
-
 def current_holders(cfg: Config) -> list[dict]:
     """Every stage's lease as ``binlake status`` shows it (held ones and the last holder)."""
     out = []
@@ -443,64 +425,3 @@ def current_holders(cfg: Config) -> list[dict]:
         out.append({"stage": stage, "state": state, "host": h.host, "pid": h.pid,
                     "command": h.command, "since": h.since})
     return out
-
-
-@contextlib.contextmanager
-def gold_lock(cfg: Config, dsn, command: str | None = None) -> Iterator[None]:
-    """Hold the gold database's export lock (``GET_LOCK``) for the block.
-
-    One export per gold database at a time, whatever lake it comes from. The server frees the
-    lock when the holding connection ends, so a killed exporter never blocks it. Waits up to
-    ``lease.wait_seconds``, then raises :class:`LeaseHeldError` naming the holder.
-    """
-    from pipelines.gold.client import connect, database_of
-
-    db = database_of(dsn)
-    name = f"binlake_gold.{db}"[:64]
-    conn = connect(dsn, database=False, autocommit=True)
-    me = {"host": socket.gethostname(), "pid": os.getpid(),
-          "command": command or redact_command(),
-          "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT GET_LOCK(%s, 0)", (name,))
-            got = cur.fetchone()[0] == 1
-            if not got:
-                who = _gold_holder(cur, db)
-                print(f"binlake: gold database {db} is being exported by {who}; waiting up "
-                      f"to {cfg.lease.wait_seconds}s", file=sys.stderr, flush=True)
-                cur.execute("SELECT GET_LOCK(%s, %s)", (name, cfg.lease.wait_seconds))
-                if cur.fetchone()[0] != 1:
-                    raise LeaseHeldError(
-                        f"gold database {db} at {dsn.host}:{dsn.port} is being exported by "
-                        f"{_gold_holder(cur, db)}; gave up after {cfg.lease.wait_seconds}s "
-                        "(--wait / lease.wait_seconds)")
-            _note_gold_holder(cur, db, me)
-        yield
-    finally:
-        conn.close()  # frees the lock
-
-
-def _gold_holder(cur, db: str) -> str:
-    from pipelines.gold.client import quote_ident
-
-    try:
-        cur.execute(f"SELECT host, pid, command, since FROM {quote_ident(db)}.binlake_lease "
-                    "WHERE name = 'gold'")
-        row = cur.fetchone()
-    except Exception:  # noqa: BLE001 - the table may not exist yet
-        row = None
-    if not row:
-        return "another connection"
-    return f"host {row[0]} pid {row[1]} ({row[2]!r}) since {row[3]}"
-
-
-def _note_gold_holder(cur, db: str, me: dict) -> None:
-    from pipelines.gold.client import quote_ident
-
-    cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")
-    cur.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(db)}.binlake_lease ("
-                "name VARCHAR(64) PRIMARY KEY, host VARCHAR(255), pid INT, "
-                "command VARCHAR(1024), since VARCHAR(40))")
-    cur.execute(f"REPLACE INTO {quote_ident(db)}.binlake_lease VALUES ('gold', %s, %s, %s, %s)",
-                (me["host"], me["pid"], me["command"][:1024], me["since"]))

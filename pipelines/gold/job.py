@@ -27,7 +27,8 @@ from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
-from pipelines.lease import holds_gold_lock, holds_lease
+from pipelines.gold.lock import holds_gold_lock
+from pipelines.lease import holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
 from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables, read_data_files
