@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.silver.command import HELP, add_silver_arguments, cmd_silver
 from pipelines.entry import stage_main, stage_parser
+from pipelines.silver.command import HELP, add_silver_arguments, cmd_silver
 
 
 def build_parser():
