@@ -133,8 +133,9 @@ def stage_parser(command: str, description: str,
                  add_arguments: Callable[[argparse.ArgumentParser], None]
                  ) -> argparse.ArgumentParser:
     """The flat parser of one stage's job entry point: the global options and ``binlake
-    <command>``'s own, in any order."""
-    ap = argparse.ArgumentParser(prog=f"python -m pipelines.{command}", description=description)
+    <command>``'s own, in any order (its usage line says ``binlake <command>``: the same
+    command)."""
+    ap = argparse.ArgumentParser(prog=f"binlake {command}", description=description)
     add_global_options(ap)
     add_arguments(ap)
     ap.set_defaults(command=command)
