@@ -20,6 +20,7 @@ from typing import Iterator
 from pipelines.config import Config
 from pipelines.errors import LeaseHeldError
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
+from pipelines.lake_check import check_tables
 from pipelines.lease import redact_command
 
 __all__ = ["gold_lock", "holds_gold_lock"]
@@ -32,8 +33,6 @@ def holds_gold_lock(fn):
     @functools.wraps(fn)
     def run(spark, cfg: Config, *args, **kwargs):
         with gold_lock(cfg, resolve_dsn(cfg, kwargs.get("gold_dsn"))):
-            from pipelines.lake_check import check_tables
-
             check_tables(cfg, "gold")
             return fn(spark, cfg, *args, **kwargs)
 
