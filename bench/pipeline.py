@@ -12,7 +12,9 @@
    (``commit_mb = 0``: the whole run in one commit, as before issue 13's memory bound).
 4. ``silver``: ``run_silver`` (rendering in the engine's Python), and ``silver (render
    workers)`` with ``silver.render_in_subprocess = true`` on a fresh silver.
-5. ``quality``: ``run_quality`` over all silver rows.
+5. ``quality``: ``run_quality`` over all silver rows; ``stage-commands``: ``binlake bronze``
+   and then ``binlake silver`` over the bronze it left, each a process of its own (start-up
+   and first loads included: silver's compiled loops, bronze's decoding workers).
 6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them;
    ``binlake index`` as a whole command (a process of its own: start-up, the engine, the
    three stages), and ``binlake index --gold-dsn`` into a throwaway local MariaDB
@@ -118,10 +120,12 @@ def _memory(pid: int, walk: bool = True) -> int | None:
 NOT_MEASURED: set[int] = set()
 
 
-def _tree(walk: bool = True, young=lambda pid: False) -> dict[int, tuple[float, int | None]]:
-    """pid → (CPU seconds, PSS bytes) for this process and all its descendants but
-    :data:`NOT_MEASURED` (memory None: not walked this time, :func:`_memory`; a process
-    for which ``young(pid)`` holds is walked every time: a decoding worker may live a second)."""
+def _tree(walk: bool = True, young=lambda pid: False,
+          itself: bool = True) -> dict[int, tuple[float, int | None]]:
+    """pid → (CPU seconds, PSS bytes) for this process (unless not ``itself``) and all its
+    descendants but :data:`NOT_MEASURED` (memory None: not walked this time, :func:`_memory`;
+    a process for which ``young(pid)`` holds is walked every time: a decoding worker may live
+    a second)."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -131,23 +135,30 @@ def _tree(walk: bool = True, young=lambda pid: False) -> dict[int, tuple[float, 
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    out, todo = {}, [os.getpid()]
+    me = os.getpid()
+    out, todo = {}, [me]
     while todo:
         pid = todo.pop()
-        if pid in stats and pid not in NOT_MEASURED:
+        if pid == me and not itself:
+            todo += children.get(pid, [])
+        elif pid in stats and pid not in NOT_MEASURED:
             out[pid] = (stats[pid][1], _memory(pid, walk or young(pid)))
             todo += children.get(pid, [])
     return out
 
 
 class TreeMeter:
-    """Samples the process tree while a stage runs: peak memory (PSS) and CPU seconds used."""
+    """Samples the process tree while a stage runs: peak memory (PSS) and CPU seconds used.
+    ``itself=False``: only the processes started while it runs (a whole command's tree: this
+    process holds an engine of its own, and may keep idle decoding workers, neither of
+    which is the command's)."""
 
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(self, interval: float = 0.1, itself: bool = True) -> None:
         self.interval = interval
+        self.itself = itself
 
     def __enter__(self) -> "TreeMeter":
-        self.base = {pid: cpu for pid, (cpu, _) in _tree().items()}
+        self.base = {pid: cpu for pid, (cpu, _) in _tree(itself=self.itself).items()}
         self.last: dict[int, float] = dict(self.base)
         self.peak = 0
         self._stop = threading.Event()
@@ -167,7 +178,9 @@ class TreeMeter:
         return self._ticks - self.born.setdefault(pid, self._ticks) < _WALK_EVERY
 
     def _sample(self, walk: bool = True) -> None:
-        tree = _tree(walk, self._young)
+        tree = _tree(walk, self._young, self.itself)
+        if not self.itself:
+            tree = {pid: v for pid, v in tree.items() if pid not in self.base}
         for pid, (_, pss) in tree.items():
             if pss is not None:
                 self.pss[pid] = pss
@@ -188,7 +201,8 @@ class TreeMeter:
         self._thread.join()
         self._sample()
         self.cpu = sum(cpu - self.base.get(pid, 0.0) for pid, cpu in self.last.items())
-        self.cpu = max(self.cpu - self.own_cpu, 0.0)
+        if self.itself:  # the sampling ran in this process
+            self.cpu = max(self.cpu - self.own_cpu, 0.0)
 
 
 @dataclass
@@ -211,8 +225,9 @@ class Figure:
 
 
 def measure(stage: str, run, reference: str = "") -> Figure:
-    """One run of ``run() -> rows`` (it prepares its own state), sampled."""
-    with TreeMeter() as meter:
+    """One run of ``run() -> rows`` (it prepares its own state), sampled: the processes it
+    starts only, where it runs a command (``run.command``, :func:`_binlake`)."""
+    with TreeMeter(itself=not getattr(run, "command", False)) as meter:
         rows = run()
     load = os.getloadavg()[0]
     say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
@@ -303,6 +318,18 @@ def _gold_server():
     return server
 
 
+def _binlake(lake: Path, *argv: str, env: dict | None = None) -> None:
+    """``binlake --lake LAKE ARGV…`` in a process of its own (this environment less its
+    ``BINLAKE_`` settings, plus ``env``); a failure stops the bench with its last output."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+    cmd = [sys.executable, "-m", "pipelines", "--lake", str(lake), *argv]
+    done = subprocess.run(cmd, cwd=REPO, env={**clean, **(env or {})}, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"binlake {argv[0]} exited {done.returncode}: "
+                         f"{(done.stderr or done.stdout).strip()[-2000:]}")
+
+
 def _index_command(lake: Path, binlog_dir: Path, rows: int, gold=None):
     """``binlake index`` (and ``--gold-dsn`` with ``gold``) in a process of its own, on a
     fresh lake (and a fresh gold database) each run; the gold DSN goes by environment."""
@@ -310,23 +337,38 @@ def _index_command(lake: Path, binlog_dir: Path, rows: int, gold=None):
 
     def run() -> int:
         shutil.rmtree(lake, ignore_errors=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
         db = f"bench_gold_{next(runs)}"
-        if gold is not None:
-            env["BINLAKE_GOLD_DSN"] = gold.dsn(db)
-        cmd = [sys.executable, "-m", "pipelines.cli", "--lake", str(lake), "index",
-               "--binlog-dir", str(binlog_dir), "--all"]
-        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"binlake index exited {done.returncode}: "
-                             f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        _binlake(lake, "index", "--binlog-dir", str(binlog_dir), "--all",
+                 env={"BINLAKE_GOLD_DSN": gold.dsn(db)} if gold is not None else None)
         if gold is not None:
             (got,), = gold.execute(f"SELECT count(*) FROM {db}.binlog_events")
             if got != rows:
                 raise SystemExit(f"gold holds {got} rows, silver {rows}")
         return rows
 
+    run.command = True
     return run
+
+
+def _stage_commands(lake: Path, binlog_dir: Path, rows: int):
+    """``binlake bronze`` into a fresh lake, and ``binlake silver`` over the bronze it left
+    (silver removed first), each a process of its own: what a user who runs the stages one
+    by one waits for, start-up and first loads included."""
+    def bronze() -> int:
+        shutil.rmtree(lake, ignore_errors=True)
+        _binlake(lake, "bronze", "--binlog-dir", str(binlog_dir), "--all")
+        return rows
+
+    def silver() -> int:
+        if not (lake / "bronze").is_dir():
+            raise SystemExit("binlake silver (whole command) runs over the bronze that "
+                             "binlake bronze (whole command) leaves")
+        shutil.rmtree(lake / "silver", ignore_errors=True)
+        _binlake(lake, "silver")
+        return rows
+
+    bronze.command = silver.command = True
+    return bronze, silver
 
 
 def _small_command(work: Path, paths: list[str], numbers, target: Path | None):
@@ -335,16 +377,11 @@ def _small_command(work: Path, paths: list[str], numbers, target: Path | None):
     def run() -> int:
         n = next(numbers)
         small = _next_small_file(work / f"next{n}", paths, n)
-        lake = target if target is not None else work / f"small{n}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
-        cmd = [sys.executable, "-m", "pipelines", "--lake", str(lake), "index",
-               "--binlog-dir", str(small.parent), "--files", small.name]
-        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"binlake index exited {done.returncode}: "
-                             f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        _binlake(target if target is not None else work / f"small{n}", "index",
+                 "--binlog-dir", str(small.parent), "--files", small.name)
         return SMALL_FILE_ROWS
 
+    run.command = True
     return run
 
 
@@ -362,6 +399,7 @@ def _mariadb_binlog(paths: list[str], rows: int):
                            stderr=subprocess.DEVNULL, check=True)
         return rows
 
+    run.command = True
     return run
 
 
@@ -374,8 +412,8 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
-STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "index-command",
-          "index-gold", "small-file", "small-command")
+STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "stage-commands",
+          "index-command", "index-gold", "small-file", "small-command")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -498,6 +536,11 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         plan.append(("quality", quality, "bronze"))
     if "index" in stages:
         plan.append(("index (bronze+silver+quality)", index, "bronze"))
+    if "stage-commands" in stages:
+        bronze_cmd, silver_cmd = _stage_commands(work / "commands", binlog_dir, rows)
+        plan.append(("binlake bronze (whole command)", bronze_cmd, "mariadb-binlog -v"))
+        plan.append(("binlake silver (whole command)", silver_cmd,
+                     "binlake bronze (whole command)"))
     if "index-command" in stages:
         plan.append(("binlake index (whole command)", _index_command(lake, binlog_dir, rows),
                      "bronze"))
