@@ -80,7 +80,9 @@ class BronzeConfig:
     # Keep the ROWS_QUERY/ANNOTATE_ROWS statement on every row change (dbtrail's query_text):
     # a statement of N rows is stored N times, so it is off unless asked for (docs/gold.md).
     statement_text: bool = False
-    commit_mb: float = 64.0  # binlog MB per bronze commit: bounds the writer's memory; 0 = one commit
+    # Binlog MB per bronze commit; 0 = one commit per run; unset (None): by the engine
+    # (``session.commit_bytes``: 64 on engines that hold a commit's rows until it ends)
+    commit_mb: float | None = None
     # Binlog MB of a run from which rows are decoded by the compiled loop (docs/bronze.md;
     # loading it costs a process ~0.6 s): 0 = every run
     compiled_min_mb: float = 48.0
@@ -91,9 +93,10 @@ class SilverConfig:
     render_workers: int = 0  # rendering processes per task; 0 = this machine's cores
     render_in_subprocess: bool = False  # true: render in worker processes (docs/performance.md)
     target_file_mb: int = 128  # silver data files roll over at about this size
-    # Binlog MB whose row changes go in one silver commit; 0 = one commit. At least
-    # bronze.commit_mb: a slice's tasks are the bronze files it reads (docs/performance.md)
-    commit_mb: float = 64.0
+    # Binlog MB whose row changes go in one silver commit; 0 = one commit per run; unset
+    # (None): by the engine, as bronze's. At least bronze.commit_mb: a slice's tasks are the
+    # bronze files it reads (docs/performance.md)
+    commit_mb: float | None = None
     change_data_feed: bool = False  # delta.enableChangeDataFeed on silver (engines that have CDF)
     # Binlog MB of a run from which full row images are rendered by compiled loops (loading
     # them costs the engine's process ~1 s, on a thread of its own: docs/performance.md);
@@ -189,8 +192,16 @@ _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine",
             "BINLAKE_ENGINE": ("engine", "kind")}
 
 
+# Settings whose default, None, means "decided at run time"; a number, or "auto" for None.
+_OPTIONAL_NUMBERS = {("bronze", "commit_mb"), ("silver", "commit_mb")}
+
+
 def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
     name = f"{section}.{key}"
+    if (section, key) in _OPTIONAL_NUMBERS:
+        if value is None or str(value).strip().lower() == "auto":
+            return None
+        default = 0.0  # a number otherwise
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
@@ -289,8 +300,10 @@ def _validate(cfg: Config) -> None:
     if cfg.bronze.batch_rows < 1:
         raise ConfigError("bronze.batch_rows: must be at least 1")
     for section in ("bronze", "silver"):
-        if getattr(cfg, section).commit_mb < 0:
-            raise ConfigError(f"{section}.commit_mb: must be 0 (one commit per run) or more")
+        commit_mb = getattr(cfg, section).commit_mb
+        if commit_mb is not None and commit_mb < 0:
+            raise ConfigError(f"{section}.commit_mb: must be 0 (one commit per run), more, or "
+                              "\"auto\" (by the engine)")
         if getattr(cfg, section).target_file_mb < 0:
             raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
         if getattr(cfg, section).compiled_min_mb < 0:

@@ -22,7 +22,8 @@ from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
            "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
-           "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table"]
+           "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
+           "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB"]
 
 
 @dataclass(frozen=True)
@@ -336,3 +337,35 @@ def target_file_size(mb: int) -> dict[str, str]:
     """Write options rolling a data file over at about ``mb`` MB (Sail: ``targetFileSize``;
     JVM Spark ignores it and writes one file per task, as before)."""
     return {"targetFileSize": str(mb << 20)} if mb > 0 else {}
+
+
+# Binlog MB per commit (bronze.commit_mb / silver.commit_mb unset) on an engine that holds a
+# commit's rows until it ends: its memory follows this, not the files' size.
+BOUNDED_COMMIT_MB = 64.0
+_HOLDS: dict[Any, bool] = {}
+
+
+def holds_commit_rows(spark) -> bool:
+    """Whether the engine's Delta writer holds a commit's rows until the commit ends, so that a
+    commit's size is the engine's memory: Sail's does (embedded, or a Sail server behind Spark
+    Connect); JVM Spark's with delta-spark and Databricks' write rows to files as they come,
+    and each extra commit costs them a job, a Delta commit and a slice too small to keep
+    their cores busy (docs/performance.md, session 22). Asked once per session: Spark answers
+    ``version()`` with its own version, Sail with Sail's; no answer counts as holding."""
+    key = _session_key(spark)
+    if key not in _HOLDS:
+        try:
+            answer = str(spark.sql("SELECT version()").collect()[0][0])
+            _HOLDS[key] = not answer.startswith(str(spark.version))
+        except Exception:  # noqa: BLE001 - an engine without version(): keep commits bounded
+            _HOLDS[key] = True
+    return _HOLDS[key]
+
+
+def commit_bytes(spark, commit_mb: float | None) -> int:
+    """Binlog bytes per commit for a ``commit_mb`` setting (0: one commit per run). Unset
+    (None): :data:`BOUNDED_COMMIT_MB` where the engine holds a commit's rows
+    (:func:`holds_commit_rows`), else one commit per run."""
+    if commit_mb is None:
+        commit_mb = BOUNDED_COMMIT_MB if holds_commit_rows(spark) else 0.0
+    return int(commit_mb * 2**20)

@@ -1,6 +1,7 @@
 """How bronze splits its files into decoding tasks (``plan_chunks``) and commits
 (``plan_commits``), with the shipped defaults: the tasks are what keep every core busy (silver
-reads a bronze data file per task too), the commits what bound the engine's memory."""
+reads a bronze data file per task too), the commits what bound the embedded engine's memory
+(``BOUNDED_COMMIT_MB``; engines whose writers stream commit once per run)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from pipelines.bronze.job import plan_chunks, plan_commits
 from pipelines.config import BronzeConfig
+from pipelines.delta_ops import BOUNDED_COMMIT_MB
 
 MB = 2**20
 DEFAULT = BronzeConfig()
@@ -37,7 +39,7 @@ def _files(tmp_path: Path, sizes: list[int]) -> list[str]:
 ])
 def test_default_chunks(tmp_path: Path, sizes, cores, chunks) -> None:
     paths = _files(tmp_path, sizes)
-    plan = plan_chunks(paths, cores, DEFAULT.min_chunk_mb * MB, int(DEFAULT.commit_mb * MB))
+    plan = plan_chunks(paths, cores, DEFAULT.min_chunk_mb * MB, int(BOUNDED_COMMIT_MB * MB))
     per_file = [sum(1 for p, *_ in plan if p == path) for path in paths]
     assert per_file == chunks
     for path, size in zip(paths, sizes):
@@ -49,10 +51,20 @@ def test_default_chunks(tmp_path: Path, sizes, cores, chunks) -> None:
 
 def test_commits_hold_at_most_commit_mb_in_order(tmp_path: Path) -> None:
     paths = _files(tmp_path, [1024 * MB, 10 * MB, 10 * MB])
-    commit = int(DEFAULT.commit_mb * MB)
+    commit = int(BOUNDED_COMMIT_MB * MB)
     plan = plan_chunks(paths, 2, DEFAULT.min_chunk_mb * MB, commit)
     waves = plan_commits(plan, commit)
     assert [t for w in waves for t in w] == plan  # every task once, in order
     assert all(sum(t[3] for t in w) <= commit for w in waves)
     assert len(waves) == 17  # 32 chunks of 32 MB two by two, then both small files
     assert plan_commits(plan, 0) == [plan]  # commit_mb = 0: one commit
+
+
+@pytest.mark.parametrize("cores, chunks", [(2, 2), (8, 8)])
+def test_one_commit_per_run_splits_a_file_among_the_cores_only(tmp_path: Path, cores,
+                                                                chunks) -> None:
+    """commit_mb 0 (an engine whose writer streams): no commit bound cuts the file further."""
+    paths = _files(tmp_path, [1024 * MB])
+    plan = plan_chunks(paths, cores, DEFAULT.min_chunk_mb * MB, 0)
+    assert len(plan) == chunks
+    assert plan_commits(plan, 0) == [plan]

@@ -9,6 +9,7 @@ import pytest
 from pipelines.config import Dsn, load_config
 from pipelines.errors import ConfigError
 
+REPO = Path(__file__).resolve().parents[1]
 
 def test_precedence(tmp_path: Path) -> None:
     conf = tmp_path / "b.toml"
@@ -32,6 +33,8 @@ def test_precedence(tmp_path: Path) -> None:
     ("", {"BINLAKE_SPARK_REMOTE": "http://x"}, "engine.remote"),
     ("", {"BINLAKE_ENGINE_KIND": "connect"}, "engine.remote"),
     ("", {"BINLAKE_BRONZE_CHECKSUM": "maybe"}, "bronze.checksum"),
+    ("[silver]\ncommit_mb = -1\n", {}, "silver.commit_mb"),
+    ("", {"BINLAKE_BRONZE_COMMIT_MB": "lots"}, "bronze.commit_mb"),
     ("", {"BINLAKE_SOURCE_DSN": "postgres://u@h/db"}, "source.dsn"),
 ])
 def test_bad_settings_are_named(tmp_path: Path, text: str, env: dict, needle: str) -> None:
@@ -53,3 +56,22 @@ def test_dsn_parses_and_never_shows_the_password() -> None:
         "app", "s@cret", "db.example", 3307, "shop")
     assert "s@cret" not in str(dsn) and "s@cret" not in repr(dsn)
     assert Dsn.parse("mysql://root@127.0.0.1/").database is None
+
+
+@pytest.mark.parametrize("text, env, bronze, silver", [
+    ("", {}, None, None),  # unset: decided by the engine (delta_ops.commit_bytes)
+    ("[bronze]\ncommit_mb = 16\n[silver]\ncommit_mb = 0\n", {}, 16.0, 0.0),
+    ("[bronze]\ncommit_mb = \"auto\"\n", {"BINLAKE_SILVER_COMMIT_MB": "0.5"}, None, 0.5),
+    ("[bronze]\ncommit_mb = 64\n", {"BINLAKE_BRONZE_COMMIT_MB": "auto"}, None, None),
+])
+def test_commit_mb_is_a_number_or_left_to_the_engine(tmp_path: Path, text: str, env: dict,
+                                                     bronze, silver) -> None:
+    conf = tmp_path / "b.toml"
+    conf.write_text(text)
+    cfg = load_config(str(conf), env=env)
+    assert (cfg.bronze.commit_mb, cfg.silver.commit_mb) == (bronze, silver)
+
+
+def test_the_shipped_conf_leaves_commits_to_the_engine() -> None:
+    cfg = load_config(str(REPO / "conf" / "binlake.toml"), env={})
+    assert (cfg.bronze.commit_mb, cfg.silver.commit_mb) == (None, None)

@@ -16,7 +16,8 @@ from deltalake import DeltaTable
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.delta_ops import Capabilities, capabilities, history, set_retention, vacuum_table
+from pipelines.delta_ops import (BOUNDED_COMMIT_MB, Capabilities, capabilities, commit_bytes,
+                                 history, holds_commit_rows, set_retention, vacuum_table)
 from pipelines.silver.job import run_silver
 from tests.support.engine_cli import binlake
 
@@ -41,6 +42,23 @@ def test_sail_lacks_them_and_delta_rs_stands_in(spark, tmp_path: Path) -> None:
     assert props["delta.deletedFileRetentionDuration"] == "interval 7 days"
     done = vacuum_table(str(path), dry_run=True, spark=spark)
     assert (done["via"], done["version"], done["files"]) == ("delta-rs", 2, [])
+
+
+def test_sail_holds_a_commits_rows_so_commits_are_bounded(spark) -> None:
+    """Sail's Delta writer holds a commit's rows until it ends (docs/performance.md): unset,
+    bronze and silver commit every 64 MB of binlog there; a setting is taken as it is."""
+    assert holds_commit_rows(spark)
+    assert commit_bytes(spark, None) == int(BOUNDED_COMMIT_MB * 2**20) == 64 * 2**20
+    assert commit_bytes(spark, 0) == 0
+    assert commit_bytes(spark, 0.5) == 2**19
+
+
+def test_delta_spark_streams_its_writes_so_a_run_commits_once(delta_spark) -> None:
+    """JVM Spark's writer writes rows to files as they come; each extra commit cost a job and
+    a slice too small for its cores: unset, a run commits once (a setting still bounds)."""
+    assert not holds_commit_rows(delta_spark)
+    assert commit_bytes(delta_spark, None) == 0
+    assert commit_bytes(delta_spark, 64) == 64 * 2**20
 
 
 def test_delta_spark_has_them_and_sql_is_used(delta_spark, tmp_path: Path) -> None:

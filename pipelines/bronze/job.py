@@ -27,7 +27,7 @@ from pipelines.bronze.files import (Compacted, FileState, compact_states, load_s
 from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string, target_file_size
+from pipelines.delta_ops import commit_bytes, sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
@@ -224,8 +224,9 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     if on_todo is not None:
         on_todo(todo)
     cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
-    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, int(cfg.bronze.commit_mb * 2**20))
-    for wave in plan_commits(plan, int(cfg.bronze.commit_mb * 2**20)):
+    commit = commit_bytes(spark, cfg.bronze.commit_mb)
+    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
+    for wave in plan_commits(plan, commit):
         tasks = task_frame(spark, [(os.path.abspath(p), source_id, c, n) for p, c, n, _ in wave],
                            min(len(wave), cores))
         decoded = filter_tables(decode_files(tasks, cfg, compiled, in_workers),
@@ -300,7 +301,8 @@ def plan_commits(plan: list[tuple[str, int, int, int]], commit_bytes: int
 
     Why: Sail's Delta writer holds a partitioned write's rows until the write ends, so the
     engine's memory follows one commit's rows; committing every ``bronze.commit_mb`` of
-    binlog bounds it by that instead of by the files' size (docs/performance.md). Exactly
+    binlog bounds it by that instead of by the files' size (docs/performance.md). Unset, it
+    bounds commits only on such an engine (``delta_ops.commit_bytes``). Exactly
     once is kept: the files stay ``in_progress`` until their last commit, and a re-run
     deletes whatever an interrupted run had committed.
     """

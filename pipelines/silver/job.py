@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pipelines.bronze.files import load_states
 from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
-from pipelines.delta_ops import enable_change_data_feed, rows_written_since, target_file_size
+from pipelines.delta_ops import (commit_bytes, enable_change_data_feed, rows_written_since,
+                                 target_file_size)
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
 from pipelines.lease import holds_lease
@@ -114,7 +115,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, snapshots)
     plan.table_maps = table_maps
-    slices = plan_slices(res.files, bronze_files, int(cfg.silver.commit_mb * 2**20))
+    slices = plan_slices(res.files, bronze_files, commit_bytes(spark, cfg.silver.commit_mb))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
     render_rows = batch_rows(cfg)
 

@@ -3,7 +3,9 @@ day a slice's row changes fall on, where there is one.
 
 Slices bound the engine's memory: Sail's sorted partitioned write holds its rows until it
 ends, and the anti-join holds its bronze side, so the memory followed the rows of a run.
-One commit per slice bounds it by ``silver.commit_mb``. Exactly once is kept: each slice's
+One commit per slice bounds it by ``silver.commit_mb`` (unset: 64 MB of binlog on such an
+engine, one slice per run on JVM Spark and Databricks, whose writers stream:
+``delta_ops.commit_bytes``). Exactly once is kept: each slice's
 anti-join appends only keys silver does not hold, and a crash between slices leaves the files
 to the next run (their progress is written last).
 
