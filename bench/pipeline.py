@@ -120,12 +120,28 @@ def _memory(pid: int, walk: bool = True) -> int | None:
 NOT_MEASURED: set[int] = set()
 
 
+# The commands a stage runs now (:func:`_run_command`): a whole command's figures are their
+# process trees', not this process's (it holds an engine of its own) nor its other children's.
+RUNNING: set[int] = set()
+
+
+def _run_command(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, **kwargs)``, its process in :data:`RUNNING` while it runs."""
+    with subprocess.Popen(cmd, **kwargs) as proc:
+        RUNNING.add(proc.pid)
+        try:
+            out, err = proc.communicate()
+        finally:
+            RUNNING.discard(proc.pid)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def _tree(walk: bool = True, young=lambda pid: False,
-          itself: bool = True) -> dict[int, tuple[float, int | None]]:
-    """pid → (CPU seconds, PSS bytes) for this process (unless not ``itself``) and all its
-    descendants but :data:`NOT_MEASURED` (memory None: not walked this time, :func:`_memory`;
-    a process for which ``young(pid)`` holds is walked every time: a decoding worker may live
-    a second)."""
+          roots: set[int] | None = None) -> dict[int, tuple[float, int | None]]:
+    """pid → (CPU seconds, PSS bytes) for this process (or the processes ``roots``) and all
+    their descendants but :data:`NOT_MEASURED` (memory None: not walked this time,
+    :func:`_memory`; a process for which ``young(pid)`` holds is walked every time: a
+    decoding worker may live a second)."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -135,13 +151,10 @@ def _tree(walk: bool = True, young=lambda pid: False,
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    me = os.getpid()
-    out, todo = {}, [me]
+    out, todo = {}, [os.getpid()] if roots is None else list(roots)
     while todo:
         pid = todo.pop()
-        if pid == me and not itself:
-            todo += children.get(pid, [])
-        elif pid in stats and pid not in NOT_MEASURED:
+        if pid in stats and pid not in NOT_MEASURED:
             out[pid] = (stats[pid][1], _memory(pid, walk or young(pid)))
             todo += children.get(pid, [])
     return out
@@ -149,23 +162,25 @@ def _tree(walk: bool = True, young=lambda pid: False,
 
 class TreeMeter:
     """Samples the process tree while a stage runs: peak memory (PSS) and CPU seconds used.
-    ``itself=False``: only the processes started while it runs (a whole command's tree: this
-    process holds an engine of its own, and may keep idle decoding workers, neither of
-    which is the command's)."""
+    ``commands``: the trees of the commands it runs (:data:`RUNNING`) instead of this
+    process's."""
 
-    def __init__(self, interval: float = 0.1, itself: bool = True) -> None:
+    def __init__(self, interval: float = 0.1, commands: bool = False) -> None:
         self.interval = interval
-        self.itself = itself
+        self.commands = commands
+
+    def _tree(self, walk: bool = True) -> dict[int, tuple[float, int | None]]:
+        return _tree(walk, self._young, set(RUNNING) if self.commands else None)
 
     def __enter__(self) -> "TreeMeter":
-        self.base = {pid: cpu for pid, (cpu, _) in _tree(itself=self.itself).items()}
+        self._ticks = 0
+        self.born: dict[int, int] = {}  # the tick each process was first seen
+        self.base = {pid: cpu for pid, (cpu, _) in self._tree().items()}
         self.last: dict[int, float] = dict(self.base)
         self.peak = 0
         self._stop = threading.Event()
         self.own_cpu = 0.0
         self.pss: dict[int, int] = {}  # the last PSS read of each process
-        self.born: dict[int, int] = {}  # the tick each process was first seen
-        self._ticks = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.started = time.perf_counter()
         self._thread.start()
@@ -178,9 +193,7 @@ class TreeMeter:
         return self._ticks - self.born.setdefault(pid, self._ticks) < _WALK_EVERY
 
     def _sample(self, walk: bool = True) -> None:
-        tree = _tree(walk, self._young, self.itself)
-        if not self.itself:
-            tree = {pid: v for pid, v in tree.items() if pid not in self.base}
+        tree = self._tree(walk)
         for pid, (_, pss) in tree.items():
             if pss is not None:
                 self.pss[pid] = pss
@@ -201,7 +214,7 @@ class TreeMeter:
         self._thread.join()
         self._sample()
         self.cpu = sum(cpu - self.base.get(pid, 0.0) for pid, cpu in self.last.items())
-        if self.itself:  # the sampling ran in this process
+        if not self.commands:  # the sampling ran in this process
             self.cpu = max(self.cpu - self.own_cpu, 0.0)
 
 
@@ -225,9 +238,9 @@ class Figure:
 
 
 def measure(stage: str, run, reference: str = "") -> Figure:
-    """One run of ``run() -> rows`` (it prepares its own state), sampled: the processes it
-    starts only, where it runs a command (``run.command``, :func:`_binlake`)."""
-    with TreeMeter(itself=not getattr(run, "command", False)) as meter:
+    """One run of ``run() -> rows`` (it prepares its own state), sampled: the command's
+    process tree where it runs one (``run.command``, :func:`_run_command`)."""
+    with TreeMeter(commands=getattr(run, "command", False)) as meter:
         rows = run()
     load = os.getloadavg()[0]
     say(f"  {stage}: {rows:,} rows in {meter.seconds:.2f} s ({rows / meter.seconds:,.0f}/s)"
@@ -323,8 +336,8 @@ def _binlake(lake: Path, *argv: str, env: dict | None = None) -> None:
     ``BINLAKE_`` settings, plus ``env``); a failure stops the bench with its last output."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
     cmd = [sys.executable, "-m", "pipelines", "--lake", str(lake), *argv]
-    done = subprocess.run(cmd, cwd=REPO, env={**clean, **(env or {})}, capture_output=True,
-                          text=True)
+    done = _run_command(cmd, cwd=REPO, env={**clean, **(env or {})}, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise SystemExit(f"binlake {argv[0]} exited {done.returncode}: "
                          f"{(done.stderr or done.stdout).strip()[-2000:]}")
@@ -395,8 +408,10 @@ def _mariadb_binlog(paths: list[str], rows: int):
 
     def run() -> int:
         with open(os.devnull, "wb") as null:
-            subprocess.run([exe, "--base64-output=decode-rows", "-v", *paths], stdout=null,
-                           stderr=subprocess.DEVNULL, check=True)
+            done = _run_command([exe, "--base64-output=decode-rows", "-v", *paths],
+                                stdout=null, stderr=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise SystemExit(f"{exe} exited {done.returncode}")
         return rows
 
     run.command = True
