@@ -72,7 +72,8 @@ class BronzeConfig:
     # starting a worker would cost more than the decoding (docs/bronze.md)
     inline_max_mb: float = 4.0
     checksum: str = "raise"  # raise | warn | ignore
-    parallelism: int = 0  # decoding tasks at once; 0 = this machine's cores
+    # decoding tasks at once; 0 = the engine's cores (a cluster's: session.engine_cores)
+    parallelism: int = 0
     # A file is split among idle cores in chunks of at least this: a 4 MB file decodes on two
     # cores (20 MB binlog: bronze + silver 0.83 s at 2, 1.18 s at 16; docs/bronze.md)
     min_chunk_mb: int = 2

@@ -21,7 +21,8 @@ from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 from pipelines.memory import limit_malloc_arenas, use_system_allocator
 
-__all__ = ["get_spark", "engine_name", "launched_by_spark", "stop_engine", "start_sail_server",
+__all__ = ["get_spark", "engine_name", "engine_cores", "launched_by_spark", "stop_engine",
+           "start_sail_server",
            "delta_jar_paths", "delta_spark_conf", "local_spark_conf", "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
@@ -282,3 +283,25 @@ def get_spark(cfg: EngineConfig | None = None):
 def engine_name() -> str:
     """``sail``, ``connect``, ``spark`` or ``active``: what :func:`get_spark` made."""
     return _CURRENT.engine if _CURRENT else "none"
+
+
+_CORES: dict[object, int] = {}
+
+
+def engine_cores(spark) -> int:
+    """How many tasks the engine runs at once: this machine's cores for the embedded engine
+    (it runs here); elsewhere the engine's default parallelism (a cluster's cores, not the
+    driver's), asked once per session: the partitions of a range the engine splits by it."""
+    if _CURRENT is not None and _CURRENT.engine == "sail" and spark is _CURRENT.spark:
+        return max(os.cpu_count() or 1, 1)
+    key = getattr(spark, "session_id", None) or id(spark)
+    if key not in _CORES:
+        from pyspark.sql import functions as F
+
+        try:
+            parts = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+            top = parts.agg(F.max("p")).collect()[0][0]
+            _CORES[key] = max(int(top) + 1, 1)
+        except Exception:  # noqa: BLE001 - an engine that cannot say: this machine's cores
+            _CORES[key] = max(os.cpu_count() or 1, 1)
+    return _CORES[key]

@@ -9,6 +9,9 @@ warning on Sail.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,12 +21,15 @@ from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
 from pipelines.delta_ops import (BOUNDED_COMMIT_MB, Capabilities, capabilities, commit_bytes,
                                  history, holds_commit_rows, set_retention, vacuum_table)
+from pipelines.session import engine_cores
 from pipelines.silver.job import run_silver
 from tests.support.engine_cli import binlake
+from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.matrix]
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples" / "binlogs"
 RETENTION = {"log_retention": "interval 30 days", "deleted_file_retention": "interval 7 days"}
 
 
@@ -59,6 +65,26 @@ def test_delta_spark_streams_its_writes_so_a_run_commits_once(delta_spark) -> No
     assert not holds_commit_rows(delta_spark)
     assert commit_bytes(delta_spark, None) == 0
     assert commit_bytes(delta_spark, 64) == 64 * 2**20
+
+
+def test_the_embedded_engine_runs_on_this_machines_cores(spark) -> None:
+    assert engine_cores(spark) == os.cpu_count()
+
+
+def test_jvm_spark_is_asked_its_parallelism(jvm_spark, delta_spark) -> None:  # noqa: F811
+    """Bronze splits a file into as many tasks as the engine runs at once (a cluster's cores,
+    not the driver's): JVM Spark is asked, by the partitions of a range it splits."""
+    assert engine_cores(jvm_spark) == 2  # local[2]
+    assert engine_cores(delta_spark) == 2  # the Connect server's local[2]
+    # this machine has 2 cores: a JVM of its own with 3 (a subprocess: tests/test_jvm_sessions)
+    code = ("from pipelines.config import EngineConfig; "
+            "from pipelines.session import get_spark, engine_cores; "
+            "print('cores', engine_cores(get_spark(EngineConfig(kind='spark', "
+            "master='local[3]'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cores 3" in done.stdout.splitlines(), done.stdout[-500:]
 
 
 def test_delta_spark_has_them_and_sql_is_used(delta_spark, tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from pipelines.delta_ops import commit_bytes, sql_string, target_file_size
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
-from pipelines.session import engine_name
+from pipelines.session import engine_cores, engine_name
 from pipelines.workers import forkserver, forkserver_is_safe
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
@@ -223,7 +223,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
                                  or megabytes(todo) >= cfg.bronze.compiled_min_mb)
     if on_todo is not None:
         on_todo(todo)
-    cores = cfg.bronze.parallelism or max(os.cpu_count() or 1, 1)
+    cores = cfg.bronze.parallelism or engine_cores(spark)
     commit = commit_bytes(spark, cfg.bronze.commit_mb)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
     for wave in plan_commits(plan, commit):
