@@ -24,7 +24,6 @@ from pipelines.delta_ops import (BOUNDED_COMMIT_MB, Capabilities, capabilities, 
 from pipelines.session import engine_cores
 from pipelines.silver.job import run_silver
 from tests.support.engine_cli import binlake
-from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.matrix]
 
@@ -71,12 +70,12 @@ def test_the_embedded_engine_runs_on_this_machines_cores(spark) -> None:
     assert engine_cores(spark) == os.cpu_count()
 
 
-def test_jvm_spark_is_asked_its_parallelism(jvm_spark, delta_spark) -> None:  # noqa: F811
+def test_jvm_spark_is_asked_its_parallelism(delta_spark) -> None:
     """Bronze splits a file into as many tasks as the engine runs at once (a cluster's cores,
     not the driver's): JVM Spark is asked, by the partitions of a range it splits."""
-    assert engine_cores(jvm_spark) == 2  # local[2]
     assert engine_cores(delta_spark) == 2  # the Connect server's local[2]
-    # this machine has 2 cores: a JVM of its own with 3 (a subprocess: tests/test_jvm_sessions)
+    # This machine has 2 cores: a classic JVM of its own with 3, in a subprocess (a classic
+    # session here would be the active one for this module's later tests).
     code = ("from pipelines.config import EngineConfig; "
             "from pipelines.session import get_spark, engine_cores; "
             "print('cores', engine_cores(get_spark(EngineConfig(kind='spark', "
