@@ -23,7 +23,8 @@ from pipelines.errors import EngineError
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
            "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
-           "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB"]
+           "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
+           "session_key"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ _DELTA_ANSWER = re.compile(r"\[DELTA_[A-Z_]+\]")
 _CAPS: dict[Any, Capabilities] = {}
 
 
-def _session_key(spark) -> Any:
+def session_key(spark) -> Any:
+    """What tells one session from another, for answers cached per session."""
     return getattr(spark, "session_id", None) or id(spark)
 
 
@@ -55,7 +57,7 @@ def _answers(spark, statement: str) -> bool:
 
 def capabilities(spark) -> Capabilities:
     """Ask the engine (once per session) which Delta statements it has; see the module doc."""
-    key = _session_key(spark)
+    key = session_key(spark)
     if key not in _CAPS:
         nowhere = f"/nonexistent/binlake-capability-probe-{uuid.uuid4().hex}"
         table = _ident_path(nowhere)
@@ -352,7 +354,7 @@ def holds_commit_rows(spark) -> bool:
     and each extra commit costs them a job, a Delta commit and a slice too small to keep
     their cores busy (docs/performance.md, session 22). Asked once per session: Spark answers
     ``version()`` with its own version, Sail with Sail's; no answer counts as holding."""
-    key = _session_key(spark)
+    key = session_key(spark)
     if key not in _HOLDS:
         try:
             answer = str(spark.sql("SELECT version()").collect()[0][0])

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import EngineConfig
+from pipelines.delta_ops import session_key
 from pipelines.errors import EngineError
 from pipelines.memory import limit_malloc_arenas, use_system_allocator
 
 __all__ = ["get_spark", "engine_name", "engine_cores", "launched_by_spark", "stop_engine",
-           "start_sail_server",
-           "delta_jar_paths", "delta_spark_conf", "local_spark_conf", "default_delta_jars_dir"]
+           "start_sail_server", "delta_jar_paths", "delta_spark_conf", "local_spark_conf",
+           "default_delta_jars_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +295,7 @@ def engine_cores(spark) -> int:
     driver's), asked once per session: the partitions of a range the engine splits by it."""
     if _CURRENT is not None and _CURRENT.engine == "sail" and spark is _CURRENT.spark:
         return max(os.cpu_count() or 1, 1)
-    key = getattr(spark, "session_id", None) or id(spark)
+    key = session_key(spark)
     if key not in _CORES:
         from pyspark.sql import functions as F
 
