@@ -193,16 +193,17 @@ _ALIASES = {"BINLAKE_LAKE": ("lake", "root"), "BINLAKE_SPARK_REMOTE": ("engine",
             "BINLAKE_ENGINE": ("engine", "kind")}
 
 
-# Settings whose default, None, means "decided at run time"; a number, or "auto" for None.
-_OPTIONAL_NUMBERS = {("bronze", "commit_mb"), ("silver", "commit_mb")}
+# A setting declared ``float | None = None`` is decided at run time unless given: a number, or
+# "auto" for None (bronze.commit_mb, silver.commit_mb).
+_OPTIONAL = {"float | None": 0.0, "int | None": 0}
 
 
-def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
+def _coerce(section: str, key: str, value: Any, default: Any, declared: Any = None) -> Any:
     name = f"{section}.{key}"
-    if (section, key) in _OPTIONAL_NUMBERS:
+    if default is None and str(declared) in _OPTIONAL:
         if value is None or str(value).strip().lower() == "auto":
             return None
-        default = 0.0  # a number otherwise
+        default = _OPTIONAL[str(declared)]  # coerced as the type declared otherwise
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
@@ -227,11 +228,11 @@ def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
 
 
 def _merge(values: dict[str, dict[str, Any]], section: str, key: str, value: Any) -> None:
-    cls = _SECTIONS_CLS[section]
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    if key not in defaults:
+    fields = {f.name: f for f in dataclasses.fields(_SECTIONS_CLS[section])}
+    if key not in fields:
         raise ConfigError(f"unknown setting {section}.{key}")
-    values.setdefault(section, {})[key] = _coerce(section, key, value, defaults[key])
+    f = fields[key]
+    values.setdefault(section, {})[key] = _coerce(section, key, value, f.default, f.type)
 
 
 def read_toml(path: str | os.PathLike, *, what: str) -> dict[str, Any]:
