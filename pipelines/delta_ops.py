@@ -344,24 +344,32 @@ def target_file_size(mb: int) -> dict[str, str]:
 # Binlog MB per commit (bronze.commit_mb / silver.commit_mb unset) on an engine that holds a
 # commit's rows until it ends: its memory follows this, not the files' size.
 BOUNDED_COMMIT_MB = 64.0
-_HOLDS: dict[Any, bool] = {}
+_SAIL: dict[Any, bool] = {}
+
+
+def sail_engine(spark) -> bool:
+    """Whether the session's engine is Sail (embedded, or a Sail server behind Spark Connect),
+    which holds in memory what JVM Spark streams or spills: a commit's rows until the commit
+    ends (:func:`holds_commit_rows`), a grouped aggregate's keys (``quality.unique_passes``).
+    Asked once per session: Spark (local, Connect, Databricks) answers ``version()`` with its
+    own version, Sail with Sail's; no answer counts as Sail, the bounded choice."""
+    key = session_key(spark)
+    if key not in _SAIL:
+        try:
+            answer = str(spark.sql("SELECT version()").collect()[0][0])
+            _SAIL[key] = not answer.startswith(str(spark.version))
+        except Exception:  # noqa: BLE001 - an engine without version(): stay bounded
+            _SAIL[key] = True
+    return _SAIL[key]
 
 
 def holds_commit_rows(spark) -> bool:
     """Whether the engine's Delta writer holds a commit's rows until the commit ends, so that a
-    commit's size is the engine's memory: Sail's does (embedded, or a Sail server behind Spark
-    Connect); JVM Spark's with delta-spark and Databricks' write rows to files as they come,
-    and each extra commit costs them a job, a Delta commit and a slice too small to keep
-    their cores busy (docs/performance.md, session 22). Asked once per session: Spark answers
-    ``version()`` with its own version, Sail with Sail's; no answer counts as holding."""
-    key = session_key(spark)
-    if key not in _HOLDS:
-        try:
-            answer = str(spark.sql("SELECT version()").collect()[0][0])
-            _HOLDS[key] = not answer.startswith(str(spark.version))
-        except Exception:  # noqa: BLE001 - an engine without version(): keep commits bounded
-            _HOLDS[key] = True
-    return _HOLDS[key]
+    commit's size is the engine's memory: Sail's does; JVM Spark's with delta-spark and
+    Databricks' write rows to files as they come, and each extra commit costs them a job, a
+    Delta commit and a slice too small to keep their cores busy (docs/performance.md,
+    session 22)."""
+    return sail_engine(spark)
 
 
 def commit_bytes(spark, commit_mb: float | None) -> int:

@@ -17,6 +17,7 @@ from pipelines.quality import (
     Window, exit_code, last_quality, load_rules, parse_rules, render_last, render_result,
     result_to_json, run_quality, summary_line,
 )
+from pipelines.quality import checks, unique_passes
 from pipelines.quality.report import render_report
 from pipelines.silver.snapshot_store import SNAPSHOTS_DDL
 from pipelines.silver.transform import QUARANTINE_DDL, SILVER_COLUMNS
@@ -186,6 +187,28 @@ def test_window_all_and_recent(spark, bad_lake):
     recent = run_quality(spark, bad_lake, window="24h", write=False)
     assert recent.rows_checked["silver"] == 11  # the version-1 rows except the 2020 copy
     assert recent.window == "24h"
+
+
+def test_uniqueness_in_passes_finds_the_same_defects(spark, bad_lake, monkeypatch):
+    """Passes of two rows (``quality.unique_passes``; a window of millions on the embedded
+    engine): each uniqueness rule is grouped in several passes, each with the older rows
+    sharing its keys, and still finds the duplicates in the window and against the older
+    rows: every count as in one pass (a failing rule's counts then come from
+    great-expectations over the whole context)."""
+    passes = []
+    real = checks._unique_counts
+
+    def spy(rule, frames):
+        passes.append(len(frames))
+        return real(rule, frames)
+
+    monkeypatch.setattr(checks, "_unique_counts", spy)
+    monkeypatch.setattr(unique_passes, "PASS_ROWS", 2)
+    assert counts(run_quality(spark, bad_lake, write=False)) == EXPECTED_LAST_RUN
+    assert len(passes) == 2 and min(passes) >= 6  # 12 rows: six ranges or more each
+    c = counts(run_quality(spark, bad_lake, window="all", write=False))
+    assert c[("seq_unique", "silver")] == (11, 4, "failed")
+    assert c[("bronze_key_unique", "silver")] == (13, 2, "failed")
 
 
 def test_results_table_and_last_quality(spark, bad_lake):

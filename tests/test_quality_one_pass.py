@@ -78,8 +78,9 @@ def test_passing_rules_skip_great_expectations(frame, monkeypatch) -> None:
 
 def test_a_uniqueness_rule_alone_is_one_engine_query(frame, monkeypatch) -> None:
     """After a history, each uniqueness rule is checked alone over its window and the older
-    rows sharing its keys: its counts take one grouped query, no aggregate pass besides (a
-    failing one then goes to great-expectations for its keys, as before)."""
+    rows sharing its keys, given as its passes' rows (``unique_frames``, the job measures
+    them over the window): its counts take one grouped query per pass, no aggregate pass
+    besides (a failing one then goes to great-expectations for its keys, as before)."""
     collected = []
     cls = type(frame)
     real = cls.collect
@@ -93,5 +94,12 @@ def test_a_uniqueness_rule_alone_is_one_engine_query(frame, monkeypatch) -> None
     assert len(passing) == 2
     for rule in passing:
         collected.clear()
-        (o,) = validate(frame, [rule], report_columns=["k"], name="alone")
+        (o,) = validate(frame, [rule], report_columns=["k"], name="alone",
+                        unique_frames=[frame])
         assert (len(collected), o.failed) == (1, 0), rule.name
+        collected.clear()
+        (o,) = validate(frame, [rule], report_columns=["k"], name="alone",
+                        unique_frames=[frame.where("k <= 3"), frame.where("k > 3"),
+                                       frame.where("k IS NULL")])
+        checked = {"unique_compound_passes": 8, "unique_when_passes": 2}[rule.name]
+        assert (len(collected), o.failed, o.checked) == (3, 0, checked), rule.name

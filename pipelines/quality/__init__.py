@@ -1,7 +1,8 @@
 """Data-quality expectations over silver and the quarantine, with great-expectations 1.x.
 
 ``rules`` loads ``conf/quality.toml`` (rule name → dataset → expectation → action),
-``datasets`` selects the window and adds helper columns, ``checks`` runs the rules with GE,
+``datasets`` selects the window and adds helper columns, ``checks`` runs the rules with GE
+(``unique_passes``: uniqueness in passes of bounded size where the engine holds aggregates),
 ``result`` holds what a run found, ``report`` renders the HTML page, ``job`` stores results and exposes :func:`run_quality`.
 """
 

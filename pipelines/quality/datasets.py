@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
 
@@ -43,7 +45,7 @@ from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
            "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
-           "context_frame"]
+           "context_frame", "key_bounds"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 # Columns recorded for each failing row (the key, then what a person needs to find it).
@@ -212,20 +214,34 @@ def quarantine_frame(spark, cfg: Config) -> DataFrame | None:
                                        _snapshots(spark, cfg))
 
 
-def context_frame(sl: SilverSlice, columns: list[str]) -> DataFrame:
-    """The window's rows plus every older silver row sharing ``columns`` with one of them."""
+def key_bounds(rows: DataFrame, columns: list[str], extra: Sequence[Column] = ()) -> Row | None:
+    """The least and greatest value of each of ``columns`` over ``rows`` (``lo<i>``,
+    ``hi<i>``), with the ``extra`` aggregates, in one query over the rows (no aggregate of
+    their distinct keys)."""
+    return rows.agg(*(f(c).alias(f"{n}{i}") for i, c in enumerate(columns)
+                      for n, f in (("lo", F.min), ("hi", F.max))), *extra).first()
+
+
+def context_frame(sl: SilverSlice, columns: list[str], where: Column | None = None,
+                  bounds: Row | None = None) -> DataFrame:
+    """The window's rows plus every older silver row sharing ``columns`` with one of them;
+    with ``where`` (a filter on key columns, so that rows sharing a key pass it together),
+    those of them that pass it. ``bounds``: :func:`key_bounds` of the window's rows, when
+    measured already."""
     assert sl.rows is not None and sl.table is not None
+    table = sl.table if where is None else sl.table.where(where)
     if sl.window.kind == "all":
-        return sl.table
-    keys = sl.rows.select(*columns).distinct()
+        return table
+    rows = sl.rows if where is None else sl.rows.where(where)
     # Every row sharing a key lies within the window's min..max of each key column: as
     # literals, those ranges let the engine skip the older data files by their statistics,
     # so the cost follows the window, not the history.
-    bounds = keys.agg(*(f(c).alias(f"{n}{i}") for i, c in enumerate(columns)
-                        for n, f in (("lo", F.min), ("hi", F.max)))).first()
+    if bounds is None:
+        bounds = key_bounds(rows, columns)
+    keys = rows.select(*columns).distinct()
     if bounds is None or any(bounds[f"lo{i}"] is None for i in range(len(columns))):
-        return sl.table.join(keys, columns, "left_semi")  # a NULL key part: nothing to bound
-    older = sl.table.where(_within(columns, bounds))
+        return table.join(keys, columns, "left_semi")  # a NULL key part: nothing to bound
+    older = table.where(_within(columns, bounds))
     return older.join(keys, columns, "left_semi")
 
 

@@ -1,0 +1,129 @@
+"""Uniqueness counted in passes of bounded size (``quality.unique_passes``, issue 13).
+
+On the embedded engine a grouped aggregate holds every key it groups, so a UNIQUE rule over a
+window of more than ``PASS_ROWS`` rows is grouped in several passes: ranges of the key's
+first integer column (and its NULLs), or buckets of the key's hash. Here ``PASS_ROWS`` is made
+tiny so that frames of a few hundred rows take many passes, and the counts are checked
+against what the rows say (counted in Python from the rows themselves) and against
+great-expectations over the whole frame.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pipelines.quality import checks, unique_passes
+from pipelines.quality.checks import validate, validate_with_ge
+from pipelines.quality.rules import Action, Expect, Rule
+
+
+def _rows() -> list[tuple]:
+    """k bigint, g string, n bigint: 300 rows; duplicates of k at both ends of its range,
+    in the middle, and among NULL k; duplicate (k, g) pairs with a NULL part; all-NULL keys."""
+    out = [(k, f"g{k % 7}", k) for k in range(1, 241)]
+    out += [(1, "g1", 1001), (240, "x", 1002), (240, "y", 1003), (120, "g1", 1004)]
+    out += [(None, "a", 2000 + i) for i in range(20)]  # NULL k, g "a" twenty times
+    out += [(None, None, 3000 + i) for i in range(16)]  # all-NULL keys: never duplicates
+    out += [(500 + i, None, 4000 + i) for i in range(20)]
+    return out
+
+
+ROWS = _rows()
+
+
+def _expected(cols: tuple[int, ...], when=lambda r: True) -> tuple[int, int]:
+    """(rows considered, rows whose key another row shares), as GE counts: a key whose parts
+    are all NULL is never a duplicate."""
+    keys = [tuple(r[c] for c in cols) for r in ROWS if when(r)]
+    seen = Counter(keys)
+    return len(keys), sum(n for key, n in seen.items() if n > 1 and any(v is not None
+                                                                           for v in key))
+
+
+RULES = [  # rule, expected (considered, duplicated)
+    (Rule("k_unique", "silver", Expect.UNIQUE, Action.WARN, columns=("k",)), _expected((0,))),
+    (Rule("kg_unique", "silver", Expect.UNIQUE, Action.WARN, columns=("g", "k")),
+     _expected((1, 0))),
+    (Rule("g_unique", "silver", Expect.UNIQUE, Action.WARN, columns=("g",)), _expected((1,))),
+    (Rule("k_when", "silver", Expect.UNIQUE, Action.WARN, columns=("k",),
+          when="n < 2000 OR n >= 4000"),
+     _expected((0,), lambda r: r[2] < 2000 or r[2] >= 4000)),
+]
+
+
+@pytest.fixture(scope="module")
+def frame(spark):
+    return spark.createDataFrame(ROWS, "k bigint, g string, n bigint")
+
+
+def test_expected_counts_are_not_trivial() -> None:
+    """By hand: k 1 twice, 240 three times, 120 twice (NULL k is all-NULL: never a
+    duplicate); (g, k): (g1, 1) and (g1, 120) twice, (a, NULL) twenty times; g: the 240
+    rows in seven groups, two more g1 and twenty a (x, y once; NULL never)."""
+    assert [e for _, e in RULES] == [(300, 7), (300, 24), (300, 262), (264, 7)]
+
+
+@pytest.mark.parametrize("rule,expected", RULES, ids=[r.name for r, _ in RULES])
+def test_passes_count_what_one_pass_counts(frame, monkeypatch, rule, expected) -> None:
+    passes = []
+    real = checks._unique_counts
+
+    def spy(rule, frames):
+        passes.append(len(frames))
+        return real(rule, frames)
+
+    monkeypatch.setattr(checks, "_unique_counts", spy)
+    monkeypatch.setattr(unique_passes, "PASS_ROWS", 40)
+    # The counts validate starts from (a failing rule then goes to great-expectations,
+    # whose counts replace them).
+    assert checks._counts(frame, [rule]) == [expected]
+    # ceil(rows / 40) ranges of k (and its NULLs), or buckets of g's hash
+    assert passes == [{"k_unique": 9, "kg_unique": 9, "g_unique": 8, "k_when": 7}[rule.name]]
+    (o,) = validate(frame, [rule], report_columns=["n"], name="passes")
+    assert (o.checked, o.failed) == expected
+    # great-expectations over the whole frame agrees
+    (theirs,) = validate_with_ge(frame, [rule], report_columns=["n"], name="ge").values()
+    assert (theirs.checked, theirs.failed) == expected
+
+
+def test_each_row_falls_in_exactly_one_pass(frame) -> None:
+    """The filters partition the rows: ranges of ``k`` (half-open, the last one closed) plus
+    its NULLs; hash buckets of ``g`` (NULL included)."""
+    for rule in (RULES[0][0], RULES[2][0]):
+        (totals,) = frame.agg(*unique_passes.bounds(frame, rule,
+                                                    checks._considered(rule), 0)).collect()
+        filters = unique_passes.passes(frame, rule, totals.asDict(), 0, 40)
+        assert len(filters) == (9 if rule.name == "k_unique" else 8)  # 8 ranges + NULLs
+        hits = Counter()
+        for where in filters:
+            hits.update(r["n"] for r in frame.where(where).select("n").collect())
+        assert sorted(hits) == sorted(r[2] for r in ROWS) and set(hits.values()) == {1}
+
+
+@pytest.mark.parametrize("rows,lo,hi,nulls,per_pass,count", [
+    (300, 1, 599, 36, 300, 1),       # fits one pass
+    (301, 1, 599, 0, 300, 2),        # two ranges
+    (1000, 5, 5, 0, 100, 1),         # one value: one range, however many rows
+    (1000, 5, 5, 3, 100, 2),         # ... and the NULLs
+    (1000, None, None, 1000, 100, 1),  # every value NULL: the NULL pass alone
+    (1000, 0, 2**62, 0, 100, 10),    # wide bigint range
+])
+def test_ranges(spark, rows, lo, hi, nulls, per_pass, count) -> None:
+    df = spark.createDataFrame([(1,)], "k bigint")
+    rule = Rule("r", "silver", Expect.UNIQUE, Action.WARN, columns=("k",))
+    totals = {"__urows_0": rows, "__ulo_0": lo, "__uhi_0": hi, "__unull_0": nulls}
+    filters = unique_passes.passes(df, rule, totals, 0, per_pass)
+    assert len(filters) == count
+    assert (filters[0] is None) == (rows <= per_pass)  # None: one pass over every row
+
+
+def test_engines_that_spill_keep_one_pass(spark, monkeypatch) -> None:
+    """The embedded engine (Sail) holds aggregates: passes; an engine answering ``version()``
+    as Spark does (JVM Spark, Databricks) spills them: one pass."""
+    df = spark.range(1)
+    assert unique_passes.pass_rows(df) == unique_passes.PASS_ROWS
+    monkeypatch.setattr(unique_passes, "sail_engine", lambda spark: False)
+    assert unique_passes.pass_rows(df) == 0
+    assert unique_passes.measures(df, RULES[0][0], checks._considered(RULES[0][0])) == []
