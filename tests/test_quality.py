@@ -18,6 +18,8 @@ from pipelines.quality import (
     result_to_json, run_quality, summary_line,
 )
 from pipelines.quality import checks, unique_passes
+from pipelines.quality.datasets import context_frame, context_key_counts, silver_slice
+from pipelines.quality.rules import Action, Expect, Rule
 from pipelines.quality.report import render_report
 from pipelines.silver.snapshot_store import SNAPSHOTS_DDL
 from pipelines.silver.transform import QUARANTINE_DDL, SILVER_COLUMNS
@@ -209,6 +211,34 @@ def test_uniqueness_in_passes_finds_the_same_defects(spark, bad_lake, monkeypatc
     c = counts(run_quality(spark, bad_lake, window="all", write=False))
     assert c[("seq_unique", "silver")] == (11, 4, "failed")
     assert c[("bronze_key_unique", "silver")] == (13, 2, "failed")
+
+
+@pytest.mark.parametrize("columns,when", [
+    (("source_id", "seq"), None),
+    (("source_id", "binlog_file", "start_pos", "row_in_event"), None),
+    (("pk_values",), None),  # row 700 has no pk_values: a NULL part
+    (("table_name", "pk_values"), "event_type = 'INSERT'"),
+])
+def test_context_key_counts_are_the_context_grouped(spark, bad_lake, monkeypatch, columns,
+                                                    when):
+    """Per key of the last run's rows, the table's rows sharing it: counted in one aggregate
+    (``context_key_counts``), and in passes, as grouping the context (a semi join) counts."""
+    sl = silver_slice(spark, bad_lake, Window())
+    rule = Rule("r", "silver", Expect.UNIQUE, Action.WARN, columns=columns, when=when)
+    cols = list(columns)
+
+    def rows(df):
+        return sorted((tuple(r) for r in df.collect()), key=repr)
+
+    want = rows(checks.key_counts(context_frame(sl, cols), rule))
+    assert want and any(r[-1] > 1 for r in want)  # the older copy of row 100 shares keys
+    assert rows(context_key_counts(sl, cols, checks.considered(rule))) == want
+    monkeypatch.setattr(unique_passes, "PASS_ROWS", 2)
+    (bounds,) = sl.rows.agg(*checks.unique_measures(sl.rows, rule)).collect()
+    filters = checks.unique_filters(sl.rows, rule, bounds.asDict())
+    assert len(filters) > 1
+    assert sorted((r for w in filters for r in rows(context_key_counts(
+        sl, cols, checks.considered(rule), w))), key=repr) == want
 
 
 def test_results_table_and_last_quality(spark, bad_lake):

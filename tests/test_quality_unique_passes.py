@@ -93,7 +93,7 @@ def test_each_row_falls_in_exactly_one_pass(frame) -> None:
     its NULLs; hash buckets of ``g`` (NULL included)."""
     for rule in (RULES[0][0], RULES[2][0]):
         (totals,) = frame.agg(*unique_passes.bounds(frame, rule,
-                                                    checks._considered(rule), 0)).collect()
+                                                    checks.considered(rule), 0)).collect()
         filters = unique_passes.passes(frame, rule, totals.asDict(), 0, 40)
         assert len(filters) == (9 if rule.name == "k_unique" else 8)  # 8 ranges + NULLs
         hits = Counter()
@@ -126,4 +126,4 @@ def test_engines_that_spill_keep_one_pass(spark, monkeypatch) -> None:
     assert unique_passes.pass_rows(df) == unique_passes.PASS_ROWS
     monkeypatch.setattr(unique_passes, "sail_engine", lambda spark: False)
     assert unique_passes.pass_rows(df) == 0
-    assert unique_passes.measures(df, RULES[0][0], checks._considered(RULES[0][0])) == []
+    assert unique_passes.measures(df, RULES[0][0], checks.considered(RULES[0][0])) == []

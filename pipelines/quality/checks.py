@@ -24,8 +24,8 @@ from pipelines.errors import ConfigError
 from pipelines.quality import unique_passes
 from pipelines.quality.rules import Action, Expect, Rule
 
-__all__ = ["Outcome", "validate", "check_rules_against", "failing_rows", "unique_measures",
-           "unique_filters"]
+__all__ = ["Outcome", "validate", "check_rules_against", "failing_rows", "key_counts",
+           "unique_measures", "unique_filters", "considered"]
 
 
 
@@ -191,7 +191,7 @@ def _expectation_type(rule: Rule) -> str:
             Expect.CONDITION: "expect_column_values_to_be_in_set"}[rule.expect]
 
 
-def _considered(rule: Rule):
+def considered(rule: Rule) -> Column:
     """The rows a rule looks at (its ``when``; NULL counts as false), as a Column."""
     return F.coalesce(F.expr(rule.when), F.lit(False)) if rule.when else F.lit(True)
 
@@ -218,41 +218,47 @@ def _any_value(columns: Sequence[str]):
 
 
 def _counts(df: DataFrame, rules: Sequence[Rule],
-            unique_frames: Sequence[DataFrame] | None = None) -> list[tuple[int, int]]:
+            unique_groups: Sequence[DataFrame] | None = None) -> list[tuple[int, int]]:
     """(rows considered, rows failing) per rule: every rule but UNIQUE in one aggregate pass
     over ``df``, each UNIQUE rule in grouped passes of its own (no aggregate pass when every
     rule is UNIQUE and the engine spills: a uniqueness rule checked against its history runs
     alone). Where the engine holds aggregates in memory the aggregate pass also measures each
     UNIQUE rule's rows, which ``unique_passes`` splits into passes of bounded size.
-    ``unique_frames``: the passes' rows, given (``df`` is one UNIQUE rule's dataset)."""
-    rows_per_pass = 0 if unique_frames is not None else unique_passes.pass_rows(df)
+    ``unique_groups``: the passes' key counts, given (``df`` is one UNIQUE rule's dataset)."""
+    rows_per_pass = 0 if unique_groups is not None else unique_passes.pass_rows(df)
     aggs = []
     for i, rule in enumerate(rules):
-        seen = _considered(rule)
+        seen = considered(rule)
         if rule.expect is not Expect.UNIQUE:
             aggs.append(F.sum(F.when(seen, 1).otherwise(0)).alias(f"__seen_{i}"))
             aggs.append(F.sum(F.when(seen & _fails(rule), 1).otherwise(0)).alias(f"__bad_{i}"))
         elif rows_per_pass:
             aggs += unique_passes.bounds(df, rule, seen, i)
     totals = df.agg(*aggs).collect()[0].asDict() if aggs else {}
-    return [_unique_counts(rule, unique_frames if unique_frames is not None else
-                           [df if where is None else df.where(where) for where in
-                            unique_passes.passes(df, rule, totals, i, rows_per_pass)])
+    return [_unique_counts(rule, unique_groups if unique_groups is not None else
+                           [key_counts(df if where is None else df.where(where), rule)
+                            for where in unique_passes.passes(df, rule, totals, i,
+                                                              rows_per_pass)])
             if rule.expect is Expect.UNIQUE
             else (int(totals[f"__seen_{i}"] or 0), int(totals[f"__bad_{i}"] or 0))
             for i, rule in enumerate(rules)]
 
 
-def _unique_counts(rule: Rule, frames: Sequence[DataFrame]) -> tuple[int, int]:
-    """A UNIQUE rule's (rows considered, rows sharing their key with another): one grouped
-    pass over each of ``frames`` (rows no two of which share a key), summed. A key whose
-    parts are all NULL is considered but never a duplicate (as GE counts)."""
+def key_counts(df: DataFrame, rule: Rule) -> DataFrame:
+    """UNIQUE ``rule``'s keys in ``df`` with the rows it considers per key (``count``)."""
+    return df.where(considered(rule)).groupBy(*rule.columns).count()
+
+
+def _unique_counts(rule: Rule, groups: Sequence[DataFrame]) -> tuple[int, int]:
+    """A UNIQUE rule's (rows considered, rows sharing their key with another) from its key
+    counts (:func:`key_counts`), one frame per pass (no key in two of them), summed: one
+    query per pass. A key whose parts are all NULL is considered but never a duplicate (as
+    GE counts)."""
     cols = list(rule.columns)
     dup = F.when((F.col("count") > 1) & _any_value(cols), F.col("count"))
     seen = dups = 0
-    for frame in frames:
-        groups = frame.where(_considered(rule)).groupBy(*cols).count()
-        row = groups.agg(F.sum("count").alias("seen"), F.sum(dup).alias("dup")).collect()[0]
+    for counts in groups:
+        row = counts.agg(F.sum("count").alias("seen"), F.sum(dup).alias("dup")).collect()[0]
         seen += int(row["seen"] or 0)
         dups += int(row["dup"] or 0)
     return seen, dups
@@ -261,7 +267,7 @@ def _unique_counts(rule: Rule, frames: Sequence[DataFrame]) -> tuple[int, int]:
 def unique_measures(df: DataFrame, rule: Rule) -> list[Column]:
     """Aggregates over ``df`` that size UNIQUE ``rule``'s passes (``unique_passes``); none
     where the engine spills (one pass)."""
-    return unique_passes.measures(df, rule, _considered(rule))
+    return unique_passes.measures(df, rule, considered(rule))
 
 
 def unique_filters(df: DataFrame, rule: Rule, totals: Mapping[str, Any]) -> list[Column | None]:
@@ -272,15 +278,16 @@ def unique_filters(df: DataFrame, rule: Rule, totals: Mapping[str, Any]) -> list
 
 def validate(df: DataFrame, rules: Sequence[Rule], *, report_columns: Sequence[str],
              sample_rows: int = 20, name: str = "dataset",
-             unique_frames: Sequence[DataFrame] | None = None) -> list[Outcome]:
+             unique_groups: Sequence[DataFrame] | None = None) -> list[Outcome]:
     """Validate ``rules`` on ``df``; one :class:`Outcome` per rule, in rule order.
 
     Every rule is first counted in one pass over ``df`` (``_counts``); great-expectations
     then validates only the rules that found failing rows, for its counts and their keys.
     ``report_columns`` are recorded for each failing row (those ``df`` lacks are skipped):
     ``sample_rows`` of them per rule, every one for ``quarantine`` rules.
-    ``unique_frames``: when ``rules`` is one UNIQUE rule, its passes' rows (rows sharing a
-    key lie in one of them; default: ``df`` split by ``unique_passes``). Raises
+    ``unique_groups``: when ``rules`` is one UNIQUE rule, its key counts
+    (:func:`key_counts`), one frame per pass (default: ``df``'s, split into passes by
+    ``unique_passes``). Raises
     :class:`ConfigError` when a rule's columns or SQL do not fit ``df``.
     """
     if not rules:
@@ -288,7 +295,7 @@ def validate(df: DataFrame, rules: Sequence[Rule], *, report_columns: Sequence[s
     check_rules_against(df, rules)
     found: dict[int, Outcome] = {}
     failing = []
-    for i, (rule, (seen, bad)) in enumerate(zip(rules, _counts(df, rules, unique_frames))):
+    for i, (rule, (seen, bad)) in enumerate(zip(rules, _counts(df, rules, unique_groups))):
         if bad:
             failing.append(i)
         else:

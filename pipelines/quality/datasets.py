@@ -45,7 +45,7 @@ from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
            "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
-           "context_frame", "key_bounds"]
+           "context_frame", "context_key_counts", "key_bounds"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 # Columns recorded for each failing row (the key, then what a person needs to find it).
@@ -243,6 +243,34 @@ def context_frame(sl: SilverSlice, columns: list[str], where: Column | None = No
         return table.join(keys, columns, "left_semi")  # a NULL key part: nothing to bound
     older = table.where(_within(columns, bounds))
     return older.join(keys, columns, "left_semi")
+
+
+def context_key_counts(sl: SilverSlice, columns: list[str], considered: Column,
+                       where: Column | None = None, bounds: Row | None = None) -> DataFrame:
+    """Per key of the window's rows (those passing ``where``), the table's rows sharing it
+    that ``considered`` selects (``count``): what grouping :func:`context_frame` by key
+    counts. One aggregate over the window's keys and the table's rows within their bounds,
+    without the distinct keys and the semi join the context itself takes; a key with a
+    NULL part is left out, as the semi join leaves it."""
+    assert sl.rows is not None and sl.table is not None
+    rows = sl.rows if where is None else sl.rows.where(where)
+    table = sl.table if where is None else sl.table.where(where)
+    if bounds is None:
+        bounds = key_bounds(rows, columns)
+    present = F.lit(True)
+    for c in columns:
+        present = present & F.col(c).isNotNull()
+    if bounds is None or any(bounds[f"lo{i}"] is None for i in range(len(columns))):
+        present = F.lit(False)  # every key has a NULL part: no context
+    else:
+        table = table.where(_within(columns, bounds))
+    window = rows.where(present).select(*columns, F.lit(1).alias("__window"),
+                                        F.lit(0).alias("__rows"))
+    shared = table.where(considered & present).select(*columns, F.lit(0).alias("__window"),
+                                                      F.lit(1).alias("__rows"))
+    return (window.unionByName(shared).groupBy(*columns)
+            .agg(F.sum("__window").alias("__window"), F.sum("__rows").alias("count"))
+            .where((F.col("__window") > 0) & (F.col("count") > 0)).select(*columns, "count"))
 
 
 def _within(columns: list[str], bounds) -> Column:

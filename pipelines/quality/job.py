@@ -25,11 +25,11 @@ from typing import Any, Sequence
 
 from pipelines.config import Config
 from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
-from pipelines.quality.checks import (Outcome, failing_rows, unique_filters,
+from pipelines.quality.checks import (Outcome, considered, failing_rows, unique_filters,
                                       unique_measures, validate)
 from pipelines.quality.datasets import (
-    KEY, REPORT_COLUMNS, Window, context_frame, key_bounds, quarantine_frame, silver_frame,
-    silver_slice,
+    KEY, REPORT_COLUMNS, Window, context_frame, context_key_counts, key_bounds, quarantine_frame,
+    silver_frame, silver_slice,
 )
 from pipelines.quality.result import (
     QualityResult, RuleResult, TableCounts, exit_code, render_result, result_to_json, summary_line,
@@ -99,17 +99,17 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
     for rule in separate:
         cols = list(rule.columns)
         # One query over the window's rows measures the key's bounds and how many passes
-        # it needs (the context's rows are those and the few older sharing a key); each
-        # pass then takes the context of its own keys: no pass holds every key.
+        # it needs; each pass then counts its keys' rows in the table: no pass holds every
+        # key. The context itself (a semi join) is read only by great-expectations, for a
+        # rule that found duplicates.
         bounds = key_bounds(sl.rows, cols, unique_measures(sl.rows, rule))
         totals = bounds.asDict() if bounds is not None else {}
-        filters = unique_filters(sl.rows, rule, totals)
+        groups = [context_key_counts(sl, cols, considered(rule), where, bounds)
+                  for where in unique_filters(sl.rows, rule, totals)]
         ctx = context_frame(sl, cols, bounds=bounds)
-        frames = ([ctx] if filters[0] is None else
-                  [context_frame(sl, cols, where, bounds) for where in filters])
         (o,) = validate(ctx, [rule], report_columns=REPORT_COLUMNS["silver"],
                         sample_rows=rs.sample_rows, name=f"silver-{rule.name}",
-                        unique_frames=frames)
+                        unique_groups=groups)
         found[rule] = (o, ctx)
     counts = _table_counts("silver", frame, [found[r] for r in rules])
     res.rows_checked["silver"] = sum(t.rows for t in counts)
