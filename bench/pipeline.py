@@ -15,7 +15,8 @@
 5. ``quality``: ``run_quality`` over all silver rows; ``stage-commands``: ``binlake bronze``
    and then ``binlake silver`` over the bronze it left, each a process of its own (start-up
    and first loads included: silver's compiled loops, bronze's decoding workers).
-6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them;
+6. ``index``: bronze + silver + quality on a fresh lake, the way ``binlake index`` runs them
+   (quality over every row the run's silver added);
    ``binlake index`` as a whole command (a process of its own: start-up, the engine, the
    three stages), and ``binlake index --gold-dsn`` into a throwaway local MariaDB
    (``GOLD_SERVER_OPTIONS``; a fresh database each run; the DSN goes by environment, never on
@@ -23,7 +24,9 @@
 7. Scale: one new small file (``samples/binlogs/mariadb-bin.000003``, numbered after the
    input's last file) indexed after that history, against the same file on an empty lake;
    in this process, and (``small-command``) as ``binlake index`` commands of their own, the
-   way a scheduled job indexes the newest file.
+   way a scheduled job indexes the newest file. ``large-file``: the input's last file once
+   more, numbered after it (a link), indexed after the history against an empty lake: what
+   a day's large file costs a lake with a history, time and memory.
 
 The stages run in rounds, each stage once per round in the order above, ``--repeat`` rounds:
 a stage and its reference run within a minute of each other (this machine's speed drifts over
@@ -418,17 +421,22 @@ def _mariadb_binlog(paths: list[str], rows: int):
     return run
 
 
+def _next_name(where: Path, paths: list[str], n: int) -> Path:
+    """``where``/the name of the ``n``-th file after the input's last (``where`` created)."""
+    base, _, number = os.path.basename(paths[-1]).rpartition(".")
+    where.mkdir(parents=True, exist_ok=True)
+    return where / f"{base}.{int(number) + n:0{len(number)}d}"
+
+
 def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     """The sample file, alone in ``where``, named as the ``n``-th file after the input's last."""
-    base, _, number = os.path.basename(paths[-1]).rpartition(".")
-    out = where / f"{base}.{int(number) + n:0{len(number)}d}"
-    where.mkdir(parents=True, exist_ok=True)
+    out = _next_name(where, paths, n)
     shutil.copyfile(REPO / "samples" / "binlogs" / "mariadb-bin.000003", out)
     return out
 
 
 STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "stage-commands",
-          "index-command", "index-gold", "small-file", "small-command")
+          "index-command", "index-gold", "small-file", "small-command", "large-file")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -468,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     from pipelines.bronze.job import run_bronze
-    from pipelines.quality import run_quality
+    from pipelines.quality import Window, run_quality
     from pipelines.session import get_spark
     from pipelines.silver.job import run_silver
 
@@ -499,13 +507,18 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         run_quality(spark, cfg_for(lake), window="all")
         return rows  # every silver row (the workload has no quarantined rows)
 
+    def index_files(where: Path, directory: Path, files: list[str] | None = None) -> int:
+        """bronze, silver, and quality over every row silver added, as ``binlake index``."""
+        cfg = cfg_for(where)
+        res = run_bronze(spark, cfg, binlog_dir=str(directory), files=files,
+                         all_files=files is None)
+        before = run_silver(spark, cfg).version_before
+        run_quality(spark, cfg, window=Window(since=before if before is not None else -1))
+        return res.row_changes
+
     def index() -> int:
         shutil.rmtree(lake, ignore_errors=True)
-        cfg = cfg_for(lake)
-        n = run_bronze(spark, cfg, binlog_dir=str(binlog_dir), all_files=True).row_changes
-        run_silver(spark, cfg)
-        run_quality(spark, cfg)
-        return n
+        return index_files(lake, binlog_dir)
 
     numbers = iter(range(1, 1000))
 
@@ -515,11 +528,22 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
             n = next(numbers)
             small = _next_small_file(work / f"next{n}", paths, n)
             where = target if target is not None else work / f"small{n}"
-            cfg = cfg_for(where)
-            res = run_bronze(spark, cfg, binlog_dir=str(small.parent), files=[small.name])
-            run_silver(spark, cfg)
-            run_quality(spark, cfg)
-            return res.files[0].row_changes or 0
+            return index_files(where, small.parent, [small.name])
+        return run
+
+    def one_large_file(target: Path | None):
+        """Index the input's last file once more, numbered after the history (a link), into
+        ``target`` (None: a new empty lake each run, removed after)."""
+        def run() -> int:
+            n = next(numbers)
+            large = _next_name(work / f"large{n}", paths, n)
+            os.symlink(os.path.abspath(paths[-1]), large)
+            where = target if target is not None else work / f"largelake{n}"
+            try:
+                return index_files(where, large.parent, [large.name])
+            finally:
+                if target is None:
+                    shutil.rmtree(where, ignore_errors=True)
         return run
 
     say("2. warming the engine up on the first file ...")
@@ -530,9 +554,10 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     unknown = stages - set(STAGES) - {"bronze", ""}
     if unknown:
         raise SystemExit(f"--stages: unknown {sorted(unknown)}; known: {', '.join(STAGES)}")
-    if stages & {"small-file", "small-command"} and not stages & {"index", "index-command"}:
-        raise SystemExit("--stages: small-file and small-command index after the history the "
-                         "index or index-command stage leaves: add one of them")
+    if (stages & {"small-file", "small-command", "large-file"}
+            and not stages & {"index", "index-command"}):
+        raise SystemExit("--stages: small-file, small-command and large-file index after the "
+                         "history the index or index-command stage leaves: add one of them")
     if "quality" in stages and not stages & {"silver", "silver-workers"}:
         raise SystemExit("--stages: quality checks the silver the silver stage writes: add "
                          "silver (or silver-workers)")
@@ -574,6 +599,10 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
             plan.append(("binlake index, small file after the history",
                          _small_command(work, paths, numbers, lake),
                          "binlake index, small file, empty lake"))
+        if "large-file" in stages:
+            plan.append(("large file, empty lake", one_large_file(None), ""))
+            plan.append(("large file after the history", one_large_file(lake),
+                         "large file, empty lake"))
         runs = rounds(plan, args.repeat, first)
     figures = [min(runs[name], key=lambda f: f.seconds) for name, _, _ in plan]
     if "mariadb-binlog" in stages:  # the reference first

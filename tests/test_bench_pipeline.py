@@ -1,0 +1,32 @@
+"""bench/pipeline.py's scale stages, run whole over the sample binlogs.
+
+``large-file`` indexes the input's last file once more, numbered after it, into an empty lake
+and after the history the ``index`` stage left (the input named relative to the working
+directory, as a user types it); both must index that file's row changes
+(295 in ``samples/binlogs/mariadb-bin.000003``, counted by ``mariadb-binlog -v``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples" / "binlogs"
+
+
+def test_large_file_stage_indexes_the_last_file_again(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for n in (1, 2, 3):
+        os.symlink(SAMPLES / f"mariadb-bin.00000{n}", inputs / f"mariadb-bin.00000{n}")
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "pipeline.py"),
+                           "--binlog-dir", "in", "--stages", "index,large-file"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    for stage in ("large file, empty lake", "large file after the history"):
+        assert f"{stage}: 295 rows in" in out, out[-3000:]
+    assert "| large file after the history |" in out and "x large file, empty lake |" in out
