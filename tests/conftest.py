@@ -49,6 +49,23 @@ def corpus() -> Path:
     return CORPUS
 
 
+@pytest.fixture
+def unique_pass_counts(monkeypatch) -> list[int]:
+    """Quality's uniqueness counts, watched: how many grouped passes each rule's count took,
+    in the order the rules were counted."""
+    from pipelines.quality import checks
+
+    passes: list[int] = []
+    real = checks._unique_counts
+
+    def spy(rule, groups):
+        passes.append(len(groups))
+        return real(rule, groups)
+
+    monkeypatch.setattr(checks, "_unique_counts", spy)
+    return passes
+
+
 def manifest_entries(corpus_dir: Path = CORPUS) -> list[dict]:
     """Per corpus file: its path and the facts MANIFEST.md states (independent walker)."""
     text = (corpus_dir / "MANIFEST.md").read_text()

@@ -66,21 +66,15 @@ def test_expected_counts_are_not_trivial() -> None:
 
 
 @pytest.mark.parametrize("rule,expected", RULES, ids=[r.name for r, _ in RULES])
-def test_passes_count_what_one_pass_counts(frame, monkeypatch, rule, expected) -> None:
-    passes = []
-    real = checks._unique_counts
-
-    def spy(rule, frames):
-        passes.append(len(frames))
-        return real(rule, frames)
-
-    monkeypatch.setattr(checks, "_unique_counts", spy)
+def test_passes_count_what_one_pass_counts(frame, monkeypatch, unique_pass_counts, rule,
+                                           expected) -> None:
     monkeypatch.setattr(unique_passes, "PASS_ROWS", 40)
     # The counts validate starts from (a failing rule then goes to great-expectations,
     # whose counts replace them).
     assert checks._counts(frame, [rule]) == [expected]
     # ceil(rows / 40) ranges of k (and its NULLs), or buckets of g's hash
-    assert passes == [{"k_unique": 9, "kg_unique": 9, "g_unique": 8, "k_when": 7}[rule.name]]
+    assert unique_pass_counts == [{"k_unique": 9, "kg_unique": 9, "g_unique": 8,
+                                   "k_when": 7}[rule.name]]
     (o,) = validate(frame, [rule], report_columns=["n"], name="passes")
     assert (o.checked, o.failed) == expected
     # great-expectations over the whole frame agrees
