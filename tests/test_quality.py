@@ -331,6 +331,8 @@ def test_bad_rules_name_the_rule(body, message):
     ({"expect": "not_null", "column": "no_such"}, "no column no_such in dataset silver"),
     ({"expect": "condition", "condition": "pk_values ==="}, "invalid condition"),
     ({"expect": "condition", "condition": "nope(pk_values)"}, "invalid condition"),
+    # checked against the window and the older rows sharing its keys (the last run)
+    ({"expect": "unique", "columns": ["seq", "no_such"]}, "no column no_such in dataset silver"),
 ])
 def test_rule_not_fitting_its_dataset_names_the_rule(spark, bad_lake, spec, message):
     rules = parse_rules({"rules": {"bad_one": {"action": "fail", "silver": spec}}})

@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 from pipelines.config import Config
 from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
-from pipelines.quality.checks import (Outcome, considered, failing_rows, unique_filters,
-                                      unique_measures, validate)
+from pipelines.quality.checks import (Outcome, check_rules_against, considered, failing_rows,
+                                      unique_filters, unique_measures, validate)
 from pipelines.quality.datasets import (
     KEY, REPORT_COLUMNS, Window, context_frame, context_key_counts, key_bounds, quarantine_frame,
     silver_frame, silver_slice,
@@ -96,6 +96,8 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
     for o in validate(frame, together, report_columns=REPORT_COLUMNS["silver"],
                       sample_rows=rs.sample_rows, name="silver"):
         found[o.rule] = (o, frame)
+    if separate:  # before their bounds are measured: a rule not fitting is named
+        check_rules_against(sl.rows, separate)
     for rule in separate:
         cols = list(rule.columns)
         # One query over the window's rows measures the key's bounds and how many passes
