@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.python_run import run_python
 
 pytestmark = pytest.mark.spark
 
@@ -45,11 +45,8 @@ print(json.dumps({"code": code, "at_engine": seen[0], "after": running()}))
 
 def _bronze(tmp_path: Path, inline_max_mb: float) -> dict:
     env = {**os.environ, "BINLAKE_BRONZE_INLINE_MAX_MB": str(inline_max_mb)}
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, "--lake", str(tmp_path / f"lake{inline_max_mb}"),
-         "bronze", "--binlog-dir", str(REPO / "samples" / "binlogs"), "--all"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(_SCRIPT, "--lake", str(tmp_path / f"lake{inline_max_mb}"), "bronze",
+                     "--binlog-dir", str(REPO / "samples" / "binlogs"), "--all", env=env)
     lines = out.stdout.strip().splitlines()
     assert "bronze: 5 file(s), 340 row changes" in out.stdout, out.stdout
     return json.loads(lines[-1])
@@ -91,10 +88,8 @@ def test_compiled_loops_load_for_the_files_left_to_index(tmp_path: Path) -> None
            "BINLAKE_BRONZE_COMPILED_MIN_MB": "0.05"}
 
     def index() -> dict:
-        out = subprocess.run([sys.executable, "-c", _LOADS, "--lake", str(tmp_path / "lake"),
-                              "index", "--binlog-dir", str(d), "--all"],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
+        out = run_python(_LOADS, "--lake", str(tmp_path / "lake"), "index", "--binlog-dir",
+                         str(d), "--all", env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     assert index() == {"code": 0, "silver_loops": True, "row_loop": True}
@@ -128,9 +123,7 @@ def test_a_decoder_bug_in_the_task_fails_only_its_file(tmp_path: Path) -> None:
     d.mkdir()
     for name in ("mariadb-bin.000002", "mariadb-bin.000003"):
         shutil.copy(REPO / "samples" / "binlogs" / name, d / name)
-    out = subprocess.run([sys.executable, "-c", _FAULT, str(tmp_path / "lake"), str(d)],
-                         cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(_FAULT, str(tmp_path / "lake"), str(d))
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["mariadb-bin.000003"] == ["completed", 295, None]
     status, _, error = got["mariadb-bin.000002"]

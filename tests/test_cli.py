@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from tests.support.python_run import run_python
 
 CRC32_FILE = "osheroff__mysql-binlog-connector-java/src__test__resources__mysql-bin.checksum-crc32"
 
@@ -126,9 +127,7 @@ def test_the_command_keeps_ipython_out(tmp_path: Path) -> None:
             f"sys.argv = ['binlake', '--lake', {str(tmp_path / 'lake')!r}, 'status']\n"
             "rc = cli.command()\n"
             "print(rc, sys.modules.get('IPython', 'absent'), 'ipykernel' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, cwd=str(Path(__file__).resolve().parents[1]))
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_python(code, timeout=300)
     assert out.stdout.strip().splitlines()[-1] == "0 None False"
 
 
@@ -152,9 +151,7 @@ def test_a_command_of_its_own_skips_the_interpreter_teardown(tmp_path: Path, pla
             "sys.exit(rc + 3)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
     env.update(platform_env)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, cwd=str(Path(__file__).resolve().parents[1]), env=env)
-    assert out.returncode == 3, out.stderr[-2000:]
+    out = run_python(code, env=env, timeout=300, expect=3)
     lines = out.stdout.strip().splitlines()
     assert lines[-2:] == ["status printed", f"frozen at exit: {frozen}"], out.stdout
 

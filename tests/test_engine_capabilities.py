@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from pipelines.delta_ops import (BOUNDED_COMMIT_MB, Capabilities, capabilities, 
 from pipelines.session import engine_cores
 from pipelines.silver.job import run_silver
 from tests.support.engine_cli import binlake
+from tests.support.python_run import run_python
 
 pytestmark = [pytest.mark.spark, pytest.mark.matrix]
 
@@ -80,9 +79,7 @@ def test_jvm_spark_is_asked_its_parallelism(delta_spark) -> None:
             "from pipelines.session import get_spark, engine_cores; "
             "print('cores', engine_cores(get_spark(EngineConfig(kind='spark', "
             "master='local[3]'))))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_python(code)
     assert "cores 3" in done.stdout.splitlines(), done.stdout[-500:]
 
 

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.python_run import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,9 +23,7 @@ print(pa.default_memory_pool().backend_name)
 def _run(code: str, **env: str) -> str:
     full = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     full.update(env, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
-                         text=True, timeout=120, check=True)
-    return out.stdout.strip()
+    return run_python(code, env=full, timeout=120).stdout.strip()
 
 
 def test_arrow_allocates_with_malloc_unless_the_user_chose() -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.python_run import run_python
+
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,9 +61,7 @@ def test_serve_shares_the_views_with_another_process(spark, tmp_path: Path) -> N
     try:
         url = _read_until(server, r"Spark Connect at (sc://[\d.]+:\d+)").group(1)
         _read_until(server, r"views as global_temp")
-        client = subprocess.run([sys.executable, "-c", CLIENT, url], capture_output=True,
-                                text=True, env=env, timeout=300)
-        assert client.returncode == 0, client.stderr[-2000:]
+        client = run_python(CLIENT, url, env=env, timeout=300)
         out = dict(line.split(" ", 1) for line in client.stdout.splitlines() if " " in line)
         views = out["VIEWS"].split(",")
         assert {"shop__orders", "shop__orders__history", "silver_binlog_events"} <= set(views)

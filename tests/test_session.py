@@ -9,6 +9,7 @@ import pytest
 from pipelines import session
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
+from tests.support.python_run import run_python
 
 
 @pytest.mark.spark
@@ -34,12 +35,7 @@ def test_the_embedded_engine_stays_itself_when_asked_again() -> None:
     # `binlake index` asks for the session per stage. The Sail session binlake made is then
     # pyspark's active one; it must still count as the embedded engine, or silver takes the
     # JVM engines' paths (null lists masked, no compiled loops loaded in this process).
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", _TWICE], cwd=Path(__file__).resolve().parents[1],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(_TWICE, timeout=300)
     assert out.stdout.split() == ["sail", "True", "sail"]
 
 
@@ -57,12 +53,7 @@ def test_a_stopped_embedded_engine_is_started_again() -> None:
     # stop_engine() frees the embedded server (a notebook's memory, a test's engine); the
     # next get_spark() must start one, not hand back the session of the stopped server
     # (its calls waited on the gone server until the client gave up, minutes later).
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", _RESTART], cwd=Path(__file__).resolve().parents[1],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(_RESTART, timeout=120)
     assert out.stdout.split() == ["3", "sail", "False", "4"]
 
 
@@ -91,15 +82,10 @@ def test_embedded_session_outlives_sails_idle_timeout(tmp_path: Path) -> None:
     # Sail drops a session idle for spark.session_timeout_secs (15 min by default; 2 s here):
     # every later call failed with "session … is not running" (a waiting stream, serve, CI).
     import os
-    import subprocess
-    import sys
-
     env = {**os.environ, "SAIL_SPARK__SESSION_TIMEOUT_SECS": "2"}
     for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
         env.pop(var, None)
-    out = subprocess.run([sys.executable, "-c", _IDLE], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=Path(__file__).resolve().parents[1])
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_python(_IDLE, env=env, timeout=120)
     assert "after idle: 4" in out.stdout
 
 
@@ -134,13 +120,8 @@ def test_embedded_engine_leaves_ctrl_c_to_python() -> None:
     # shutdown), so Ctrl-C no longer reached the shell or the stream: the handler before the
     # engine started must be the one after (read with sigaction, not signal.getsignal).
     import os
-    import subprocess
-    import sys
-
     env = dict(os.environ)
     for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
         env.pop(var, None)
-    out = subprocess.run([sys.executable, "-c", _SIGINT], env=env, capture_output=True,
-                         text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_python(_SIGINT, env=env, timeout=120)
     assert "same handler: True" in out.stdout, out.stdout

@@ -15,9 +15,9 @@ the loops after a warm-up, with the same silver.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.python_run import run_python
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,9 +71,7 @@ print(json.dumps({"ok": ok, "before": before, "warmed": warmed, "after": loaded(
 
 def test_warm_loads_exactly_what_a_real_run_calls() -> None:
     binlogs = sorted(str(p) for p in (REPO / "samples" / "binlogs").glob("mariadb-bin.0*"))
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, *binlogs], cwd=REPO,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(_SCRIPT, *binlogs)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["ok"] is True  # the warm-up's two rows rendered as silver
     assert all(not sigs for sigs in got["before"].values())  # a fresh interpreter
@@ -91,9 +89,7 @@ def test_warm_in_background_loads_nothing_off_the_embedded_engine() -> None:
             "from pipelines.silver import render_warm\n"
             "print(render_warm.warm_in_background(Config()), "
             "sorted(t.name for t in threading.enumerate()))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(code, timeout=120)
     assert out.stdout.strip() == "False ['MainThread']"
 
 
@@ -151,9 +147,7 @@ def test_a_process_holding_the_loops_renders_every_run_with_them() -> None:
     # The sample files are far below silver.compiled_min_mb: a fresh process renders them
     # the Arrow way; once the loops are loaded (a stream warms them at its start) the same
     # run renders through them, and silver is the same.
-    out = subprocess.run([sys.executable, "-c", _RUN_SCRIPT, str(REPO / "samples" / "binlogs")],
-                         cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(_RUN_SCRIPT, str(REPO / "samples" / "binlogs"))
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["loaded_before"] is False and got["ok"] is True and got["loaded"] is True, got
     appended, compiled_groups = got["cold"]
