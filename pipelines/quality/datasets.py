@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame, Row
@@ -222,26 +221,21 @@ def key_bounds(rows: DataFrame, columns: list[str], extra: Sequence[Column] = ()
                       for n, f in (("lo", F.min), ("hi", F.max))), *extra).first()
 
 
-def context_frame(sl: SilverSlice, columns: list[str], where: Column | None = None,
-                  bounds: Row | None = None) -> DataFrame:
-    """The window's rows plus every older silver row sharing ``columns`` with one of them;
-    with ``where`` (a filter on key columns, so that rows sharing a key pass it together),
-    those of them that pass it. ``bounds``: :func:`key_bounds` of the window's rows, when
-    measured already."""
+def context_frame(sl: SilverSlice, columns: list[str], bounds: Row | None = None) -> DataFrame:
+    """The window's rows plus every older silver row sharing ``columns`` with one of them
+    (``bounds``: :func:`key_bounds` of the window's rows, when measured already)."""
     assert sl.rows is not None and sl.table is not None
-    table = sl.table if where is None else sl.table.where(where)
     if sl.window.kind == "all":
-        return table
-    rows = sl.rows if where is None else sl.rows.where(where)
+        return sl.table
     # Every row sharing a key lies within the window's min..max of each key column: as
     # literals, those ranges let the engine skip the older data files by their statistics,
     # so the cost follows the window, not the history.
     if bounds is None:
-        bounds = key_bounds(rows, columns)
-    keys = rows.select(*columns).distinct()
+        bounds = key_bounds(sl.rows, columns)
+    keys = sl.rows.select(*columns).distinct()
     if bounds is None or any(bounds[f"lo{i}"] is None for i in range(len(columns))):
-        return table.join(keys, columns, "left_semi")  # a NULL key part: nothing to bound
-    older = table.where(_within(columns, bounds))
+        return sl.table.join(keys, columns, "left_semi")  # a NULL key part: nothing to bound
+    older = sl.table.where(_within(columns, bounds))
     return older.join(keys, columns, "left_semi")
 
 
