@@ -266,16 +266,18 @@ def _unique_counts(rule: Rule, groups: Sequence[DataFrame]) -> tuple[int, int]:
     return seen, dups
 
 
-def unique_measures(df: DataFrame, rule: Rule) -> list[Column]:
-    """Aggregates over ``df`` that size UNIQUE ``rule``'s passes (``unique_passes``); none
-    where the engine spills (one pass)."""
-    return unique_passes.measures(df, rule, considered(rule))
+def unique_measures(df: DataFrame, rule: Rule, i: int = 0) -> list[Column]:
+    """Aggregates over ``df`` that size UNIQUE ``rule``'s passes (``unique_passes``, named
+    for rule ``i``); none where the engine spills (one pass)."""
+    return unique_passes.bounds(df, rule, considered(rule), i) if unique_passes.pass_rows(df) \
+        else []
 
 
-def unique_filters(df: DataFrame, rule: Rule, totals: Mapping[str, Any]) -> list[Column | None]:
+def unique_filters(df: DataFrame, rule: Rule, totals: Mapping[str, Any],
+                   i: int = 0) -> list[Column | None]:
     """The filters splitting UNIQUE ``rule``'s rows of ``df`` into passes of bounded size,
     from :func:`unique_measures`' ``totals`` (``[None]``: one pass)."""
-    return unique_passes.split(df, rule, totals)
+    return unique_passes.passes(df, rule, totals, i, unique_passes.pass_rows(df))
 
 
 def validate(df: DataFrame, rules: Sequence[Rule], *, report_columns: Sequence[str],

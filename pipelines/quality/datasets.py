@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -44,7 +44,7 @@ from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
            "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
-           "context_frame", "context_key_counts", "key_bounds"]
+           "context_frame", "context_key_counts", "key_bounds", "bound_aggregates"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 # Columns recorded for each failing row (the key, then what a person needs to find it).
@@ -213,15 +213,20 @@ def quarantine_frame(spark, cfg: Config) -> DataFrame | None:
                                        _snapshots(spark, cfg))
 
 
-def key_bounds(rows: DataFrame, columns: list[str], extra: Sequence[Column] = ()) -> Row | None:
-    """The least and greatest value of each of ``columns`` over ``rows`` (``lo<i>``,
-    ``hi<i>``), with the ``extra`` aggregates, in one query over the rows (no aggregate of
-    their distinct keys)."""
-    return rows.agg(*(f(c).alias(f"{n}{i}") for i, c in enumerate(columns)
-                      for n, f in (("lo", F.min), ("hi", F.max))), *extra).first()
+def bound_aggregates(columns: list[str], prefix: str = "") -> list[Column]:
+    """The least and greatest value of each of ``columns`` (``<prefix>lo<i>``,
+    ``<prefix>hi<i>``), aggregated over the rows themselves, not over their distinct keys."""
+    return [f(c).alias(f"{prefix}{n}{i}") for i, c in enumerate(columns)
+            for n, f in (("lo", F.min), ("hi", F.max))]
 
 
-def context_frame(sl: SilverSlice, columns: list[str], bounds: Row | None = None) -> DataFrame:
+def key_bounds(rows: DataFrame, columns: list[str]) -> Row | None:
+    """:func:`bound_aggregates` of ``columns`` over ``rows``, in one query."""
+    return rows.agg(*bound_aggregates(columns)).first()
+
+
+def context_frame(sl: SilverSlice, columns: list[str],
+                  bounds: Mapping[str, Any] | None = None) -> DataFrame:
     """The window's rows plus every older silver row sharing ``columns`` with one of them
     (``bounds``: :func:`key_bounds` of the window's rows, when measured already)."""
     assert sl.rows is not None and sl.table is not None
@@ -240,7 +245,8 @@ def context_frame(sl: SilverSlice, columns: list[str], bounds: Row | None = None
 
 
 def context_key_counts(sl: SilverSlice, columns: list[str], considered: Column,
-                       where: Column | None = None, bounds: Row | None = None) -> DataFrame:
+                       where: Column | None = None,
+                       bounds: Mapping[str, Any] | None = None) -> DataFrame:
     """Per key of the window's rows (those passing ``where``), the table's rows sharing it
     that ``considered`` selects (``count``): what grouping :func:`context_frame` by key
     counts. One aggregate over the window's keys and the table's rows within their bounds,

@@ -28,8 +28,8 @@ from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import (Outcome, check_rules_against, considered, failing_rows,
                                       unique_filters, unique_measures, validate)
 from pipelines.quality.datasets import (
-    KEY, REPORT_COLUMNS, Window, context_frame, context_key_counts, key_bounds, quarantine_frame,
-    silver_frame, silver_slice,
+    KEY, REPORT_COLUMNS, Window, bound_aggregates, context_frame, context_key_counts,
+    quarantine_frame, silver_frame, silver_slice,
 )
 from pipelines.quality.result import (
     QualityResult, RuleResult, TableCounts, exit_code, render_result, result_to_json, summary_line,
@@ -98,17 +98,20 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
         found[o.rule] = (o, frame)
     if separate:  # before their bounds are measured: a rule not fitting is named
         check_rules_against(sl.rows, separate)
-    for rule in separate:
+        # One query over the window's rows measures every such rule's key bounds and how
+        # many passes it needs; each pass then counts its keys' rows in the table: no pass
+        # holds every key. The context itself (a semi join) is read only by
+        # great-expectations, for a rule that found duplicates.
+        aggs = [a for i, rule in enumerate(separate)
+                for a in (*bound_aggregates(list(rule.columns), f"r{i}_"),
+                          *unique_measures(sl.rows, rule, i))]
+        measured = sl.rows.agg(*aggs).first().asDict()
+    for i, rule in enumerate(separate):
         cols = list(rule.columns)
-        # One query over the window's rows measures the key's bounds and how many passes
-        # it needs; each pass then counts its keys' rows in the table: no pass holds every
-        # key. The context itself (a semi join) is read only by great-expectations, for a
-        # rule that found duplicates.
-        bounds = key_bounds(sl.rows, cols, unique_measures(sl.rows, rule))
-        totals = bounds.asDict() if bounds is not None else {}
+        bounds = {k[len(f"r{i}_"):]: v for k, v in measured.items() if k.startswith(f"r{i}_")}
         groups = [context_key_counts(sl, cols, considered(rule), where, bounds)
-                  for where in unique_filters(sl.rows, rule, totals)]
-        ctx = context_frame(sl, cols, bounds=bounds)
+                  for where in unique_filters(sl.rows, rule, measured, i)]
+        ctx = context_frame(sl, cols, bounds)
         (o,) = validate(ctx, [rule], report_columns=REPORT_COLUMNS["silver"],
                         sample_rows=rs.sample_rows, name=f"silver-{rule.name}",
                         unique_groups=groups)

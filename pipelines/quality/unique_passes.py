@@ -35,7 +35,7 @@ from pyspark.sql.types import IntegralType
 from pipelines.delta_ops import sail_engine
 from pipelines.quality.rules import Rule
 
-__all__ = ["PASS_ROWS", "pass_rows", "bounds", "passes", "measures", "split"]
+__all__ = ["PASS_ROWS", "pass_rows", "bounds", "passes"]
 
 # Rows one grouped pass of a uniqueness rule may group on an engine that holds them.
 PASS_ROWS = 1_000_000
@@ -91,13 +91,3 @@ def passes(df: DataFrame, rule: Rule, totals: Mapping[str, Any], i: int,
         out.append(F.col(column).isNull())
     return out or [None]
 
-
-def measures(df: DataFrame, rule: Rule, considered: Column) -> list[Column]:
-    """The aggregates over ``df`` :func:`split` reads back: none where the engine spills."""
-    return bounds(df, rule, considered, 0) if pass_rows(df) else []
-
-
-def split(df: DataFrame, rule: Rule, totals: Mapping[str, Any]) -> list[Column | None]:
-    """The filters of ``rule``'s passes over ``df`` from :func:`measures`' ``totals``
-    (``[None]``: one pass)."""
-    return passes(df, rule, totals, 0, pass_rows(df))
