@@ -18,7 +18,8 @@ from pipelines.quality import (
     result_to_json, run_quality, summary_line,
 )
 from pipelines.quality import checks, unique_passes
-from pipelines.quality.datasets import context_frame, context_key_counts, silver_slice
+from pipelines.quality.datasets import (SilverSlice, alone_in_bounds, bound_aggregates,
+                                        context_frame, context_key_counts, silver_slice)
 from pipelines.quality.rules import Action, Expect, Rule
 from pipelines.quality.report import render_report
 from pipelines.silver.snapshot_store import SNAPSHOTS_DDL
@@ -233,6 +234,44 @@ def test_context_key_counts_are_the_context_grouped(spark, bad_lake, monkeypatch
     assert len(filters) > 1
     assert sorted((r for w in filters for r in rows(context_key_counts(
         sl, cols, checks.considered(rule), w))), key=repr) == want
+
+
+# A window of 42 rows (source "s", seq 100..139; 120 and 139 twice) after older rows.
+_WINDOW = [("s", 100 + i) for i in range(40)] + [("s", 120), ("s", 139)]
+
+
+@pytest.mark.parametrize("older,alone,duplicated", [
+    ([("s", 5), ("s", 500)], True, 4),    # the history's seq outside the window's: alone
+    ([("s", 5), ("s", 120)], False, 5),   # an older row sharing seq 120: three rows hold it
+    ([("t", 130)], False, 4),             # another source within the bounds: not alone,
+                                          # and ("t", 130) shares no key
+    ([], False, 4),                       # a window row without a source (below): not keyed
+])
+def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, alone, duplicated) -> None:
+    """``alone_in_bounds``: no older row lies within the bounds of the window's integer key
+    columns, so each pass groups the table's rows there alone (no union with the window's
+    keys). Either way the passes count what grouping the context (a semi join) counts."""
+    window = _WINDOW + ([(None, 141)] if not older else [])
+    ddl = "source_id string, seq bigint"
+    sl = SilverSlice(spark.createDataFrame(window, ddl), spark.createDataFrame(older + window, ddl),
+                     1, Window())
+    rule = Rule("r", "silver", Expect.UNIQUE, Action.WARN, columns=("source_id", "seq"))
+    cols = list(rule.columns)
+    bounds = sl.rows.agg(*bound_aggregates(cols)).first().asDict()
+    assert alone_in_bounds(sl, cols, bounds) is alone
+
+    def rows(df):
+        return sorted((tuple(r) for r in df.collect()), key=repr)
+
+    want = rows(checks.key_counts(context_frame(sl, cols, bounds), rule))
+    assert sum(r[-1] for r in want if r[-1] > 1) == duplicated
+    monkeypatch.setattr(unique_passes, "PASS_ROWS", 10)
+    (measured,) = sl.rows.agg(*checks.unique_measures(sl.rows, rule)).collect()
+    filters = checks.unique_filters(sl.rows, rule, measured.asDict())
+    assert len(filters) >= 5
+    got = [r for w in filters for r in rows(context_key_counts(
+        sl, cols, checks.considered(rule), w, bounds, alone))]
+    assert sorted(got, key=repr) == want
 
 
 def test_results_table_and_last_quality(spark, bad_lake):

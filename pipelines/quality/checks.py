@@ -240,7 +240,7 @@ def _counts(df: DataFrame, rules: Sequence[Rule],
     return [_unique_counts(rule, unique_groups if unique_groups is not None else
                            [key_counts(df if where is None else df.where(where), rule)
                             for where in unique_passes.passes(df, rule, totals, i,
-                                                              rows_per_pass)])
+                                                              rows_per_pass, considered(rule))])
             if rule.expect is Expect.UNIQUE
             else (int(totals[f"__seen_{i}"] or 0), int(totals[f"__bad_{i}"] or 0))
             for i, rule in enumerate(rules)]
@@ -277,7 +277,8 @@ def unique_filters(df: DataFrame, rule: Rule, totals: Mapping[str, Any],
                    i: int = 0) -> list[Column | None]:
     """The filters splitting UNIQUE ``rule``'s rows of ``df`` into passes of bounded size,
     from :func:`unique_measures`' ``totals`` (``[None]``: one pass)."""
-    return unique_passes.passes(df, rule, totals, i, unique_passes.pass_rows(df))
+    return unique_passes.passes(df, rule, totals, i, unique_passes.pass_rows(df),
+                                considered(rule))
 
 
 def validate(df: DataFrame, rules: Sequence[Rule], *, report_columns: Sequence[str],

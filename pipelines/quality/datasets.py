@@ -33,6 +33,7 @@ from typing import Any, Mapping
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegralType
 from pyspark.sql.window import Window as W
 
 from pipelines.config import Config
@@ -44,7 +45,8 @@ from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
            "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
-           "context_frame", "context_key_counts", "key_bounds", "bound_aggregates"]
+           "context_frame", "context_key_counts", "key_bounds", "bound_aggregates",
+           "alone_in_bounds"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 # Columns recorded for each failing row (the key, then what a person needs to find it).
@@ -215,9 +217,14 @@ def quarantine_frame(spark, cfg: Config) -> DataFrame | None:
 
 def bound_aggregates(columns: list[str], prefix: str = "") -> list[Column]:
     """The least and greatest value of each of ``columns`` (``<prefix>lo<i>``,
-    ``<prefix>hi<i>``), aggregated over the rows themselves, not over their distinct keys."""
-    return [f(c).alias(f"{prefix}{n}{i}") for i, c in enumerate(columns)
-            for n, f in (("lo", F.min), ("hi", F.max))]
+    ``<prefix>hi<i>``), aggregated over the rows themselves, not over their distinct keys,
+    and the rows with every one of them set (``<prefix>keyed``)."""
+    keyed = F.lit(True)
+    for c in columns:
+        keyed = keyed & F.col(c).isNotNull()
+    return [*[f(c).alias(f"{prefix}{n}{i}") for i, c in enumerate(columns)
+              for n, f in (("lo", F.min), ("hi", F.max))],
+            F.sum(F.when(keyed, 1).otherwise(0)).alias(f"{prefix}keyed")]
 
 
 def key_bounds(rows: DataFrame, columns: list[str]) -> Row | None:
@@ -244,19 +251,53 @@ def context_frame(sl: SilverSlice, columns: list[str],
     return older.join(keys, columns, "left_semi")
 
 
+def alone_in_bounds(sl: SilverSlice, columns: list[str], bounds: Mapping[str, Any]) -> bool:
+    """Whether the window's rows with a whole key (``keyed``, :func:`bound_aggregates`) are
+    the only rows of the table within the bounds of the key's integer columns: then no
+    older row can share a key with one of them. The usual case, a run's files being numbered
+    after the history's (``seq`` begins with the file's number). One count of the table's
+    rows there (the engine skips older files by their statistics); the table holds the
+    window's rows. Only the integer columns bound it: on the embedded engine a filter on a
+    string column made each pass three times slower (docs/performance.md, session 24)."""
+    assert sl.table is not None
+    within = _integer_within(sl.table, columns, bounds)
+    if within is None:
+        return False
+    return sl.table.where(within).count() == int(bounds.get("keyed") or 0)
+
+
+def _integer_within(table: DataFrame, columns: list[str], bounds: Mapping[str, Any]
+                    ) -> Column | None:
+    """The rows within the bounds of ``columns``' integer columns (``None``: no integer column,
+    or no bounds)."""
+    types = {f.name: f.dataType for f in table.schema.fields}
+    ints = [i for i, c in enumerate(columns) if isinstance(types.get(c), IntegralType)]
+    if not ints or any(bounds.get(f"lo{i}") is None for i in ints):
+        return None
+    return _within([columns[i] for i in ints],
+                   {f"{n}{j}": bounds[f"{n}{i}"] for j, i in enumerate(ints) for n in ("lo", "hi")})
+
+
 def context_key_counts(sl: SilverSlice, columns: list[str], considered: Column,
                        where: Column | None = None,
-                       bounds: Mapping[str, Any] | None = None) -> DataFrame:
+                       bounds: Mapping[str, Any] | None = None,
+                       alone: bool = False) -> DataFrame:
     """Per key of the window's rows (those passing ``where``), the table's rows sharing it
     that ``considered`` selects (``count``): what grouping :func:`context_frame` by key
     counts. One aggregate over the window's keys and the table's rows within their bounds,
     without the distinct keys and the semi join the context itself takes; a key with a
-    NULL part is left out, as the semi join leaves it."""
+    NULL part is left out, as the semi join leaves it. ``alone`` (:func:`alone_in_bounds`):
+    the table's rows within the integer columns' bounds are the window's own, grouped there
+    without the union (the window's keys are then every key there)."""
     assert sl.rows is not None and sl.table is not None
     rows = sl.rows if where is None else sl.rows.where(where)
     table = sl.table if where is None else sl.table.where(where)
     if bounds is None:
         bounds = key_bounds(rows, columns)
+    if alone:
+        within = _integer_within(sl.table, columns, bounds)
+        assert within is not None
+        return table.where(within & considered).groupBy(*columns).count()
     present = F.lit(True)
     for c in columns:
         present = present & F.col(c).isNotNull()

@@ -28,8 +28,8 @@ from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import (Outcome, check_rules_against, considered, failing_rows,
                                       unique_filters, unique_measures, validate)
 from pipelines.quality.datasets import (
-    KEY, REPORT_COLUMNS, Window, bound_aggregates, context_frame, context_key_counts,
-    quarantine_frame, silver_frame, silver_slice,
+    KEY, REPORT_COLUMNS, Window, alone_in_bounds, bound_aggregates, context_frame,
+    context_key_counts, quarantine_frame, silver_frame, silver_slice,
 )
 from pipelines.quality.result import (
     QualityResult, RuleResult, TableCounts, exit_code, render_result, result_to_json, summary_line,
@@ -100,7 +100,8 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
         check_rules_against(sl.rows, separate)
         # One query over the window's rows measures every such rule's key bounds and how
         # many passes it needs; each pass then counts its keys' rows in the table: no pass
-        # holds every key. The context itself (a semi join) is read only by
+        # holds every key. Where no older row lies within a rule's key bounds (one count),
+        # a pass groups the table's rows there alone, as over the whole window. The context itself (a semi join) is read only by
         # great-expectations, for a rule that found duplicates.
         aggs = [a for i, rule in enumerate(separate)
                 for a in (*bound_aggregates(list(rule.columns), f"r{i}_"),
@@ -109,7 +110,8 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
     for i, rule in enumerate(separate):
         cols = list(rule.columns)
         bounds = {k[len(f"r{i}_"):]: v for k, v in measured.items() if k.startswith(f"r{i}_")}
-        groups = [context_key_counts(sl, cols, considered(rule), where, bounds)
+        alone = alone_in_bounds(sl, cols, bounds)
+        groups = [context_key_counts(sl, cols, considered(rule), where, bounds, alone)
                   for where in unique_filters(sl.rows, rule, measured, i)]
         ctx = context_frame(sl, cols, bounds)
         (o,) = validate(ctx, [rule], report_columns=REPORT_COLUMNS["silver"],
