@@ -24,7 +24,7 @@ __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_ver
            "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
            "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
-           "session_key"]
+           "session_key", "version_unreadable"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,16 @@ def enable_change_data_feed(spark, path: str, rows, partition_by: list[str]) -> 
             raise EngineError(f"silver.change_data_feed: cannot enable the change data feed on "
                               f"the existing table {path}: {str(exc).splitlines()[0]}") from exc
     return True
+
+
+def version_unreadable(exc: BaseException) -> bool:
+    """Whether ``exc`` is the embedded engine refusing to read a table at a version it could
+    read a moment before. Sail 0.7.2 time-travels only to a version at or after the table's
+    latest checkpoint, at a checkpoint or one after it; it checkpoints every tenth commit, so
+    a DataFrame pinned at the latest version fails once a concurrent commit checkpoints
+    (``Missing commit file: expected version 0, found …``). Read at the newer version then.
+    delta-spark and delta-rs read every version."""
+    return "Missing commit file: expected version" in str(exc)
 
 
 def current_version(path: str) -> int | None:

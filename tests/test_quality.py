@@ -18,6 +18,7 @@ from pipelines.quality import (
     result_to_json, run_quality, summary_line,
 )
 from pipelines.quality import checks, unique_passes
+from pipelines.quality import job as quality_job
 from pipelines.quality.datasets import (SilverSlice, alone_in_bounds, bound_aggregates,
                                         context_frame, context_key_counts, silver_slice)
 from pipelines.quality.rules import Action, Expect, Rule
@@ -272,6 +273,42 @@ def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, alone, duplic
     got = [r for w in filters for r in rows(context_key_counts(
         sl, cols, checks.considered(rule), w, bounds, alone))]
     assert sorted(got, key=repr) == want
+
+
+def test_a_commit_landing_mid_run_is_checked_at_its_version(spark, tmp_path, monkeypatch):
+    """Quality pins silver's latest version and holds no lease. The embedded engine (Sail
+    0.7.2) cannot read a version before a later checkpoint, and it checkpoints every tenth
+    commit: a real append lands as version 10 while the run checks version 9, so the check
+    runs again at version 10 (``delta_ops.version_unreadable``)."""
+    cfg = load_config(overrides={"lake.root": str(tmp_path / "lake")})
+    silver = cfg.table_path("silver", "binlog_events")
+
+    def commit(i: int) -> None:
+        row = silver_row(100 * (i + 1), "INSERT", str(i), after={"id": i, "name": "x"})
+        spark.createDataFrame([row], SILVER_DDL).write.format("delta").mode("append").save(silver)
+
+    for i in range(10):  # versions 0..9
+        commit(i)
+    real, landed = quality_job.silver_frame, []
+
+    def concurrent_commit(spark_, cfg_, sl):
+        if not landed:
+            commit(10)
+            landed.append(sl.version)
+        return real(spark_, cfg_, sl)
+
+    monkeypatch.setattr(quality_job, "silver_frame", concurrent_commit)
+    res = run_quality(spark, cfg, write=False)
+    assert landed == [9]
+    try:  # what the engine makes of the pinned version now
+        spark.read.format("delta").option("versionAsOf", 9).load(silver).count()
+        readable = True
+    except Exception as exc:  # noqa: BLE001
+        assert "Missing commit file" in str(exc)
+        readable = False
+    assert res.silver_version == (9 if readable else 10)
+    assert res.rows_checked["silver"] == 1  # the row of the checked version's commit
+    assert not [r for r in res.rules if r.status == "error"]
 
 
 def test_results_table_and_last_quality(spark, bad_lake):

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import time
 import uuid
 from typing import Any, Sequence
 
 from pipelines.config import Config
+from pipelines.delta_ops import version_unreadable
 from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import (Outcome, check_rules_against, considered, failing_rows,
                                       unique_filters, unique_measures, validate)
@@ -43,6 +45,10 @@ __all__ = ["RuleResult", "TableCounts", "QualityResult", "run_quality", "summary
 RESULTS_DDL = QUALITY_RESULTS.ddl()
 FAILURES_DDL = QUALITY_FAILURES.ddl()
 _STATUS = {Action.WARN: "warned", Action.QUARANTINE: "quarantined", Action.FAIL: "failed"}
+# Checks of silver at a pinned version that a concurrent commit made unreadable, at most.
+_PIN_ATTEMPTS = 3
+
+log = logging.getLogger(__name__)
 
 
 def _rule_result(o: Outcome) -> RuleResult:
@@ -79,6 +85,23 @@ def _table_counts(dataset: str, frame, outcomes: Sequence[tuple[Outcome, Any]]
             tc = tables.setdefault(key, TableCounts(dataset, *key))
             tc.failed[o.rule.name] = int(r["count"])
     return sorted(tables.values(), key=lambda t: (t.schema_name or "", t.table_name or ""))
+
+
+def _check_silver_pinned(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Window,
+                         res: QualityResult) -> list[RuleResult]:
+    """:func:`_check_silver`, again at silver's newer version when the engine can no longer
+    read the version it pinned (``delta_ops.version_unreadable``: a silver or stream run
+    committing meanwhile; quality holds no lease)."""
+    for attempt in range(1, _PIN_ATTEMPTS + 1):
+        try:
+            return _check_silver(spark, cfg, rules, rs, window, res)
+        except Exception as exc:  # noqa: BLE001 - the engine's error, matched by its text
+            if attempt == _PIN_ATTEMPTS or not version_unreadable(exc):
+                raise
+            log.warning("quality: silver version %s became unreadable while checking it (a "
+                        "commit landed meanwhile); checking again at the latest version",
+                        res.silver_version)
+    raise AssertionError("unreachable")  # the last attempt returned or raised
 
 
 def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Window,
@@ -152,7 +175,7 @@ def run_quality(spark, cfg: Config, *, window: Window | str | None = None,
     res = QualityResult(run_id=f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}", run_time=now,
                         window=str(win), silver_version=None)
     by_dataset = {
-        "silver": _check_silver(spark, cfg, rs.for_dataset("silver"), rs, win, res),
+        "silver": _check_silver_pinned(spark, cfg, rs.for_dataset("silver"), rs, win, res),
         "quarantine": _check_quarantine(spark, cfg, rs.for_dataset("quarantine"), rs, res),
     }
     order = {(r.name, r.dataset): i for i, r in enumerate(rs.rules)}
