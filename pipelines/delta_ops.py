@@ -24,7 +24,7 @@ __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_ver
            "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
            "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
-           "session_key", "version_unreadable"]
+           "session_key", "version_unreadable", "version_files"]
 
 
 @dataclass(frozen=True)
@@ -232,6 +232,24 @@ def table_id(path: str) -> str | None:
 
         return DeltaTable(path).metadata().id
     except Exception:  # noqa: BLE001 - not found / no deltalake / remote store without creds
+        return None
+
+
+def version_files(path: str, version: int) -> list[str] | None:
+    """The data files of the table's snapshot at ``version`` (absolute URIs, delta-rs): its
+    rows, read by file where a run reads a pinned version for long. The embedded engine
+    re-reads the log on every query and cannot read a version once a later checkpoint
+    lands (:func:`version_unreadable`); files stay readable until VACUUM. ``None`` when
+    delta-rs cannot load it or the table may hold deletion vectors (a file's rows are then
+    not all the table's)."""
+    try:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(path, version=version)
+        if "deletionVectors" in (table.protocol().writer_features or []):
+            return None
+        return list(table.file_uris())
+    except Exception:  # noqa: BLE001 - no table, no such version, unreadable store
         return None
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import load_config
+from pipelines.gold import job as gold_job
 from pipelines.gold.job import gold_status, run_gold, run_init, run_rotate, run_vacuum
 from devtools.silver_rows import (BIG_NEGATIVE, BIG_UNSIGNED, DECIMAL_TEXT, ESCAPED_PK_TAIL,
                                   LONG_PK, RAW_DECIMAL, write_silver)
@@ -127,6 +128,33 @@ def test_export_is_exactly_once_and_hourly(spark, tmp_path, mariadb, gold_db) ->
         "incremental", days, 1500, 1500)
     assert_exactly_once(spark, cfg, mariadb, gold_db)
     assert_partitions_hourly(mariadb, gold_db)
+
+
+def test_first_export_survives_a_checkpoint_landing_meanwhile(spark, tmp_path, mariadb, gold_db,
+                                                               monkeypatch) -> None:
+    """The first export reads silver's whole snapshot at the version it pins, for minutes on
+    a big lake, while a stream may commit (it holds no silver lease). The embedded engine
+    checkpoints every tenth commit and cannot then time-travel to the pinned version: the
+    export reads the snapshot's data files (``delta_ops.version_files``), as incremental
+    runs read theirs. A real append lands as version 10 between the export's queries."""
+    cfg = cfg_for(tmp_path, mariadb, gold_db)
+    for i in range(10):  # silver versions 0..9
+        write_silver(spark, silver_path(cfg), 60, hours=1, first_id=60 * i, file_no=i + 1)
+    real, landed = gold_job._partitions_for, []
+
+    def concurrent_commit(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if not landed:  # version 10: the engine writes a checkpoint
+            write_silver(spark, silver_path(cfg), 60, hours=1, first_id=600, file_no=11)
+            landed.append(True)
+        return out
+
+    monkeypatch.setattr(gold_job, "_partitions_for", concurrent_commit)
+    res = run_gold(spark, cfg)
+    assert landed and (res.mode, res.to_version, res.rows_inserted) == ("full", 9, 600)
+    more = run_gold(spark, cfg)
+    assert (more.mode, more.rows_inserted) == ("incremental", 60)
+    assert_exactly_once(spark, cfg, mariadb, gold_db)
 
 
 def test_json_and_pk_values_are_exact_on_the_server(spark, tmp_path, mariadb, gold_db) -> None:

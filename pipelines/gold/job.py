@@ -21,7 +21,7 @@ from typing import Any
 
 from pipelines.config import Config, parse_retain
 from pipelines.delta_ops import (current_version, files_added, set_retention, table_id,
-                                 vacuum_table)
+                                 vacuum_table, version_files)
 from pipelines.mysql_client import Dsn, error_text, offers_bulk_operations
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, state
@@ -172,6 +172,12 @@ def _silver_rows(spark, lake: Lake, path: str | None, watermark: int, target: in
                 return None, "incremental", 0
             return read_data_files(spark, SILVER_EVENTS, files), "incremental", len(files)
         log.warning("silver log for version %s is gone: exporting the whole snapshot", watermark)
+    # The snapshot's data files, read as the incremental runs read theirs: an export reads
+    # the pinned version for minutes, and the embedded engine cannot time-travel to it once
+    # a stream's commit checkpoints silver meanwhile (delta_ops.version_unreadable).
+    files = version_files(path, target) if path else None
+    if files is not None:
+        return (read_data_files(spark, SILVER_EVENTS, files) if files else None), "full", len(files)
     return lake.read(spark, SILVER_EVENTS, target), "full", None
 
 

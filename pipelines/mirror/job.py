@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.delta_ops import current_version, files_added, sql_string, table_exists
+from pipelines.delta_ops import (current_version, files_added, sql_string, table_exists,
+                                 version_files)
 from pipelines.errors import EngineError
 from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog, read_data_files
 from pipelines.lease import holds_lease
@@ -130,6 +131,10 @@ def _silver_batch(spark, lake, path: str | None, since: int, target: int):
         if files is not None:
             return read_data_files(spark, SILVER_EVENTS, files) if files else None
         log.warning("silver log for version %s is gone: mirroring from the whole table", since)
+    # The snapshot's files, as gold reads its first export (delta_ops.version_files).
+    files = version_files(path, target) if path else None
+    if files is not None:
+        return read_data_files(spark, SILVER_EVENTS, files) if files else None
     return lake.read(spark, SILVER_EVENTS, target)
 
 
