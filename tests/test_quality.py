@@ -241,18 +241,20 @@ def test_context_key_counts_are_the_context_grouped(spark, bad_lake, monkeypatch
 _WINDOW = [("s", 100 + i) for i in range(40)] + [("s", 120), ("s", 139)]
 
 
-@pytest.mark.parametrize("older,alone,duplicated", [
-    ([("s", 5), ("s", 500)], True, 4),    # the history's seq outside the window's: alone
-    ([("s", 5), ("s", 120)], False, 5),   # an older row sharing seq 120: three rows hold it
-    ([("t", 130)], False, 4),             # another source within the bounds: not alone,
-                                          # and ("t", 130) shares no key
-    ([], False, 4),                       # a window row without a source (below): not keyed
+@pytest.mark.parametrize("older,sourceless,alone,duplicated", [
+    ([("s", 5), ("s", 500)], False, True, 4),  # the history's seq outside the window's
+    ([("s", 5), ("s", 120)], False, False, 5),  # an older row sharing seq 120: 3 rows hold it
+    ([("t", 130)], False, True, 4),             # another source: outside the source bounds
+    ([("s", 141)], True, False, 4),             # within the bounds (seq up to 141 with the
+                                                # sourceless row), sharing no key
+    ([], True, True, 4),                        # a row without a source: no key, no context
 ])
-def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, alone, duplicated) -> None:
-    """``alone_in_bounds``: no older row lies within the bounds of the window's integer key
-    columns, so each pass groups the table's rows there alone (no union with the window's
-    keys). Either way the passes count what grouping the context (a semi join) counts."""
-    window = _WINDOW + ([(None, 141)] if not older else [])
+def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, sourceless, alone,
+                                        duplicated) -> None:
+    """``alone_in_bounds``: no older row lies within the window's key bounds, so each pass
+    groups the window's rows alone (no union with the table's). Either way the passes count
+    what grouping the context (a semi join) counts."""
+    window = _WINDOW + ([(None, 141)] if sourceless else [])
     ddl = "source_id string, seq bigint"
     sl = SilverSlice(spark.createDataFrame(window, ddl), spark.createDataFrame(older + window, ddl),
                      1, Window())

@@ -33,7 +33,6 @@ from typing import Any, Mapping
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegralType
 from pyspark.sql.window import Window as W
 
 from pipelines.config import Config
@@ -253,29 +252,14 @@ def context_frame(sl: SilverSlice, columns: list[str],
 
 def alone_in_bounds(sl: SilverSlice, columns: list[str], bounds: Mapping[str, Any]) -> bool:
     """Whether the window's rows with a whole key (``keyed``, :func:`bound_aggregates`) are
-    the only rows of the table within the bounds of the key's integer columns: then no
-    older row can share a key with one of them. The usual case, a run's files being numbered
-    after the history's (``seq`` begins with the file's number). One count of the table's
-    rows there (the engine skips older files by their statistics); the table holds the
-    window's rows. Only the integer columns bound it: on the embedded engine a filter on a
-    string column made each pass three times slower (docs/performance.md, session 24)."""
+    the only rows of the table within their key bounds: then no older row can share a key
+    with one of them. The usual case: a run's files are numbered after the history's. One
+    count of the table's rows within the bounds (the engine skips older files by their
+    statistics); the table holds the window's rows."""
     assert sl.table is not None
-    within = _integer_within(sl.table, columns, bounds)
-    if within is None:
+    if any(bounds.get(f"lo{i}") is None for i in range(len(columns))):
         return False
-    return sl.table.where(within).count() == int(bounds.get("keyed") or 0)
-
-
-def _integer_within(table: DataFrame, columns: list[str], bounds: Mapping[str, Any]
-                    ) -> Column | None:
-    """The rows within the bounds of ``columns``' integer columns (``None``: no integer column,
-    or no bounds)."""
-    types = {f.name: f.dataType for f in table.schema.fields}
-    ints = [i for i, c in enumerate(columns) if isinstance(types.get(c), IntegralType)]
-    if not ints or any(bounds.get(f"lo{i}") is None for i in ints):
-        return None
-    return _within([columns[i] for i in ints],
-                   {f"{n}{j}": bounds[f"{n}{i}"] for j, i in enumerate(ints) for n in ("lo", "hi")})
+    return sl.table.where(_within(columns, bounds)).count() == int(bounds.get("keyed") or 0)
 
 
 def context_key_counts(sl: SilverSlice, columns: list[str], considered: Column,
@@ -286,21 +270,20 @@ def context_key_counts(sl: SilverSlice, columns: list[str], considered: Column,
     that ``considered`` selects (``count``): what grouping :func:`context_frame` by key
     counts. One aggregate over the window's keys and the table's rows within their bounds,
     without the distinct keys and the semi join the context itself takes; a key with a
-    NULL part is left out, as the semi join leaves it. ``alone`` (:func:`alone_in_bounds`):
-    the table's rows within the integer columns' bounds are the window's own, grouped there
-    without the union (the window's keys are then every key there)."""
+    NULL part is left out, as the semi join leaves it. ``alone`` (:func:`alone_in_bounds`): no
+    older row shares a key, so the window's rows are grouped alone, without the union and
+    without a filter on the bounds (on the embedded engine a filter on a string column made
+    each pass three times slower, docs/performance.md, session 24)."""
     assert sl.rows is not None and sl.table is not None
     rows = sl.rows if where is None else sl.rows.where(where)
     table = sl.table if where is None else sl.table.where(where)
     if bounds is None:
         bounds = key_bounds(rows, columns)
-    if alone:
-        within = _integer_within(sl.table, columns, bounds)
-        assert within is not None
-        return table.where(within & considered).groupBy(*columns).count()
     present = F.lit(True)
     for c in columns:
         present = present & F.col(c).isNotNull()
+    if alone:
+        return rows.where(present & considered).groupBy(*columns).count()
     if bounds is None or any(bounds[f"lo{i}"] is None for i in range(len(columns))):
         present = F.lit(False)  # every key has a NULL part: no context
     else:
