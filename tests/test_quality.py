@@ -20,7 +20,8 @@ from pipelines.quality import (
 from pipelines.quality import checks, unique_passes
 from pipelines.quality import job as quality_job
 from pipelines.quality.datasets import (SilverSlice, alone_in_bounds, bound_aggregates,
-                                        context_frame, context_key_counts, silver_slice)
+                                        context_frame, context_key_counts, keyed_rows,
+                                        silver_slice)
 from pipelines.quality.rules import Action, Expect, Rule
 from pipelines.quality.report import render_report
 from pipelines.silver.snapshot_store import SNAPSHOTS_DDL
@@ -252,8 +253,8 @@ _WINDOW = [("s", 100 + i) for i in range(40)] + [("s", 120), ("s", 139)]
 def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, sourceless, alone,
                                         duplicated) -> None:
     """``alone_in_bounds``: no older row lies within the window's key bounds, so each pass
-    groups the window's rows alone (no union with the table's). Either way the passes count
-    what grouping the context (a semi join) counts."""
+    groups the window's rows with a whole key alone (``keyed_rows``: no union with the
+    table's). Either way the passes count what grouping the context (a semi join) counts."""
     window = _WINDOW + ([(None, 141)] if sourceless else [])
     ddl = "source_id string, seq bigint"
     sl = SilverSlice(spark.createDataFrame(window, ddl), spark.createDataFrame(older + window, ddl),
@@ -272,8 +273,9 @@ def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, sourceless, a
     (measured,) = sl.rows.agg(*checks.unique_measures(sl.rows, rule)).collect()
     filters = checks.unique_filters(sl.rows, rule, measured.asDict())
     assert len(filters) >= 5
-    got = [r for w in filters for r in rows(context_key_counts(
-        sl, cols, checks.considered(rule), w, bounds, alone))]
+    got = [r for w in filters for r in rows(
+        checks.key_counts(keyed_rows(sl, cols, w), rule) if alone
+        else context_key_counts(sl, cols, checks.considered(rule), w, bounds))]
     assert sorted(got, key=repr) == want
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from pyspark.sql import functions as F
 
 from pipelines.quality import checks, unique_passes
 from pipelines.quality.checks import validate, validate_with_ge
@@ -129,6 +130,37 @@ def test_passes_without_a_histogram(spark, rows, lo, hi, nulls, per_pass, count)
 ])
 def test_pack(sizes, lo, width, per_pass, ranges) -> None:
     assert unique_passes.pack(sizes, lo, width, per_pass) == ranges
+
+
+N_UNIQUE = Rule("n_unique", "silver", Expect.UNIQUE, Action.WARN, columns=("n",))
+
+
+def test_a_pass_without_a_shared_hash_is_answered_by_the_hashes(frame) -> None:
+    """No two rows share ``n``: no hash is shared, so the keys are not asked (here they are
+    the keys of no row, which would say 0 rows)."""
+    assert _expected((2,)) == (300, 0)
+    nothing = checks.key_counts(frame.limit(0), N_UNIQUE)
+    p = checks.KeyPass(nothing, checks.hashed_key_counts(frame, N_UNIQUE))
+    assert checks._unique_counts(N_UNIQUE, [p]) == (300, 0)
+
+
+def test_keys_whose_parts_are_all_null_share_no_hash(spark) -> None:
+    """Two rows without a ``g`` (never duplicates), two distinct ones: answered by the
+    hashes."""
+    df = spark.createDataFrame([(1, None), (2, None), (3, "a"), (4, "b")], "n bigint, g string")
+    rule = RULES[2][0]  # g_unique
+    p = checks.KeyPass(checks.key_counts(df.limit(0), rule), checks.hashed_key_counts(df, rule))
+    assert checks._unique_counts(rule, [p]) == (4, 0)
+
+
+@pytest.mark.parametrize("rule,expected", [(RULES[0][0], RULES[0][1]), (N_UNIQUE, (300, 0))],
+                         ids=["k_unique", "n_unique"])
+def test_a_shared_hash_is_settled_by_the_keys(frame, rule, expected) -> None:
+    """Every row given one hash (as if all collided): the keys settle the pass, whether it
+    holds duplicates (k: 7 rows) or none (n)."""
+    collided = frame.where(checks.considered(rule)).groupBy(F.lit(1).alias("__h")).count()
+    p = checks.KeyPass(checks.key_counts(frame, rule), collided)
+    assert checks._unique_counts(rule, [p]) == expected
 
 
 def test_engines_that_spill_keep_one_pass(spark, monkeypatch) -> None:

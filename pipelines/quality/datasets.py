@@ -45,7 +45,7 @@ __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "si
            "quarantine_frame",
            "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
            "context_frame", "context_key_counts", "key_bounds", "bound_aggregates",
-           "alone_in_bounds"]
+           "alone_in_bounds", "keyed_rows"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 # Columns recorded for each failing row (the key, then what a person needs to find it).
@@ -262,28 +262,38 @@ def alone_in_bounds(sl: SilverSlice, columns: list[str], bounds: Mapping[str, An
     return sl.table.where(_within(columns, bounds)).count() == int(bounds.get("keyed") or 0)
 
 
+def keyed_rows(sl: SilverSlice, columns: list[str], where: Column | None = None) -> DataFrame:
+    """The window's rows (those passing ``where``) whose key has every part: where the window
+    is :func:`alone_in_bounds`, its context, grouped by key as :func:`context_key_counts`
+    groups the context otherwise (without the union with the table's rows and without a
+    filter on the bounds: on the embedded engine a filter on a string column made each pass
+    three times slower, docs/performance.md, session 24)."""
+    assert sl.rows is not None
+    rows = sl.rows if where is None else sl.rows.where(where)
+    return rows.where(_whole_key(columns))
+
+
+def _whole_key(columns: list[str]) -> Column:
+    present = F.lit(True)
+    for c in columns:
+        present = present & F.col(c).isNotNull()
+    return present
+
+
 def context_key_counts(sl: SilverSlice, columns: list[str], considered: Column,
                        where: Column | None = None,
-                       bounds: Mapping[str, Any] | None = None,
-                       alone: bool = False) -> DataFrame:
+                       bounds: Mapping[str, Any] | None = None) -> DataFrame:
     """Per key of the window's rows (those passing ``where``), the table's rows sharing it
     that ``considered`` selects (``count``): what grouping :func:`context_frame` by key
     counts. One aggregate over the window's keys and the table's rows within their bounds,
     without the distinct keys and the semi join the context itself takes; a key with a
-    NULL part is left out, as the semi join leaves it. ``alone`` (:func:`alone_in_bounds`): no
-    older row shares a key, so the window's rows are grouped alone, without the union and
-    without a filter on the bounds (on the embedded engine a filter on a string column made
-    each pass three times slower, docs/performance.md, session 24)."""
+    NULL part is left out, as the semi join leaves it."""
     assert sl.rows is not None and sl.table is not None
     rows = sl.rows if where is None else sl.rows.where(where)
     table = sl.table if where is None else sl.table.where(where)
     if bounds is None:
         bounds = key_bounds(rows, columns)
-    present = F.lit(True)
-    for c in columns:
-        present = present & F.col(c).isNotNull()
-    if alone:
-        return rows.where(present & considered).groupBy(*columns).count()
+    present = _whole_key(columns)
     if bounds is None or any(bounds[f"lo{i}"] is None for i in range(len(columns))):
         present = F.lit(False)  # every key has a NULL part: no context
     else:

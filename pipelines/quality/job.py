@@ -27,11 +27,12 @@ from typing import Any, Sequence
 from pipelines.config import Config
 from pipelines.delta_ops import version_unreadable
 from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
-from pipelines.quality.checks import (Outcome, check_rules_against, considered, failing_rows,
-                                      unique_filters, unique_measures, validate)
+from pipelines.quality.checks import (KeyPass, Outcome, check_rules_against, considered,
+                                      failing_rows, key_pass, unique_filters, unique_measures,
+                                      validate)
 from pipelines.quality.datasets import (
     KEY, REPORT_COLUMNS, Window, alone_in_bounds, bound_aggregates, context_frame,
-    context_key_counts, quarantine_frame, silver_frame, silver_slice,
+    context_key_counts, keyed_rows, quarantine_frame, silver_frame, silver_slice,
 )
 from pipelines.quality.result import (
     QualityResult, RuleResult, TableCounts, exit_code, render_result, result_to_json, summary_line,
@@ -133,9 +134,12 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
     for i, rule in enumerate(separate):
         cols = list(rule.columns)
         bounds = {k[len(f"r{i}_"):]: v for k, v in measured.items() if k.startswith(f"r{i}_")}
-        alone = alone_in_bounds(sl, cols, bounds)
-        groups = [context_key_counts(sl, cols, considered(rule), where, bounds, alone)
-                  for where in unique_filters(sl.rows, rule, measured, i)]
+        filters = unique_filters(sl.rows, rule, measured, i)
+        if alone_in_bounds(sl, cols, bounds):  # no older row shares a key: the window alone
+            groups = [key_pass(keyed_rows(sl, cols, where), rule) for where in filters]
+        else:
+            groups = [KeyPass(context_key_counts(sl, cols, considered(rule), where, bounds))
+                      for where in filters]
         ctx = context_frame(sl, cols, bounds)
         (o,) = validate(ctx, [rule], report_columns=REPORT_COLUMNS["silver"],
                         sample_rows=rs.sample_rows, name=f"silver-{rule.name}",
