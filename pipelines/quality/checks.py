@@ -25,7 +25,8 @@ from pipelines.quality import unique_passes
 from pipelines.quality.rules import Action, Expect, Rule
 
 __all__ = ["Outcome", "KeyPass", "validate", "check_rules_against", "failing_rows",
-           "key_counts", "hashed_key_counts", "key_pass", "unique_measures", "unique_filters", "considered"]
+           "key_counts", "hashed_key_counts", "key_pass", "unique_measures", "unique_filters",
+           "considered"]
 
 
 @dataclass(frozen=True)

@@ -125,8 +125,8 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
         # One query over the window's rows measures every such rule's key bounds and how
         # many passes it needs; each pass then counts its keys' rows in the table: no pass
         # holds every key. Where no older row lies within a rule's key bounds (one count),
-        # a pass groups the table's rows there alone, as over the whole window. The context itself (a semi join) is read only by
-        # great-expectations, for a rule that found duplicates.
+        # a pass groups the window's rows alone. The context itself (a semi join) is read
+        # only by great-expectations, for a rule that found duplicates.
         aggs = [a for i, rule in enumerate(separate)
                 for a in (*bound_aggregates(list(rule.columns), f"r{i}_"),
                           *unique_measures(sl.rows, rule, i))]
