@@ -24,7 +24,7 @@ __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_ver
            "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
            "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
-           "session_key", "version_unreadable", "version_files"]
+           "session_key", "version_unreadable", "version_files", "UNREADABLE_VERSION"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,13 @@ def enable_change_data_feed(spark, path: str, rows, partition_by: list[str]) -> 
             raise EngineError(f"silver.change_data_feed: cannot enable the change data feed on "
                               f"the existing table {path}: {str(exc).splitlines()[0]}") from exc
     return True
+
+
+# What a user is told when the engine refuses a version (``binlake sql``, the SQL shell).
+UNREADABLE_VERSION = ("the embedded engine (Sail 0.7.2) reads a version of a table only at or "
+                      "after its latest checkpoint, at a checkpoint or one after one; read "
+                      "older versions with --engine spark, or with delta-rs "
+                      "(deltalake.DeltaTable(path, version=n))")
 
 
 def version_unreadable(exc: BaseException) -> bool:

@@ -69,6 +69,10 @@ def engine_message(exc: BaseException) -> str | None:
         return None
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
+    from pipelines.delta_ops import UNREADABLE_VERSION, version_unreadable
+
+    if version_unreadable(exc):  # not the SQL's fault: the engine's time travel
+        return f"{UNREADABLE_VERSION} ({first[:200]})"
     return f"bad SQL: {first}"[:500]
 
 

@@ -81,6 +81,10 @@ def _cell(value) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
+    from pipelines.delta_ops import UNREADABLE_VERSION, version_unreadable
+
+    if version_unreadable(exc):
+        return UNREADABLE_VERSION
     text = str(exc).strip() or type(exc).__name__
     for line in text.splitlines():
         line = line.strip()

@@ -175,3 +175,34 @@ def test_a_stage_entry_point_takes_binlakes_options_for_it(stage: str) -> None:
             "stream": ["--server-id", "7"]}[stage]
     args = own.parse_args([*line, "--lake", "L", "-v", "--engine", "sail"])
     assert (args.lake, args.verbose, args.engine, args.command) == ("L", True, "sail", stage)
+
+
+@pytest.mark.spark
+def test_a_version_the_engine_cannot_read_is_named_not_called_bad_sql(spark, tmp_path: Path,
+                                                                      capsys) -> None:
+    """12 commits: the embedded engine checkpoints at version 10, then reads version 5 no more
+    (Sail 0.7.2; delta-rs reads it). ``binlake sql`` and the SQL shell say what the engine
+    cannot do and where to read it, not "bad SQL"."""
+    import io
+
+    from deltalake import DeltaTable
+
+    from pipelines.shell import Shell
+
+    path = str(tmp_path / "t")
+    for i in range(12):
+        spark.createDataFrame([(i,)], "i int").write.format("delta").mode("append").save(path)
+    assert len(DeltaTable(path, version=5).file_uris()) == 6  # delta-rs reads version 5
+    lake = str(tmp_path / "lake")
+    assert main(["--lake", lake, "sql", f"SELECT count(*) AS n FROM delta.`{path}` "
+                 "VERSION AS OF 11"]) == 0
+    assert "| 12 |" in capsys.readouterr().out
+    assert main(["--lake", lake, "sql", f"SELECT count(*) FROM delta.`{path}` "
+                 "VERSION AS OF 5"]) == 1
+    err = capsys.readouterr().err
+    assert "latest checkpoint" in err and "--engine spark" in err and "bad SQL" not in err
+    assert "Missing commit file" in err and len(err.strip().splitlines()) == 1
+    out = io.StringIO()
+    assert not Shell(spark, out=out).run_sql(f"SELECT * FROM delta.`{path}` VERSION AS OF 5")
+    said = out.getvalue()
+    assert said.startswith("error: the embedded engine") and "--engine spark" in said
