@@ -22,7 +22,8 @@ def register_views(spark, cfg: Config, *, global_views: bool = False) -> list[st
     ``global_views``: global temp views, seen by every session as ``global_temp.<name>``.
 
     Time travel stays available through the table's identifier: ``delta.`<path>` VERSION AS
-    OF n``, or ``cat.schema.silver_binlog_events VERSION AS OF n`` with ``lake.catalog``.
+    OF n``, or ``cat.schema.silver_binlog_events VERSION AS OF n`` with ``lake.catalog``
+    (the embedded engine reads only some older versions: ``delta_ops.UNREADABLE_VERSION``).
     """
     lake = Lake.of(cfg)
     names = []
