@@ -78,9 +78,9 @@ def test_passing_rules_skip_great_expectations(frame, monkeypatch) -> None:
 
 def test_a_uniqueness_rule_alone_is_one_engine_query(frame, monkeypatch) -> None:
     """After a history, each uniqueness rule is checked alone over its window and the older
-    rows sharing its keys, given as its passes' key counts (``unique_groups``, the job measures
-    them over the window): its counts take one grouped query per pass, no aggregate pass
-    besides (a failing one then goes to great-expectations for its keys, as before)."""
+    rows sharing its keys, given as its passes (``unique_groups``, the job measures them over
+    the window): its counts take one grouped query per pass (the hashes'; no two rows of
+    these passing rules share one), no aggregate pass besides (a failing one then goes to great-expectations for its keys, as before)."""
     collected = []
     cls = type(frame)
     real = cls.collect
@@ -95,11 +95,11 @@ def test_a_uniqueness_rule_alone_is_one_engine_query(frame, monkeypatch) -> None
     for rule in passing:
         collected.clear()
         (o,) = validate(frame, [rule], report_columns=["k"], name="alone",
-                        unique_groups=[checks.key_counts(frame, rule)])
+                        unique_groups=[checks.key_pass(frame, rule)])
         assert (len(collected), o.failed) == (1, 0), rule.name
         collected.clear()
         (o,) = validate(frame, [rule], report_columns=["k"], name="alone",
-                        unique_groups=[checks.key_counts(frame.where(w), rule) for w in
+                        unique_groups=[checks.key_pass(frame.where(w), rule) for w in
                                        ("k <= 3", "k > 3", "k IS NULL")])
         checked = {"unique_compound_passes": 8, "unique_when_passes": 2}[rule.name]
         assert (len(collected), o.failed, o.checked) == (3, 0, checked), rule.name
