@@ -201,3 +201,43 @@ def test_vacuum_covers_the_mirror_tables(spark, tmp_path: Path) -> None:
                                            dry_run=True, spark=spark)}
     assert {"mirror/shop/orders", "mirror_history/shop/orders", "mirror_state/tables",
             "silver/binlog_events"} <= done
+
+
+@pytest.mark.spark
+def test_first_mirror_survives_a_checkpoint_landing_meanwhile(spark, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """The mirror's first run reads silver's whole snapshot at the version it pins, while a
+    stream may commit (the mirror holds its own lease, not silver's). The embedded engine
+    checkpoints every tenth commit and cannot then time-travel to the pinned version: the run
+    reads the snapshot's data files (``delta_ops.version_files``). Another source's rows land
+    as version 10 right after the run read its batch."""
+    from deltalake import DeltaTable
+
+    from devtools.silver_rows import write_silver
+    from pipelines.cli import main
+    from pipelines.config import load_config
+    from pipelines.mirror import job as mirror_job
+
+    lake = tmp_path / "lake"
+    assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),
+                 "--all"]) == 0
+    cfg = load_config(env={}, overrides={"lake.root": str(lake)})
+    silver = cfg.table_path("silver", "binlog_events")
+    while DeltaTable(silver).version() < 9:  # another source's commits: nothing to mirror
+        write_silver(spark, silver, 3, source_id="other")
+    real, landed = mirror_job._silver_batch, []
+
+    def concurrent_commit(*args, **kwargs):
+        batch = real(*args, **kwargs)
+        if not landed:  # version 10: the engine writes a checkpoint
+            write_silver(spark, silver, 3, source_id="other")
+            landed.append(DeltaTable(silver).version())
+        return batch
+
+    monkeypatch.setattr(mirror_job, "_silver_batch", concurrent_commit)
+    res = mirror_job.run_mirror(spark, cfg)
+    assert landed == [10] and res.to_version == 9
+    rows = spark.read.format("delta").load(silver)
+    orders = rows.where("table_name = 'orders'").select("pk_values").distinct().count()
+    current = spark.read.format("delta").load(str(lake / "mirror" / "shop" / "orders"))
+    assert 0 < current.count() <= orders
