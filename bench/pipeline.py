@@ -26,7 +26,9 @@
    in this process, and (``small-command``) as ``binlake index`` commands of their own, the
    way a scheduled job indexes the newest file. ``large-file``: the input's last file once
    more, numbered after it (a link), indexed after the history against an empty lake: what
-   a day's large file costs a lake with a history, time and memory.
+   a day's large file costs a lake with a history, time and memory. ``batch``: every input
+   file once more, numbered after the input (links), in one run, the same way: what a day's
+   batch of binlogs costs (its quality checks a window of several files: session 24).
 
 The stages run in rounds, each stage once per round in the order above, ``--repeat`` rounds:
 a stage and its reference run within a minute of each other (this machine's speed drifts over
@@ -436,7 +438,7 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
 
 
 STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "stage-commands",
-          "index-command", "index-gold", "small-file", "small-command", "large-file")
+          "index-command", "index-gold", "small-file", "small-command", "large-file", "batch")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -520,7 +522,7 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         shutil.rmtree(lake, ignore_errors=True)
         return index_files(lake, binlog_dir)
 
-    numbers = iter(range(1, 1000))
+    numbers = iter(range(1, 10**6))
 
     def one_new_file(target: Path | None):
         """Index one new small file into ``target`` (None: a new empty lake each run)."""
@@ -531,16 +533,17 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
             return index_files(where, small.parent, [small.name])
         return run
 
-    def one_large_file(target: Path | None):
-        """Index the input's last file once more, numbered after the history (a link), into
-        ``target`` (None: a new empty lake each run, removed after)."""
+    def once_more(target: Path | None, inputs: list[str]):
+        """Index ``inputs`` once more, numbered after the input's last file (links), in one
+        run into ``target`` (None: a new empty lake each run, removed after)."""
         def run() -> int:
-            n = next(numbers)
-            large = _next_name(work / f"large{n}", paths, n)
-            os.symlink(os.path.abspath(paths[-1]), large)
-            where = target if target is not None else work / f"largelake{n}"
+            ns = [next(numbers) for _ in inputs]
+            links = [_next_name(work / f"again{ns[0]}", paths, n) for n in ns]
+            for path, link in zip(inputs, links):
+                os.symlink(os.path.abspath(path), link)
+            where = target if target is not None else work / f"againlake{ns[0]}"
             try:
-                return index_files(where, large.parent, [large.name])
+                return index_files(where, links[0].parent, [link.name for link in links])
             finally:
                 if target is None:
                     shutil.rmtree(where, ignore_errors=True)
@@ -554,10 +557,11 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     unknown = stages - set(STAGES) - {"bronze", ""}
     if unknown:
         raise SystemExit(f"--stages: unknown {sorted(unknown)}; known: {', '.join(STAGES)}")
-    if (stages & {"small-file", "small-command", "large-file"}
+    if (stages & {"small-file", "small-command", "large-file", "batch"}
             and not stages & {"index", "index-command"}):
-        raise SystemExit("--stages: small-file, small-command and large-file index after the "
-                         "history the index or index-command stage leaves: add one of them")
+        raise SystemExit("--stages: small-file, small-command, large-file and batch index "
+                         "after the history the index or index-command stage leaves: add one "
+                         "of them")
     if "quality" in stages and not stages & {"silver", "silver-workers"}:
         raise SystemExit("--stages: quality checks the silver the silver stage writes: add "
                          "silver (or silver-workers)")
@@ -600,9 +604,13 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
                          _small_command(work, paths, numbers, lake),
                          "binlake index, small file, empty lake"))
         if "large-file" in stages:
-            plan.append(("large file, empty lake", one_large_file(None), ""))
-            plan.append(("large file after the history", one_large_file(lake),
+            plan.append(("large file, empty lake", once_more(None, paths[-1:]), ""))
+            plan.append(("large file after the history", once_more(lake, paths[-1:]),
                          "large file, empty lake"))
+        if "batch" in stages:
+            plan.append(("batch, empty lake", once_more(None, paths), ""))
+            plan.append(("batch after the history", once_more(lake, paths),
+                         "batch, empty lake"))
         runs = rounds(plan, args.repeat, first)
     figures = [min(runs[name], key=lambda f: f.seconds) for name, _, _ in plan]
     if "mariadb-binlog" in stages:  # the reference first

@@ -4,11 +4,14 @@
 and after the history the ``index`` stage left (the input named relative to the working
 directory, as a user types it); both must index that file's row changes
 (295 in ``samples/binlogs/mariadb-bin.000003``, counted by ``mariadb-binlog -v``).
+``batch`` indexes every input file once more in one run, the same way: the row changes the
+``index`` stage indexed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +33,20 @@ def test_large_file_stage_indexes_the_last_file_again(tmp_path: Path) -> None:
     for stage in ("large file, empty lake", "large file after the history"):
         assert f"{stage}: 295 rows in" in out, out[-3000:]
     assert "| large file after the history |" in out and "x large file, empty lake |" in out
+
+
+def test_batch_stage_indexes_the_input_again(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for n in (1, 2, 3):
+        os.symlink(SAMPLES / f"mariadb-bin.00000{n}", inputs / f"mariadb-bin.00000{n}")
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "pipeline.py"),
+                           "--binlog-dir", "in", "--stages", "index,batch"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    (rows,) = re.findall(r"index \(bronze\+silver\+quality\): ([\d,]+) rows in", out)
+    assert int(rows.replace(",", "")) > 295  # three files
+    for stage in ("batch, empty lake", "batch after the history"):
+        assert f"{stage}: {rows} rows in" in out, out[-3000:]
+    assert "| batch after the history |" in out and "x batch, empty lake |" in out
