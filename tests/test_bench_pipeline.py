@@ -20,31 +20,30 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples" / "binlogs"
 
 
-def test_large_file_stage_indexes_the_last_file_again(tmp_path: Path) -> None:
+def _bench(tmp_path: Path, stages: str) -> str:
+    """bench/pipeline.py's output over the three sample binlogs (linked into ``in``, named
+    relative to the working directory), the run checked to succeed."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     for n in (1, 2, 3):
         os.symlink(SAMPLES / f"mariadb-bin.00000{n}", inputs / f"mariadb-bin.00000{n}")
     done = subprocess.run([sys.executable, str(REPO / "bench" / "pipeline.py"),
-                           "--binlog-dir", "in", "--stages", "index,large-file"],
+                           "--binlog-dir", "in", "--stages", stages],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
+    return out
+
+
+def test_large_file_stage_indexes_the_last_file_again(tmp_path: Path) -> None:
+    out = _bench(tmp_path, "index,large-file")
     for stage in ("large file, empty lake", "large file after the history"):
         assert f"{stage}: 295 rows in" in out, out[-3000:]
     assert "| large file after the history |" in out and "x large file, empty lake |" in out
 
 
 def test_batch_stage_indexes_the_input_again(tmp_path: Path) -> None:
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    for n in (1, 2, 3):
-        os.symlink(SAMPLES / f"mariadb-bin.00000{n}", inputs / f"mariadb-bin.00000{n}")
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "pipeline.py"),
-                           "--binlog-dir", "in", "--stages", "index,batch"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]
+    out = _bench(tmp_path, "index,batch")
     (rows,) = re.findall(r"index \(bronze\+silver\+quality\): ([\d,]+) rows in", out)
     assert int(rows.replace(",", "")) > 295  # three files
     for stage in ("batch, empty lake", "batch after the history"):

@@ -218,12 +218,9 @@ def bound_aggregates(columns: list[str], prefix: str = "") -> list[Column]:
     """The least and greatest value of each of ``columns`` (``<prefix>lo<i>``,
     ``<prefix>hi<i>``), aggregated over the rows themselves, not over their distinct keys,
     and the rows with every one of them set (``<prefix>keyed``)."""
-    keyed = F.lit(True)
-    for c in columns:
-        keyed = keyed & F.col(c).isNotNull()
     return [*[f(c).alias(f"{prefix}{n}{i}") for i, c in enumerate(columns)
               for n, f in (("lo", F.min), ("hi", F.max))],
-            F.sum(F.when(keyed, 1).otherwise(0)).alias(f"{prefix}keyed")]
+            F.sum(F.when(_whole_key(columns), 1).otherwise(0)).alias(f"{prefix}keyed")]
 
 
 def key_bounds(rows: DataFrame, columns: list[str]) -> Row | None:
