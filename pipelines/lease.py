@@ -48,7 +48,7 @@ from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHe
                               LeaseLostError)
 
 __all__ = ["Holder", "LeaseStore", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease",
-           "current_holders", "redact_command", "EXIT_BUSY"]
+           "lease_if_free", "current_holders", "redact_command", "EXIT_BUSY"]
 
 log = logging.getLogger(__name__)
 
@@ -366,6 +366,25 @@ def lake_lease(cfg: Config, stage: str, command: str | None = None, *,
 
 
 _HELD: dict[tuple[str, str], Holder] = {}
+
+
+@contextlib.contextmanager
+def lease_if_free(cfg: Config, stage: str) -> Iterator[bool]:
+    """Hold ``stage``'s lease for the block if it is free right now, never waiting: yields
+    True, or False when another writer holds it (that writer does the work). A lease lost
+    meanwhile is a warning: what the block committed stands on its own."""
+    now = dataclasses.replace(cfg, lease=dataclasses.replace(cfg.lease, wait_seconds=0))
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(lake_lease(now, stage))
+            except LeaseHeldError:
+                held = False
+            else:
+                held = True
+            yield held
+    except LeaseLostError as exc:
+        log.warning("%s: %s", stage, exc)
 
 
 _DISK_FULL = ("No space left on device", "Disk quota exceeded", "ENOSPC", "os error 28")

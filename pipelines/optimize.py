@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -37,7 +38,7 @@ from pipelines.config import Config
 from pipelines.delta_ops import capabilities, current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake import BRONZE_FILES, Lake, lake_tables
-from pipelines.lease import holds_lease
+from pipelines.lease import holds_lease, lake_lease
 
 __all__ = ["CLUSTER_BY", "BLOOM_COLUMNS", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
@@ -225,7 +226,8 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
                   target_mb: int = TARGET_MB,
                   row_group_rows: int = ROW_GROUP_ROWS) -> list[TableOptimized]:
     """Optimize every existing lake table (or only ``tables``, given as ``layer/name``),
-    holding the bronze and silver leases (their writers wait; docs/concurrency.md)."""
+    holding the bronze and silver leases, and the quality lease for the quality tables (their
+    writers wait; docs/concurrency.md)."""
     if target_mb < 1:
         raise ConfigError("--target-mb: must be at least 1")
     if row_group_rows < 1000:
@@ -249,9 +251,12 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
         compacted = None
         if table.key == BRONZE_FILES.key:  # its superseded rows first (bronze lease held)
             compacted = compact_states(spark, lake, force=True)
-        res = optimize_table(spark, path, table=name, ident=lake.ident(table),
-                             cluster=CLUSTER_BY.get(where, ()), bloom=BLOOM_COLUMNS.get(where, ()),
-                             sql=sql, target_mb=target_mb, row_group_rows=row_group_rows)
+        # quality runs compact their results under the quality lease (pipelines/few_files)
+        with lake_lease(cfg, "quality") if table.layer == "quality" else nullcontext():
+            res = optimize_table(spark, path, table=name, ident=lake.ident(table),
+                                 cluster=CLUSTER_BY.get(where, ()),
+                                 bloom=BLOOM_COLUMNS.get(where, ()), sql=sql,
+                                 target_mb=target_mb, row_group_rows=row_group_rows)
         if compacted is not None:
             res.rows_before, res.rows_after = compacted.rows_before, compacted.rows_after
         log.info("optimize %s: %s via %s, %d -> %d files", name, res.how, res.via,

@@ -28,7 +28,8 @@ from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
 from pipelines.delta_ops import commit_bytes, sql_string, target_file_size
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.few_files import keep_few_files
+from pipelines.lake import BRONZE_EVENTS, BRONZE_FILES, Lake
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.session import engine_cores, engine_name
@@ -263,6 +264,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
             st.status, st.error = "partial", info.get("note")
     save_states(spark, lake, [states[k] for k in mine])
     result.compacted = compact_states(spark, lake, strict=False)  # under this run's lease
+    keep_few_files(spark, lake, BRONZE_FILES)
     result.files = [states[(source_id, os.path.basename(p))] for p in todo]
     result.seconds = time.monotonic() - started
     return result

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from pipelines.config import Config
 from pipelines.delta_ops import version_unreadable
+from pipelines.few_files import keep_few_files
 from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import (KeyPass, Outcome, check_rules_against, considered,
                                       failing_rows, key_pass, unique_filters, unique_measures,
@@ -201,6 +202,7 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
              r.error) for r in res.rules]
     lake = Lake.of(cfg)
     lake.append(spark.createDataFrame(rows, RESULTS_DDL), QUALITY_RESULTS)
+    keep_few_files(spark, lake, QUALITY_RESULTS, lease=(cfg, "quality"))
     failures = []
     for r in res.rules:
         for f in r.failing:

@@ -23,6 +23,7 @@ from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
 from pipelines.delta_ops import (commit_bytes, enable_change_data_feed, rows_written_since,
                                  target_file_size)
+from pipelines.few_files import keep_few_files
 from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
                             Lake)
 from pipelines.lease import holds_lease
@@ -144,13 +145,16 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     # when there are some.
     if held_back:  # the run holds the silver lease: no other run adds quarantine rows now
         lake.delete_where(spark, SILVER_QUARANTINE, in_files(sorted(held_back)))
-    if _pending_keys(spark, lake, where):
+    quarantined_now = _pending_keys(spark, lake, where)
+    if quarantined_now:
         for sl in slices:
             quarantined = to_quarantine(pending(sl.where), plan, workers, compiled, masked,
                                         render_rows)
             lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
     elif not has_quarantine:  # the table exists from the first run on, empty or not
         lake.append(spark.createDataFrame([], SILVER_QUARANTINE.ddl()), SILVER_QUARANTINE)
+    if held_back or quarantined_now:  # the silver lease keeps its DELETEs apart
+        keep_few_files(spark, lake, SILVER_QUARANTINE)
     res.quarantined = lake.rows(spark, SILVER_QUARANTINE)
 
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)

@@ -15,15 +15,14 @@ moment, ``bronze/files.compact_states``).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Callable
 
 from pipelines.bronze.files import FileState, compact_states, load_states, save_states
 from pipelines.config import Config
-from pipelines.errors import LeaseHeldError, LeaseLostError
-from pipelines.lake import Lake
-from pipelines.lease import lake_lease
+from pipelines.few_files import keep_few_files
+from pipelines.lake import BRONZE_FILES, Lake
+from pipelines.lease import lease_if_free
 
 __all__ = ["StreamFiles", "STREAMING", "compact_if_free"]
 
@@ -77,15 +76,11 @@ def compact_if_free(spark, lake: Lake, cfg: Config) -> None:
     """Compact ``bronze/files`` when due, if the ``bronze`` lease is free right now (a bronze
     run holding it compacts on its own; the stream never waits for it). Never raises for a
     busy or lost lease: the DELETE is safe without it, the next check compacts."""
-    now = dataclasses.replace(cfg, lease=dataclasses.replace(cfg.lease, wait_seconds=0))
-    try:
-        with lake_lease(now, "bronze"):
-            done = compact_states(spark, lake, strict=False)
-    except LeaseHeldError:
-        return
-    except LeaseLostError as exc:
-        log.warning("bronze/files compaction: %s", exc)
-        return
+    with lease_if_free(cfg, "bronze") as held:
+        if not held:
+            return
+        done = compact_states(spark, lake, strict=False)
+        keep_few_files(spark, lake, BRONZE_FILES)
     if done is not None:
         log.info("bronze/files compacted: %d -> %d rows for %d file(s)", done.rows_before,
                  done.rows_after, done.files)
