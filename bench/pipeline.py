@@ -29,6 +29,10 @@
    a day's large file costs a lake with a history, time and memory. ``batch``: every input
    file once more, numbered after the input (links), in one run, the same way: what a day's
    batch of binlogs costs (its quality checks a window of several files: session 24).
+   ``many-runs``: one new small file after ``--runs`` more runs of one small file each on a
+   copy of the history (made before the clock starts), against small-file's run after the
+   history: what a scheduled job's run costs once the runs before it left their commits and
+   files (session 25).
 
 The stages run in rounds, each stage once per round in the order above, ``--repeat`` rounds:
 a stage and its reference run within a minute of each other (this machine's speed drifts over
@@ -277,6 +281,7 @@ def rounds(plan: list[tuple[str, object, str]], repeat: int, first: Figure
         for i, (name, run, reference) in enumerate(plan):
             if r == 0 and i == 0:
                 continue
+            getattr(run, "prepare", lambda: None)()  # unmeasured set-up (many-runs)
             runs[name].append(measure(name, run, reference))
     return runs
 
@@ -438,7 +443,8 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
 
 
 STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "stage-commands",
-          "index-command", "index-gold", "small-file", "small-command", "large-file", "batch")
+          "index-command", "index-gold", "small-file", "small-command", "large-file", "batch",
+          "many-runs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-commit", action="store_true",
                     help="also run bronze and silver in one commit per run (commit_mb = 0, "
                          "the former behaviour): peak memory side by side")
+    ap.add_argument("--runs", type=int, default=100,
+                    help="many-runs: the small runs made (unmeasured) before the measured one")
     ap.add_argument("--stages", default=",".join(STAGES),
                     help=f"comma-separated subset of {','.join(STAGES)} (bronze always runs)")
     args = ap.parse_args(argv)
@@ -549,6 +557,31 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
                     shutil.rmtree(where, ignore_errors=True)
         return run
 
+    def after_runs(count: int):
+        """Index one new small file into a copy of the history after ``count`` runs of one
+        new small file each (made by ``run.prepare``, unmeasured): what a scheduled job's run
+        costs once the lake holds the runs before it (every run appends to the small tables
+        the next one reads whole: pipelines/few_files.py)."""
+        where = work / "runs"
+
+        def prepare() -> None:
+            shutil.rmtree(where, ignore_errors=True)
+            shutil.copytree(lake, where)
+            started, rows = time.perf_counter(), 0
+            for _ in range(count):
+                n = next(numbers)
+                rows += index_files(where, _next_small_file(work / f"next{n}", paths, n).parent)
+            say(f"  many-runs: {count} runs of {rows:,} row changes made on a copy of the "
+                f"history in {time.perf_counter() - started:.1f} s (not measured)")
+
+        def run() -> int:
+            n = next(numbers)
+            small = _next_small_file(work / f"next{n}", paths, n)
+            return index_files(where, small.parent, [small.name])
+
+        run.prepare = prepare
+        return run
+
     say("2. warming the engine up on the first file ...")
     run_bronze(spark, cfg_for(work / "warm"), binlog_dir=str(binlog_dir),
                files=[os.path.basename(paths[0])])
@@ -557,11 +590,14 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     unknown = stages - set(STAGES) - {"bronze", ""}
     if unknown:
         raise SystemExit(f"--stages: unknown {sorted(unknown)}; known: {', '.join(STAGES)}")
-    if (stages & {"small-file", "small-command", "large-file", "batch"}
+    if (stages & {"small-file", "small-command", "large-file", "batch", "many-runs"}
             and not stages & {"index", "index-command"}):
-        raise SystemExit("--stages: small-file, small-command, large-file and batch index "
-                         "after the history the index or index-command stage leaves: add one "
-                         "of them")
+        raise SystemExit("--stages: small-file, small-command, large-file, batch and many-runs "
+                         "index after the history the index or index-command stage leaves: "
+                         "add one of them")
+    if "many-runs" in stages and "small-file" not in stages:
+        raise SystemExit("--stages: many-runs is compared with small-file's run after the "
+                         "history: add small-file")
     if "quality" in stages and not stages & {"silver", "silver-workers"}:
         raise SystemExit("--stages: quality checks the silver the silver stage writes: add "
                          "silver (or silver-workers)")
@@ -597,6 +633,9 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
             plan.append(("small file, empty lake", one_new_file(None), ""))
             plan.append(("small file after the history", one_new_file(lake),
                          "small file, empty lake"))
+        if "many-runs" in stages:
+            plan.append((f"small file after {args.runs} more runs", after_runs(args.runs),
+                         "small file after the history"))
         if "small-command" in stages:
             plan.append(("binlake index, small file, empty lake",
                          _small_command(work, paths, numbers, None), ""))

@@ -5,7 +5,8 @@ and after the history the ``index`` stage left (the input named relative to the 
 directory, as a user types it); both must index that file's row changes
 (295 in ``samples/binlogs/mariadb-bin.000003``, counted by ``mariadb-binlog -v``).
 ``batch`` indexes every input file once more in one run, the same way: the row changes the
-``index`` stage indexed.
+``index`` stage indexed. ``many-runs`` makes ``--runs`` runs of the small file (295 row
+changes each) on a copy of the history before its measured run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples" / "binlogs"
 
 
-def _bench(tmp_path: Path, stages: str) -> str:
+def _bench(tmp_path: Path, stages: str, *extra: str) -> str:
     """bench/pipeline.py's output over the three sample binlogs (linked into ``in``, named
     relative to the working directory), the run checked to succeed."""
     inputs = tmp_path / "in"
@@ -28,7 +29,7 @@ def _bench(tmp_path: Path, stages: str) -> str:
     for n in (1, 2, 3):
         os.symlink(SAMPLES / f"mariadb-bin.00000{n}", inputs / f"mariadb-bin.00000{n}")
     done = subprocess.run([sys.executable, str(REPO / "bench" / "pipeline.py"),
-                           "--binlog-dir", "in", "--stages", stages],
+                           "--binlog-dir", "in", "--stages", stages, *extra],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
@@ -49,3 +50,11 @@ def test_batch_stage_indexes_the_input_again(tmp_path: Path) -> None:
     for stage in ("batch, empty lake", "batch after the history"):
         assert f"{stage}: {rows} rows in" in out, out[-3000:]
     assert "| batch after the history |" in out and "x batch, empty lake |" in out
+
+
+def test_many_runs_stage_indexes_after_the_runs_it_made(tmp_path: Path) -> None:
+    out = _bench(tmp_path, "index,small-file,many-runs", "--runs", "3")
+    assert out.count("many-runs: 3 runs of 885 row changes made") == 1, out[-3000:]
+    assert "small file after 3 more runs: 295 rows in" in out, out[-3000:]
+    assert ("| small file after 3 more runs |" in out
+            and "x small file after the history |" in out), out[-3000:]
