@@ -24,6 +24,7 @@ from pipelines.config import load_config
 from pipelines.few_files import FEW_FILES, keep_few_files
 from pipelines.lake import BRONZE_FILES, QUALITY_RESULTS, Lake
 from pipelines.quality import run_quality
+from pipelines.stream.files_state import StreamFiles
 from tests.support.lake_runs import (ROOT, SAMPLE_FILES, SAMPLES, _env, binlake, finish,
                                      hold_lease, together, wait_for)
 
@@ -82,6 +83,26 @@ def test_bronze_runs_keep_bronze_files_few(spark, tmp_path) -> None:
     assert [states[("default", n)].status for n in SAMPLE_FILES[:2]] == ["completed"] * 2
     assert {k[1] for k in states if k[0] == "src"} == {"bin.000001", "bin.000002", "bin.000003"}
     assert states[("src", "bin.000001")].last_pos == 4 + FEW_FILES - 2
+
+
+def test_a_streams_saves_keep_bronze_files_few(spark, tmp_path) -> None:
+    """The stream saves its files' states every batch: every FEW_FILES saves it compacts
+    ``bronze/files`` past the bound (silver reads the table whole at every follow)."""
+    lake_dir = tmp_path / "lake"
+    lake, cfg = Lake(str(lake_dir)), load_config(env={}, overrides={"lake.root": str(lake_dir)})
+    table = lake_dir / "bronze" / "files"
+    files = StreamFiles(spark, lake, "live", "stream://test", tidy=lambda: keep_few_files(
+        spark, lake, BRONZE_FILES, lease=(cfg, "bronze")))
+    most = 0
+    for n in range(1, 3 * FEW_FILES + 1):
+        files.streaming("live-bin.000001", 1000 * n, n)
+        files.save()
+        most = max(most, _data_files(table))
+    assert most < 2 * FEW_FILES and _data_files(table) == 1
+    st = load_states(spark, lake)[("live", "live-bin.000001")]
+    assert (st.status, st.last_pos, st.row_changes) == ("streaming", 1000 * 3 * FEW_FILES,
+                                                        3 * FEW_FILES)
+    assert sum(_bag(spark, table).values()) == 3 * FEW_FILES
 
 
 def test_quality_runs_keep_their_results_few(spark, tmp_path) -> None:

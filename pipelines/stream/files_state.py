@@ -10,7 +10,9 @@ re-derives its entries.
 
 Every save appends rows, so every ``compact_every`` saves the stream calls ``compact``
 (:func:`compact_if_free`: compaction under the ``bronze`` lease when it is free at that
-moment, ``bronze/files.compact_states``).
+moment, ``bronze/files.compact_states``), and every :data:`FEW_FILES` saves ``tidy``
+(``few_files.keep_few_files``: the table's data files compacted once there are more than
+that, under the ``bronze`` lease if it is free): silver reads the table whole at every follow.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Callable
 
 from pipelines.bronze.files import FileState, compact_states, load_states, save_states
 from pipelines.config import Config
-from pipelines.few_files import keep_few_files
+from pipelines.few_files import FEW_FILES, keep_few_files
 from pipelines.lake import BRONZE_FILES, Lake
 from pipelines.lease import lease_if_free
 
@@ -35,13 +37,15 @@ COMPACT_EVERY = 200  # saves between two compaction checks of the table
 class StreamFiles:
     def __init__(self, spark, lake: Lake, source_id: str, origin: str, *,
                  compact: Callable[[], None] | None = None,
-                 compact_every: int = COMPACT_EVERY) -> None:
+                 compact_every: int = COMPACT_EVERY,
+                 tidy: Callable[[], None] | None = None) -> None:
         self.spark = spark
         self.lake = lake
         self.source_id = source_id
         self.origin = origin  # e.g. stream://127.0.0.1:3306 (path column)
         self.mine: dict[str, FileState] = {}
         self.compact, self.compact_every, self.saves = compact, compact_every, 0
+        self.tidy = tidy  # every FEW_FILES saves: the table's data files (pipelines/few_files)
 
     def states(self) -> dict[tuple[str, str], FileState]:
         return load_states(self.spark, self.lake)
@@ -70,6 +74,8 @@ class StreamFiles:
         self.saves += bool(changed)
         if changed and self.compact is not None and self.saves % self.compact_every == 0:
             self.compact()
+        elif changed and self.tidy is not None and self.saves % FEW_FILES == 0:
+            self.tidy()
 
 
 def compact_if_free(spark, lake: Lake, cfg: Config) -> None:

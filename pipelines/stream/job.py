@@ -32,7 +32,8 @@ import time
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError, DecodeError, SourceError
-from pipelines.lake import Lake
+from pipelines.few_files import keep_few_files
+from pipelines.lake import BRONZE_FILES, Lake
 from pipelines.lease import lake_lease
 from pipelines.mysql_client import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import refusals
@@ -101,7 +102,9 @@ class StreamJob:
         self.src = SourceServer(dsn)
         lake, source_id = Lake.of(cfg), cfg.source.name
         self.files = StreamFiles(spark, lake, source_id, f"stream://{dsn.host}:{dsn.port}",
-                                 compact=lambda: compact_if_free(spark, lake, cfg))
+                                 compact=lambda: compact_if_free(spark, lake, cfg),
+                                 tidy=lambda: keep_few_files(spark, lake, BRONZE_FILES,
+                                                             lease=(cfg, "bronze")))
         self.startup = Startup(spark, lake, source_id, self.src, self.files,
                                bronze_lease=lambda: lake_lease(cfg, "bronze"))
         self.pos = StreamPosition()
