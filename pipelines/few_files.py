@@ -45,10 +45,12 @@ def keep_few_files(spark, lake: Lake, table: LakeTable, *, most: int = FEW_FILES
     held then, else ``None`` (few enough, no table, a managed one, the lease busy, or the
     compaction failed: a warning). The caller holds the table's lease, or names it in
     ``lease`` (config, stage) to take it for the compaction if it is free."""
-    if lake.managed or (_data_files(lake, table) or 0) <= most:
+    if lake.managed:
         return None
-    if lease is None:
+    if lease is None:  # held already: one load, counted and compacted
         return _compact(spark, lake, table, most)
+    if (_data_files(lake, table) or 0) <= most:  # the lease only when due
+        return None
     with lease_if_free(*lease) as held:
         return _compact(spark, lake, table, most) if held else None
 
@@ -66,6 +68,7 @@ def _data_files(lake: Lake, table: LakeTable) -> int | None:
 def _compact(spark, lake: Lake, table: LakeTable, most: int) -> int | None:
     """Compact on a snapshot loaded now (under the lease): not one another compaction had."""
     from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
     try:
         dt = DeltaTable(lake.path(table))
@@ -76,6 +79,8 @@ def _compact(spark, lake: Lake, table: LakeTable, most: int) -> int | None:
             spark.sql(f"OPTIMIZE {lake.ident(table)}").collect()
         else:
             dt.optimize.compact()
+    except TableNotFoundError:
+        return None
     except Exception as exc:  # noqa: BLE001 - delta-rs and the engines raise many kinds
         first = (str(exc).strip().splitlines() or [repr(exc)])[0][:300]
         log.warning("%s: compacting its data files failed, left to the next run: %s",
