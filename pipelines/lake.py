@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
                                  sql_string, table_exists)
+from pipelines import lake_seen
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
@@ -177,7 +178,9 @@ class Lake:
         self.managed = managed and bool(self._parts)
         # What this lake object has seen, asked of the engine once (each ask is a query plan:
         # ~1.5 ms on Sail, 45–60 ms on JVM Spark): tables that exist (no stage drops one), and
-        # tables holding every declared column (no column is ever dropped).
+        # tables holding every declared column (no column is ever dropped). Tables at local
+        # paths are also remembered for the process (pipelines/lake_seen.py): every stage
+        # makes its own lake object.
         self._known: set[str] = set()
         self._complete: set[str] = set()
 
@@ -191,6 +194,16 @@ class Lake:
     @property
     def uses_catalog(self) -> bool:
         return bool(self._parts)
+
+    def _seen(self, table: LakeTable, *, complete: bool = False) -> bool:
+        if table.key in (self._complete if complete else self._known):
+            return True
+        return not self._parts and lake_seen.seen(self.path(table), complete=complete)
+
+    def _saw(self, table: LakeTable, *, complete: bool = False) -> None:
+        (self._complete if complete else self._known).add(table.key)
+        if not self._parts:
+            lake_seen.saw(self.path(table), complete=complete)
 
     def path(self, table: LakeTable) -> str:
         """The table's directory under the lake root (its LOCATION in catalog mode)."""
@@ -214,12 +227,12 @@ class Lake:
         written by path, or a session catalog that forgot it) is registered first, so that
         no stage mistakes it for a missing table.
         """
-        if table.key in self._known:
+        if self._seen(table):
             return True
         if not self._parts:
-            if not table_exists(spark, self.path(table)):
+            if lake_seen.absent(self.path(table)) or not table_exists(spark, self.path(table)):
                 return False
-            self._known.add(table.key)
+            self._saw(table)
             return True
         try:
             spark.read.table(self.ident(table)).schema  # noqa: B018 - forces analysis
@@ -227,7 +240,7 @@ class Lake:
             if self.managed or not table_exists(spark, self.path(table)):
                 return False
             self.create(spark, table, registered_from_path=True)
-        self._known.add(table.key)
+        self._saw(table)
         return True
 
     def read(self, spark, table: LakeTable, version: int | None = None):
@@ -245,11 +258,11 @@ class Lake:
             df = reader.load(self.path(table))
         if version is not None:  # an older version may lack columns declared since
             return with_declared_columns(df, table)
-        if table.key in self._complete:
+        if self._seen(table, complete=True):
             return df
         out = with_declared_columns(df, table)
         if out is df:  # nothing was missing
-            self._complete.add(table.key)
+            self._saw(table, complete=True)
         return out
 
     def location(self, spark, table: LakeTable) -> str | None:
@@ -336,10 +349,12 @@ class Lake:
             # A table written before columns were declared (a lake of an older binlake):
             # Delta schema evolution adds them on this commit; older rows read them as NULL.
             options = {**options, "mergeSchema": "true"}
+        # A write drops no column: a table complete before it is complete after it.
+        complete = self._seen(table, complete=True)
         if self._parts:
             if not self.exists(df.sparkSession, table):  # registers one found at the path
                 self.create(df.sparkSession, table)
-                self._known.add(table.key)
+                self._saw(table)
             writer = df.select(*table.column_names).writeTo(self.ident(table)).options(**options)
             with _task_errors():
                 if mode == "append":
@@ -357,7 +372,7 @@ class Lake:
             writer = writer.partitionBy(*table.partition_by)
         with _task_errors():
             writer.save(self.path(table))
-        self._known.add(table.key)
+        self._saw(table, complete=complete)
 
     def takes_literals(self, spark, table: LakeTable) -> bool:
         """Whether an append may give partition values as literals (so that the engine does
@@ -372,14 +387,14 @@ class Lake:
 
     def _missing_columns(self, spark, table: LakeTable) -> list[str]:
         """Declared columns the existing table lacks (none when there is no table yet)."""
-        if table.key in self._complete or not self.exists(spark, table):
+        if self._seen(table, complete=True) or not self.exists(spark, table):
             return []
         reader = spark.read.format("delta")
         have = set((reader.table(self.ident(table)) if self._parts
                     else reader.load(self.path(table))).columns)
         missing = [c for c in table.column_names if c not in have]
         if not missing:
-            self._complete.add(table.key)
+            self._saw(table, complete=True)
         return missing
 
     def delete_where(self, spark, table: LakeTable, predicate: str) -> None:

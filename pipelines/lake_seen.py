@@ -1,0 +1,70 @@
+"""What this process has seen of the lake's tables on a filesystem, shared by every ``Lake``.
+
+Each stage makes its own ``Lake`` object, and each asked the engine again whether a table
+exists and whether it holds every declared column: a query plan each, which on the embedded
+engine loads the table's Delta log (a checkpoint of every data file). One ``binlake index``
+run asked that ~24 times, 133 ms of a 1.05 s small-file run after a history, and 265 ms once
+200 more runs had left their files and commits (docs/performance.md, session 26).
+
+Both answers only ever turn true: no stage drops a table, and no column is ever dropped. So
+once seen, a table at a local path is remembered for the process together with the state of
+its ``_delta_log`` directory (device, inode and change time), checked by one ``stat`` at each
+use. Any commit, checkpoint or log cleanup changes the directory, and the next use asks the
+engine again: a table deleted, moved away or replaced by another (ext4 gives a directory made
+again at once the same inode) is never taken for the one seen. Object-store paths and catalog
+tables are not remembered here (their ``Lake`` object remembers them, as before). A local
+path without a ``_delta_log`` directory holds no table: :func:`absent` says so without a query
+(the quality and silver runs asked about the schema snapshots' tables at every run).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["seen", "saw", "absent", "forget_all"]
+
+# path -> (the _delta_log directory's (st_dev, st_ino, st_ctime_ns), holds every declared column)
+_SEEN: dict[str, tuple[tuple[int, int, int], bool]] = {}
+
+
+def _log_id(path: str) -> tuple[int, int, int] | None:
+    if not os.path.isabs(path):  # an object store's URL
+        return None
+    try:
+        st = os.stat(os.path.join(path, "_delta_log"))
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+def seen(path: str, *, complete: bool = False) -> bool:
+    """Whether this process saw a Delta table at ``path`` (``complete``: holding every
+    declared column) and the same table is still there."""
+    got = _SEEN.get(path)
+    if got is None:
+        return False
+    if _log_id(path) != got[0]:
+        _SEEN.pop(path, None)
+        return False
+    return got[1] or not complete
+
+
+def saw(path: str, *, complete: bool = False) -> None:
+    """Remember that the table at ``path`` exists (``complete``: and holds every declared
+    column); nothing for an object-store path or a path without a Delta log."""
+    ident = _log_id(path)
+    if ident is None:
+        return
+    got = _SEEN.get(path)
+    _SEEN[path] = (ident, complete or (got is not None and got[0] == ident and got[1]))
+
+
+def absent(path: str) -> bool:
+    """Whether no Delta table can be at the local ``path``: it has no ``_delta_log``
+    directory (no engine query needed to say so)."""
+    return os.path.isabs(path) and not os.path.isdir(os.path.join(path, "_delta_log"))
+
+
+def forget_all() -> None:
+    """Forget every table (tests)."""
+    _SEEN.clear()
