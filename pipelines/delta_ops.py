@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
-           "rows_written_since", "rows_in_table", "Capabilities", "capabilities",
+           "rows_written_since", "rows_in_table", "files_in_partitions", "Capabilities", "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
            "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
            "session_key", "version_unreadable", "version_files", "UNREADABLE_VERSION"]
@@ -230,6 +230,20 @@ def rows_in_table(path: str) -> int | None:
     if counts.null_count:
         return None
     return int(pc.sum(counts).as_py() or 0)
+
+
+def files_in_partitions(path: str, filters: list[tuple[str, str, Any]]) -> int | None:
+    """Data files of the table's latest version that may hold rows matching ``filters``
+    (delta-rs tuple filters, e.g. ``[("binlog_file", "in", [...])]``), from the Delta log
+    alone: exact on partition columns, a superset on others (files their min/max statistics
+    cannot rule out, and every file without them). ``None`` when delta-rs cannot say (no
+    table, an unreadable store): the caller then assumes there may be some."""
+    try:
+        from deltalake import DeltaTable
+
+        return len(DeltaTable(path).file_uris(file_pruning_predicate=filters))
+    except Exception:  # noqa: BLE001 - delta-rs raises several kinds
+        return None
 
 
 def table_id(path: str) -> str | None:

@@ -71,6 +71,47 @@ def test_index_then_rerun_adds_nothing(spark, tmp_path: Path, binlog_dir: Path) 
     assert duplicate_keys(spark, cfg) == 0
 
 
+@pytest.fixture
+def deletes(monkeypatch) -> list[str]:
+    """The DELETEs bronze runs issue on the lake (their predicates)."""
+    from pipelines.lake import Lake
+
+    got: list[str] = []
+    real = Lake.delete_where
+
+    def counted(self, spark, table, predicate):
+        got.append(f"{table.key}: {predicate}")
+        return real(self, spark, table, predicate)
+
+    monkeypatch.setattr(Lake, "delete_where", counted)
+    return got
+
+
+def test_a_file_indexed_first_needs_no_delete(spark, tmp_path: Path, binlog_dir: Path,
+                                              deletes: list[str]) -> None:
+    cfg = cfg_for(tmp_path)
+    run_bronze(spark, cfg, binlog_dir=str(binlog_dir), files=["mysql-bin.000001"])
+    run_bronze(spark, cfg, binlog_dir=str(binlog_dir), files=["mysql-bin.000002"])
+    assert [d for d in deletes if d.startswith("bronze/binlog_events")] == []
+    assert bronze_counts(spark, cfg) == {k: EXPECTED_ROWS[k]
+                                         for k in ("mysql-bin.000001", "mysql-bin.000002")}
+
+
+def test_rows_without_a_file_state_are_replaced_not_doubled(spark, tmp_path: Path,
+                                                            binlog_dir: Path,
+                                                            deletes: list[str]) -> None:
+    """A file's rows in the table while ``bronze/files`` has no state for it (the stream's
+    commit before it saved its states, killed in between): indexing the file replaces them."""
+    cfg = cfg_for(tmp_path)
+    run_bronze(spark, cfg, binlog_dir=str(binlog_dir), files=["mysql-bin.000003"])
+    DeltaTable(cfg.table_path("bronze", "files")).delete("binlog_file = 'mysql-bin.000003'")
+    again = run_bronze(spark, cfg, binlog_dir=str(binlog_dir), files=["mysql-bin.000003"])
+    assert [f.status for f in again.files] == ["completed"]
+    assert len([d for d in deletes if d.startswith("bronze/binlog_events")]) == 1
+    assert bronze_counts(spark, cfg) == {"mysql-bin.000003": EXPECTED_ROWS["mysql-bin.000003"]}
+    assert duplicate_keys(spark, cfg) == 0
+
+
 def test_bad_files_fail_alone_and_recover(spark, tmp_path: Path, binlog_dir: Path, corpus: Path) -> None:
     cfg = cfg_for(tmp_path)
     (binlog_dir / "mysql-bin.000004").write_bytes(b"PK\x03\x04 this is a zip, not a binlog")

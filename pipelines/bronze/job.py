@@ -27,7 +27,7 @@ from pipelines.bronze.files import (Compacted, FileState, compact_states, load_s
 from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_ops import commit_bytes, sql_string, target_file_size
+from pipelines.delta_ops import commit_bytes, files_in_partitions, sql_string, target_file_size
 from pipelines.few_files import keep_few_files
 from pipelines.lake import BRONZE_EVENTS, BRONZE_FILES, Lake
 from pipelines.lease import holds_lease
@@ -214,7 +214,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
 
     names = [os.path.basename(p) for p in todo]
     in_list = ", ".join(sql_string(n) for n in names)
-    if lake.exists(spark, BRONZE_EVENTS):
+    if lake.exists(spark, BRONZE_EVENTS) and _may_hold(spark, lake, source_id, names):
         lake.delete_where(spark, BRONZE_EVENTS,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
@@ -268,6 +268,18 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     result.files = [states[(source_id, os.path.basename(p))] for p in todo]
     result.seconds = time.monotonic() - started
     return result
+
+
+def _may_hold(spark, lake: Lake, source_id: str, names: list[str]) -> bool:
+    """Whether ``bronze/binlog_events`` may hold rows of the files ``names`` (indexed before,
+    or by a run killed after it wrote some, or by the stream): False only when the Delta log
+    lists no data file in their partitions. A file indexed for the first time then needs no
+    DELETE, which on the embedded engine is a query over the table's log (~50 ms once the
+    lake holds a history, docs/performance.md, session 26); delta-rs reads the log alone."""
+    where = lake.location(spark, BRONZE_EVENTS)
+    found = files_in_partitions(where, [("source_id", "=", source_id),
+                                        ("binlog_file", "in", names)]) if where else None
+    return found is None or found > 0
 
 
 def _followed_by_later_file(binlog_dir: str, paths: list[str]) -> set[str]:
