@@ -130,7 +130,9 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     if cfg.silver.change_data_feed:
         rendered = to_silver(pending(), plan, workers, compiled, masked, render_rows)
         _change_data_feed(spark, lake, rendered)
-    before = lake.version(spark, SILVER_EVENTS)
+    # The silver lease is held: only the change data feed's commit above moved the version.
+    before = lake.version(spark, SILVER_EVENTS) if cfg.silver.change_data_feed \
+        else res.version_before
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
         lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked, render_rows,
                               slice_day(sl, days)),
