@@ -21,7 +21,8 @@ from urllib.parse import unquote
 from pipelines.errors import EngineError
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
-           "rows_written_since", "rows_in_table", "files_in_partitions", "Capabilities", "capabilities",
+           "rows_written_since", "rows_in_table", "files_in_partitions", "Capabilities",
+           "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
            "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
            "session_key", "version_unreadable", "version_files", "UNREADABLE_VERSION"]

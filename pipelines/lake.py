@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from pipelines import lake_seen
 from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
                                  sql_string, table_exists)
-from pipelines import lake_seen
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
@@ -200,10 +200,15 @@ class Lake:
             return True
         return not self._parts and lake_seen.seen(self.path(table), complete=complete)
 
-    def _saw(self, table: LakeTable, *, complete: bool = False) -> None:
+    def _state(self, table: LakeTable) -> lake_seen.State | None:
+        """The table's log state before asking the engine (path mode; else ``None``)."""
+        return None if self._parts else lake_seen.state(self.path(table))
+
+    def _saw(self, table: LakeTable, then: lake_seen.State | None = None, *,
+             complete: bool = False) -> None:
         (self._complete if complete else self._known).add(table.key)
         if not self._parts:
-            lake_seen.saw(self.path(table), complete=complete)
+            lake_seen.saw(self.path(table), then, complete=complete)
 
     def path(self, table: LakeTable) -> str:
         """The table's directory under the lake root (its LOCATION in catalog mode)."""
@@ -230,9 +235,11 @@ class Lake:
         if self._seen(table):
             return True
         if not self._parts:
-            if lake_seen.absent(self.path(table)) or not table_exists(spark, self.path(table)):
+            then = self._state(table)
+            if then is None and lake_seen.absent(self.path(table)) \
+                    or not table_exists(spark, self.path(table)):
                 return False
-            self._saw(table)
+            self._saw(table, then)
             return True
         try:
             spark.read.table(self.ident(table)).schema  # noqa: B018 - forces analysis
@@ -260,9 +267,10 @@ class Lake:
             return with_declared_columns(df, table)
         if self._seen(table, complete=True):
             return df
+        then = self._state(table)
         out = with_declared_columns(df, table)
         if out is df:  # nothing was missing
-            self._saw(table, complete=True)
+            self._saw(table, then, complete=True)
         return out
 
     def location(self, spark, table: LakeTable) -> str | None:
@@ -389,12 +397,13 @@ class Lake:
         """Declared columns the existing table lacks (none when there is no table yet)."""
         if self._seen(table, complete=True) or not self.exists(spark, table):
             return []
+        then = self._state(table)
         reader = spark.read.format("delta")
         have = set((reader.table(self.ident(table)) if self._parts
                     else reader.load(self.path(table))).columns)
         missing = [c for c in table.column_names if c not in have]
         if not missing:
-            self._saw(table, complete=True)
+            self._saw(table, then, complete=True)
         return missing
 
     def delete_where(self, spark, table: LakeTable, predicate: str) -> None:

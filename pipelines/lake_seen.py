@@ -2,15 +2,15 @@
 
 Each stage makes its own ``Lake`` object, and each asked the engine again whether a table
 exists and whether it holds every declared column: a query plan each, which on the embedded
-engine loads the table's Delta log (a checkpoint of every data file). One ``binlake index``
-run asked that ~24 times, 133 ms of a 1.05 s small-file run after a history, and 265 ms once
-200 more runs had left their files and commits (docs/performance.md, session 26).
+engine loads the table's Delta log (a checkpoint of every data file). One small-file run
+asked that 24 times, 120–133 ms of a ~1.05 s run after a history, and 265 ms once 200 more
+runs had left their files and commits (docs/performance.md, session 26).
 
 Both answers only ever turn true: no stage drops a table, and no column is ever dropped. So
 once seen, a table at a local path is remembered for the process together with the state of
 its ``_delta_log`` directory (device, inode and change time), checked by one ``stat`` at each
-use. Any commit, checkpoint or log cleanup changes the directory, and the next use asks the
-engine again: a table deleted, moved away or replaced by another (ext4 gives a directory made
+use (the state is taken before the engine is asked). Any commit, checkpoint or log cleanup
+changes the directory, and the next use asks the engine again: a table deleted, moved away or replaced by another (ext4 gives a directory made
 again at once the same inode) is never taken for the one seen. Object-store paths and catalog
 tables are not remembered here (their ``Lake`` object remembers them, as before). A local
 path without a ``_delta_log`` directory holds no table: :func:`absent` says so without a query
@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["seen", "saw", "absent", "forget_all"]
+__all__ = ["state", "seen", "saw", "absent", "forget_all"]
 
-# path -> (the _delta_log directory's (st_dev, st_ino, st_ctime_ns), holds every declared column)
-_SEEN: dict[str, tuple[tuple[int, int, int], bool]] = {}
+State = tuple[int, int, int]  # the _delta_log directory's st_dev, st_ino, st_ctime_ns
+
+# path -> (the state it was seen in, holds every declared column)
+_SEEN: dict[str, tuple[State, bool]] = {}
 
 
-def _log_id(path: str) -> tuple[int, int, int] | None:
+def state(path: str) -> State | None:
+    """The state of the table's ``_delta_log`` directory at ``path`` now; ``None`` for an
+    object store's URL or a path without one. Taken before asking the engine: a commit
+    landing meanwhile makes the next :func:`seen` ask again."""
     if not os.path.isabs(path):  # an object store's URL
         return None
     try:
@@ -39,24 +44,26 @@ def _log_id(path: str) -> tuple[int, int, int] | None:
 
 def seen(path: str, *, complete: bool = False) -> bool:
     """Whether this process saw a Delta table at ``path`` (``complete``: holding every
-    declared column) and the same table is still there."""
+    declared column) and its ``_delta_log`` is as it was then."""
     got = _SEEN.get(path)
     if got is None:
         return False
-    if _log_id(path) != got[0]:
+    if state(path) != got[0]:
         _SEEN.pop(path, None)
         return False
     return got[1] or not complete
 
 
-def saw(path: str, *, complete: bool = False) -> None:
+def saw(path: str, then: State | None, *, complete: bool = False) -> None:
     """Remember that the table at ``path`` exists (``complete``: and holds every declared
-    column); nothing for an object-store path or a path without a Delta log."""
-    ident = _log_id(path)
-    if ident is None:
+    column), as the engine said of its log in state ``then`` (:func:`state` before asking;
+    ``None``: now). Nothing for an object store's URL or a path without a Delta log."""
+    if then is None:
+        then = state(path)
+    if then is None:
         return
     got = _SEEN.get(path)
-    _SEEN[path] = (ident, complete or (got is not None and got[0] == ident and got[1]))
+    _SEEN[path] = (then, complete or (got is not None and got[0] == then and got[1]))
 
 
 def absent(path: str) -> bool:

@@ -99,3 +99,28 @@ def test_a_table_made_again_in_an_older_layout_is_not_taken_for_the_one_seen(
     raw = spark.read.format("delta").load(lake.path(TABLE))
     assert sorted(tuple(r) for r in raw.select(*TABLE.column_names).collect()) \
         == [(5, "z", None), (6, "z", "c")]
+
+
+def test_a_commit_while_the_engine_is_asked_makes_the_next_lake_ask_again(
+        spark, tmp_path, monkeypatch) -> None:
+    """The log's state is taken before the question: a commit landing while the engine
+    answers is not taken for part of what it saw."""
+    _current(spark, tmp_path)
+    path = Lake(str(tmp_path)).path(TABLE)
+    asked = []
+    exists = lake_mod.table_exists
+
+    def committing(session, where):
+        asked.append(where)
+        answer = exists(session, where)
+        if len(asked) == 1:  # another writer's commit lands meanwhile
+            session.createDataFrame([(2, "y", "b")], TABLE.ddl()).write.format("delta") \
+                .mode("append").save(where)
+        return answer
+
+    monkeypatch.setattr(lake_mod, "table_exists", committing)
+    lake_seen.forget_all()
+    assert Lake(str(tmp_path)).exists(spark, TABLE)
+    assert Lake(str(tmp_path)).exists(spark, TABLE)
+    assert asked == [path, path]
+    lake_seen.forget_all()
