@@ -235,8 +235,8 @@ class Lake:
         if self._seen(table):
             return True
         if not self._parts:
-            then = self._state(table)
-            if then is None and lake_seen.absent(self.path(table)) \
+            then = self._state(table)  # None on a local path: no _delta_log, no table
+            if then is None and not is_url_root(self.root) \
                     or not table_exists(spark, self.path(table)):
                 return False
             self._saw(table, then)

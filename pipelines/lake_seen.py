@@ -10,18 +10,19 @@ Both answers only ever turn true: no stage drops a table, and no column is ever 
 once seen, a table at a local path is remembered for the process together with the state of
 its ``_delta_log`` directory (device, inode and change time), checked by one ``stat`` at each
 use (the state is taken before the engine is asked). Any commit, checkpoint or log cleanup
-changes the directory, and the next use asks the engine again: a table deleted, moved away or replaced by another (ext4 gives a directory made
-again at once the same inode) is never taken for the one seen. Object-store paths and catalog
-tables are not remembered here (their ``Lake`` object remembers them, as before). A local
-path without a ``_delta_log`` directory holds no table: :func:`absent` says so without a query
-(the quality and silver runs asked about the schema snapshots' tables at every run).
+changes the directory, and the next use asks the engine again: a table deleted, moved away
+or replaced by another (ext4 gives a directory made again at once the same inode) is never
+taken for the one seen. Object-store paths and catalog tables are not remembered here (their
+``Lake`` object remembers them, as before). A local path whose :func:`state` is ``None`` has
+no ``_delta_log`` directory, so no table: ``Lake.exists`` says so without a query (the
+quality and silver runs asked about the schema snapshots' tables at every run).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["state", "seen", "saw", "absent", "forget_all"]
+__all__ = ["state", "seen", "saw", "forget_all"]
 
 State = tuple[int, int, int]  # the _delta_log directory's st_dev, st_ino, st_ctime_ns
 
@@ -64,12 +65,6 @@ def saw(path: str, then: State | None, *, complete: bool = False) -> None:
         return
     got = _SEEN.get(path)
     _SEEN[path] = (then, complete or (got is not None and got[0] == then and got[1]))
-
-
-def absent(path: str) -> bool:
-    """Whether no Delta table can be at the local ``path``: it has no ``_delta_log``
-    directory (no engine query needed to say so)."""
-    return os.path.isabs(path) and not os.path.isdir(os.path.join(path, "_delta_log"))
 
 
 def forget_all() -> None:
