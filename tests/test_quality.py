@@ -279,11 +279,17 @@ def test_window_alone_in_its_key_bounds(spark, monkeypatch, older, sourceless, a
     assert sorted(got, key=repr) == want
 
 
-def test_a_commit_landing_mid_run_is_checked_at_its_version(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("alone", [False, True])
+def test_a_commit_landing_mid_run_is_checked_at_its_version(spark, tmp_path, monkeypatch, alone):
     """Quality pins silver's latest version and holds no lease. The embedded engine (Sail
     0.7.2) cannot read a version before a later checkpoint, and it checkpoints every tenth
-    commit: a real append lands as version 10 while the run checks version 9, so the check
-    runs again at version 10 (``delta_ops.version_unreadable``)."""
+    commit: a real append lands as version 10 while the run checks version 9. Where the
+    uniqueness rules read the pinned table (``alone`` False: older rows may share a key),
+    the check runs again at version 10 (``delta_ops.version_unreadable``). Where the files'
+    statistics show the window alone, nothing reads version 9 through the engine (its rows
+    are read by their files, the statistics by delta-rs), and version 9 is checked."""
+    if not alone:
+        monkeypatch.setattr(quality_job, "alone_in_stats", lambda sl, keys: [False for _ in keys])
     cfg = load_config(overrides={"lake.root": str(tmp_path / "lake")})
     silver = cfg.table_path("silver", "binlog_events")
 
@@ -310,7 +316,7 @@ def test_a_commit_landing_mid_run_is_checked_at_its_version(spark, tmp_path, mon
     except Exception as exc:  # noqa: BLE001
         assert "Missing commit file" in str(exc)
         readable = False
-    assert res.silver_version == (9 if readable else 10)
+    assert res.silver_version == (9 if readable or alone else 10)
     assert res.rows_checked["silver"] == 1  # the row of the checked version's commit
     assert not [r for r in res.rules if r.status == "error"]
 
@@ -514,3 +520,31 @@ def test_image_column_count_per_row(spark):
         "i int, row_before string, row_after string, absent_columns string")
     got = {r["i"]: r["image_column_count"] for r in with_image_counts(df).collect()}
     assert got == {i: want for i, (*_, want) in enumerate(IMAGE_COUNTS)}
+
+
+def test_a_window_past_the_history_is_checked_alone(spark, tmp_path, monkeypatch):
+    """The usual run: its rows' keys lie past every older row's (its binlog file numbered
+    after the history's). The data files' statistics say so (``file_stats``), so each
+    uniqueness rule checks the window's rows alone, as a first run's are checked: no query
+    measures their key bounds or counts the table within them. The counts are the context
+    path's, and a key held twice within the window is still found."""
+    cfg = load_config(overrides={"lake.root": str(tmp_path / "lake")})
+    silver = cfg.table_path("silver", "binlog_events")
+    older = [silver_row(100 * i, "INSERT", str(i), after={"id": i, "name": "x"}, ts=OLD)
+             for i in range(1, 6)]
+    window = [silver_row(10_000 + 100 * i, "INSERT", str(i), after={"id": i, "name": "y"})
+              for i in range(1, 8)]
+    window.append(window[2])  # one row appended twice by the run
+    for rows in (older, window):  # versions 0 and 1
+        spark.createDataFrame(rows, SILVER_DDL).write.format("delta").mode("append").save(silver)
+    measured = []
+    real_bounds = quality_job.alone_in_bounds
+    monkeypatch.setattr(quality_job, "alone_in_bounds",
+                        lambda *a: measured.append(a) or real_bounds(*a))
+    alone = counts(run_quality(spark, cfg, write=False))
+    assert not measured
+    assert alone[("seq_unique", "silver")] == (6, 2, "failed")
+    assert alone[("bronze_key_unique", "silver")] == (6, 2, "failed")
+    monkeypatch.setattr(quality_job, "alone_in_stats", lambda sl, keys: [False for _ in keys])
+    assert counts(run_quality(spark, cfg, write=False)) == alone
+    assert len(measured) == 2  # the context path: one count per uniqueness rule

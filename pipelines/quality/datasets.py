@@ -38,6 +38,7 @@ from pyspark.sql.window import Window as W
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 from pipelines.delta_ops import files_added
+from pipelines.file_stats import alone_in_key_ranges
 from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
                             read_data_files)
 
@@ -45,7 +46,7 @@ __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "si
            "quarantine_frame",
            "with_image_counts", "with_snapshot_counts", "with_latest_snapshot_counts",
            "context_frame", "context_key_counts", "key_bounds", "bound_aggregates",
-           "alone_in_bounds", "keyed_rows"]
+           "alone_in_bounds", "alone_in_stats", "keyed_rows"]
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
 # Columns recorded for each failing row (the key, then what a person needs to find it).
@@ -93,6 +94,10 @@ class SilverSlice:
     version: int | None  # the silver version checked
     window: Window
     whole: bool = False  # the window's rows are the whole table (a first run, or "all")
+    # The data files holding exactly the window's rows (``last-run``, where the log says),
+    # and the table's location: what the files' statistics can tell (``alone_in_stats``).
+    files: tuple[str, ...] | None = None
+    path: str | None = None
 
 
 def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
@@ -110,26 +115,29 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
     elif window.kind == "recent":
         rows = table.where(F.col("event_timestamp")
                            >= F.current_timestamp() - F.expr(f"INTERVAL {window.hours} HOURS"))
-    elif window.since is not None:
-        rows = _rows_added(spark, lake, table, window.since, version)
     else:
-        rows = _rows_added(spark, lake, table, version - 1, version)
+        since = window.since if window.since is not None else version - 1
+        path = lake.location(spark, SILVER_EVENTS)
+        rows, files = _rows_added(spark, lake, table, path, since, version)
+        return SilverSlice(rows, table, version, window, whole,
+                           None if files is None else tuple(files), path)
     return SilverSlice(rows, table, version, window, whole)
 
 
-def _rows_added(spark, lake: Lake, table: DataFrame, since: int, version: int) -> DataFrame:
+def _rows_added(spark, lake: Lake, table: DataFrame, path: str | None, since: int,
+                version: int) -> tuple[DataFrame, list[str] | None]:
     """The rows silver's commits after ``since`` up to ``version`` appended: the data files
     those commits added (cost follows the commits, not the table); the whole table minus
-    version ``since`` when the log cannot say (cleaned up, unreadable by delta-rs)."""
+    version ``since`` when the log cannot say (cleaned up, unreadable by delta-rs). With the
+    files (None: the log could not say)."""
     if since >= version:
-        return table.limit(0)
-    path = lake.location(spark, SILVER_EVENTS)
+        return table.limit(0), []
     files = files_added(path, since, version) if path else None
     if files is None:
         previous = lake.read(spark, SILVER_EVENTS, since)
-        return table.exceptAll(previous.select(*table.columns))
+        return table.exceptAll(previous.select(*table.columns)), None
     if not files:
-        return table.limit(0)
+        return table.limit(0), []
     # The partition column is in the files' directory names (event_date=YYYY-MM-DD), not in
     # the files: read each day's files with it as a literal (engines differ on basePath).
     by_day: dict[str | None, list[str]] = {}
@@ -145,7 +153,7 @@ def _rows_added(spark, lake: Lake, table: DataFrame, since: int, version: int) -
     out = parts[0]
     for df in parts[1:]:
         out = out.unionByName(df)
-    return out
+    return out, files
 
 
 def with_image_counts(df: DataFrame) -> DataFrame:
@@ -257,6 +265,18 @@ def alone_in_bounds(sl: SilverSlice, columns: list[str], bounds: Mapping[str, An
     if any(bounds.get(f"lo{i}") is None for i in range(len(columns))):
         return False
     return sl.table.where(_within(columns, bounds)).count() == int(bounds.get("keyed") or 0)
+
+
+def alone_in_stats(sl: SilverSlice, keys: list[list[str]]) -> list[bool]:
+    """For each key (its columns): whether the Delta log's statistics show that no older
+    silver row can share a whole key with a window's row (``file_stats``, over the window's
+    data files): the usual case, a run's files numbered after the history's. Then the
+    window's rows are their own context, checked as a first run's are, and no query
+    measures their bounds. False where the statistics cannot tell (no file list: a
+    ``recent`` window, a log that could not say)."""
+    if sl.whole or sl.files is None or sl.path is None or sl.version is None:
+        return [False for _ in keys]
+    return alone_in_key_ranges(sl.path, sl.version, sl.files, keys)
 
 
 def keyed_rows(sl: SilverSlice, columns: list[str], where: Column | None = None) -> DataFrame:

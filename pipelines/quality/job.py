@@ -32,8 +32,8 @@ from pipelines.quality.checks import (KeyPass, Outcome, check_rules_against, con
                                       failing_rows, key_pass, unique_filters, unique_measures,
                                       validate)
 from pipelines.quality.datasets import (
-    KEY, REPORT_COLUMNS, Window, alone_in_bounds, bound_aggregates, context_frame,
-    context_key_counts, keyed_rows, quarantine_frame, silver_frame, silver_slice,
+    KEY, REPORT_COLUMNS, Window, alone_in_bounds, alone_in_stats, bound_aggregates,
+    context_frame, context_key_counts, keyed_rows, quarantine_frame, silver_frame, silver_slice,
 )
 from pipelines.quality.result import (
     QualityResult, RuleResult, TableCounts, exit_code, render_result, result_to_json, summary_line,
@@ -114,8 +114,11 @@ def _check_silver(spark, cfg: Config, rules: list[Rule], rs: RuleSet, window: Wi
         return [_skipped(r) for r in rules]
     frame = silver_frame(spark, cfg, sl)
     # Uniqueness looks at the window's rows and every older row sharing their key (no older
-    # rows when the window is the whole table).
-    separate = [r for r in rules if r.expect is Expect.UNIQUE and not sl.whole]
+    # rows when the window is the whole table, or when the files' statistics show that no
+    # older row lies within the window's key range).
+    unique = [r for r in rules if r.expect is Expect.UNIQUE and not sl.whole]
+    alone = alone_in_stats(sl, [list(r.columns) for r in unique]) if unique else []
+    separate = [r for r, a in zip(unique, alone) if not a]
     together = [r for r in rules if r not in separate]
     found: dict[Rule, tuple[Outcome, Any]] = {}
     for o in validate(frame, together, report_columns=REPORT_COLUMNS["silver"],
