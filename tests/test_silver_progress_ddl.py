@@ -16,15 +16,15 @@ from pathlib import Path
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.lake import BRONZE_EVENTS, SILVER_PROGRESS, Lake
+from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.silver.job import run_silver
+from pipelines.silver.progress import load_progress
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 
 
 def _progress(spark, lake: Lake) -> dict[str, list]:
-    return {r["binlog_file"]: json.loads(r["ddl"])
-            for r in lake.read(spark, SILVER_PROGRESS).collect()}
+    return {f: json.loads(r["ddl"]) for (_, f), r in load_progress(spark, lake).items()}
 
 
 def _queries(spark, lake: Lake, name: str) -> list:

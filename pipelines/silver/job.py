@@ -11,7 +11,6 @@ released the same way once a snapshot (or import) makes them nameable.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import time
@@ -21,16 +20,16 @@ from dataclasses import dataclass, field
 from pipelines.bronze.files import load_states
 from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
-from pipelines.delta_ops import (commit_bytes, enable_change_data_feed, rows_written_since,
-                                 target_file_size)
+from pipelines.delta_ops import (commit_bytes, enable_change_data_feed, rows_in_table,
+                                 rows_written_since, target_file_size)
 from pipelines.few_files import keep_few_files
-from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, SILVER_PROGRESS, SILVER_QUARANTINE,
-                            Lake)
+from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.session import engine_name
 from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan
+from pipelines.silver.progress import load_progress, save_progress
 from pipelines.silver.render_warm import batch_rows, renders_here, warm_in_background
 from pipelines.silver.render_worker import close_idle
 from pipelines.silver.slices import binlog_bytes, file_days, in_files, plan_slices, slice_day
@@ -42,7 +41,6 @@ __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 log = logging.getLogger(__name__)
 
 KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
-_PROGRESS_DDL = SILVER_PROGRESS.ddl()
 
 
 @dataclass
@@ -80,26 +78,26 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     lake = Lake.of(cfg)
     if not lake.exists(spark, BRONZE_EVENTS):
         return res
-    if lake.exists(spark, SILVER_EVENTS):
-        res.version_before = lake.version(spark, SILVER_EVENTS)
-    bronze_files = load_states(spark, lake)
+    # The run's first reads, sent to the engine at once (each mostly waits on it).
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="silver-start") as pool:
+        states = pool.submit(load_states, spark, lake)
+        progress = pool.submit(load_progress, spark, lake)
+        quarantined = pool.submit(_quarantined_files, spark, lake)
+        if lake.exists(spark, SILVER_EVENTS):
+            res.version_before = lake.version(spark, SILVER_EVENTS)
+        bronze_files, done, held_back = states.result(), progress.result(), quarantined.result()
     seen, known_ddl = {}, {}
-    if lake.exists(spark, SILVER_PROGRESS):
-        for r in lake.read(spark, SILVER_PROGRESS).collect():
-            key = (r["source_id"], r["binlog_file"])
-            seen[key] = r["bronze_updated_at"]
-            st = bronze_files.get(key)
-            if r["ddl"] is not None and st is not None and st.status != "in_progress" \
-                    and st.updated_at == r["bronze_updated_at"]:
-                known_ddl[key] = [tuple(q) for q in json.loads(r["ddl"])]
+    for key, r in done.items():
+        seen[key] = r["bronze_updated_at"]
+        st = bronze_files.get(key)
+        if r["ddl"] is not None and st is not None and st.status != "in_progress" \
+                and st.updated_at == r["bronze_updated_at"]:
+            known_ddl[key] = [tuple(q) for q in json.loads(r["ddl"])]
     candidates = {key for key, st in bronze_files.items()
                   if st.status != "in_progress" and seen.get(key) != st.updated_at}
-    has_quarantine = lake.exists(spark, SILVER_QUARANTINE)
-    held_back: set[tuple[str, str]] = set()  # the files with rows in quarantine
-    if has_quarantine:
-        held_back = {(r[0], r[1]) for r in lake.read(spark, SILVER_QUARANTINE)
-                     .select("source_id", "binlog_file").distinct().collect()}
-        candidates |= held_back
+    has_quarantine = held_back is not None
+    held_back = held_back or set()  # the files with rows in quarantine
+    candidates |= held_back
     res.files = sorted(candidates)
     if not candidates:
         res.silver_version = lake.version(spark, SILVER_EVENTS)
@@ -159,11 +157,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         keep_few_files(spark, lake, SILVER_QUARANTINE)
     res.quarantined = lake.rows(spark, SILVER_QUARANTINE)
 
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    rows = [(s, f, st.updated_at, now, json.dumps(ddl.get((s, f), [])))
-            for (s, f), st in bronze_files.items()
-            if (s, f) in candidates or (s, f) in seen]
-    lake.overwrite(spark.createDataFrame(rows, _PROGRESS_DDL), SILVER_PROGRESS)
+    save_progress(spark, lake, [(s, f, st.updated_at, ddl.get((s, f), []))
+                                for (s, f), st in bronze_files.items() if (s, f) in candidates])
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
@@ -180,6 +175,18 @@ def _plan_reads(spark, cfg: Config, lake: Lake, bronze_files: dict, known_ddl: d
         days = pool.submit(file_days, spark, lake, where) if literal_days else None
         snapshots = _load_snapshots(spark, cfg)
         return ddl.result(), maps.result(), days.result() if days else {}, snapshots
+
+
+def _quarantined_files(spark, lake: Lake) -> set[tuple[str, str]] | None:
+    """The files with rows in ``silver/quarantine`` (None: no such table yet). An empty
+    table (the usual case) is told by its log's statistics without a query."""
+    if not lake.exists(spark, SILVER_QUARANTINE):
+        return None
+    path = lake.location(spark, SILVER_QUARANTINE)
+    if path and rows_in_table(path) == 0:
+        return set()
+    return {(r[0], r[1]) for r in lake.read(spark, SILVER_QUARANTINE)
+            .select("source_id", "binlog_file").distinct().collect()}
 
 
 def _compiled(cfg: Config, n_bytes: int) -> bool:
