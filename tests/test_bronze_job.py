@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import functions as F
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
@@ -97,13 +98,24 @@ def test_a_file_indexed_first_needs_no_delete(spark, tmp_path: Path, binlog_dir:
                                          for k in ("mysql-bin.000001", "mysql-bin.000002")}
 
 
+@pytest.mark.parametrize("later_commits", [0, 11])
 def test_rows_without_a_file_state_are_replaced_not_doubled(spark, tmp_path: Path,
                                                             binlog_dir: Path,
-                                                            deletes: list[str]) -> None:
+                                                            deletes: list[str],
+                                                            later_commits: int) -> None:
     """A file's rows in the table while ``bronze/files`` has no state for it (the stream's
-    commit before it saved its states, killed in between): indexing the file replaces them."""
+    commit before it saved its states, killed in between): indexing the file replaces them.
+    With ``later_commits`` the log lists their data file in a checkpoint only."""
     cfg = cfg_for(tmp_path)
     run_bronze(spark, cfg, binlog_dir=str(binlog_dir), files=["mysql-bin.000003"])
+    events = cfg.table_path("bronze", "binlog_events")
+    if later_commits:  # another file's rows, appended one commit at a time, then deleted
+        other = spark.read.format("delta").load(events).limit(1) \
+            .withColumn("binlog_file", F.lit("mysql-bin.000099"))
+        for _ in range(later_commits):
+            other.write.format("delta").mode("append").save(events)
+        spark.sql(f"DELETE FROM delta.`{events}` WHERE binlog_file = 'mysql-bin.000099'")
+        assert os.path.exists(os.path.join(events, "_delta_log", "_last_checkpoint"))
     DeltaTable(cfg.table_path("bronze", "files")).delete("binlog_file = 'mysql-bin.000003'")
     again = run_bronze(spark, cfg, binlog_dir=str(binlog_dir), files=["mysql-bin.000003"])
     assert [f.status for f in again.files] == ["completed"]
@@ -230,7 +242,6 @@ def test_one_file_waves_write_the_same_bronze(spark, tmp_path: Path, binlog_dir:
     """A commit of one file's tasks is written with its partition values as literals (no sort
     by them: ``with_file_literals``); a commit of several files is not. Both give the same
     rows, column for column."""
-    from pyspark.sql import functions as F
 
     from pipelines.bronze.job import with_file_literals
 

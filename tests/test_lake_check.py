@@ -1,6 +1,6 @@
-"""``lake_check`` reads the files a table lists from its own log (the checkpoint's add actions
-and the commits after it); delta-rs, which parses every file's statistics besides, is the
-referee, and takes over where the log needs more."""
+"""``delta_log`` reads the files a table lists from its own log (the checkpoint's add actions
+and the commits after it), for ``lake_check`` and bronze; delta-rs, which parses every
+file's statistics besides, is the referee, and takes over where the log needs more."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from urllib.parse import unquote
 import pytest
 
 from pipelines import lake_check
+from pipelines.delta_log import read_log
 from pipelines.lake_check import table_faults
 
 
-def _listed(path: str) -> list[tuple[str, int, str | None]] | None:
-    log_dir = os.path.join(path, "_delta_log")
-    commits = lake_check._commits(os.listdir(log_dir), log_dir)
-    last = lake_check._last_checkpoint(log_dir, None)
-    after = [(v, lake_check._parse(f, None)[1]) for v, f in commits if v > int(last["version"])]
-    return lake_check._listed_by_log(log_dir, None, last, after, commits[-1][0])
+def _listed(path: str, storage: object | None = None) -> list[tuple[str, int, str | None]] | None:
+    log = read_log(path, storage)
+    return None if log.files is None else [(f.path, f.size, f.partition.get("binlog_file"))
+                                           for f in log.files]
 
 
 def _norm(files) -> list[tuple[str, int, str | None]]:
@@ -115,12 +114,8 @@ def test_the_log_of_a_table_on_an_object_store(partitioned, monkeypatch):
                 rel = os.path.relpath(os.path.join(d, name), partitioned)
                 client.put(f"t/{rel}", open(os.path.join(d, name), "rb").read())
         url = f"s3://{bucket}/t"
-        log_dir = f"{url}/_delta_log"
-        last = lake_check._last_checkpoint(log_dir, None)
-        assert last["version"] >= 10
-        commits = lake_check._commits(lake_check.list_lake_dir(log_dir, None), log_dir)
-        after = [(v, lake_check._parse(f, None)[1]) for v, f in commits if v > last["version"]]
-        on_store = lake_check._listed_by_log(log_dir, None, last, after, commits[-1][0])
+        assert read_log(url).checkpoint >= 10
+        on_store = _listed(url)
         assert on_store is not None and _norm(on_store) == _norm(_listed(partitioned))
         assert table_faults(url, "bronze/binlog_events") == []
         rel = next(r for r, _, b in on_store if b == "mariadb-bin.000000")

@@ -27,6 +27,7 @@ from pipelines.bronze.files import (Compacted, FileState, compact_states, load_s
 from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
+from pipelines.delta_log import read_log
 from pipelines.delta_ops import commit_bytes, files_in_partitions, sql_string, target_file_size
 from pipelines.few_files import keep_few_files
 from pipelines.lake import BRONZE_EVENTS, BRONZE_FILES, Lake
@@ -214,7 +215,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
 
     names = [os.path.basename(p) for p in todo]
     in_list = ", ".join(sql_string(n) for n in names)
-    if lake.exists(spark, BRONZE_EVENTS) and _may_hold(spark, lake, source_id, names):
+    if lake.exists(spark, BRONZE_EVENTS) and _may_hold(spark, lake, source_id, names,
+                                                       cfg.storage):
         lake.delete_where(spark, BRONZE_EVENTS,
                           f"source_id = {sql_string(source_id)} AND binlog_file IN ({in_list})")
 
@@ -270,15 +272,25 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     return result
 
 
-def _may_hold(spark, lake: Lake, source_id: str, names: list[str]) -> bool:
+def _may_hold(spark, lake: Lake, source_id: str, names: list[str],
+              storage: object | None = None) -> bool:
     """Whether ``bronze/binlog_events`` may hold rows of the files ``names`` (indexed before,
     or by a run killed after it wrote some, or by the stream): False only when the Delta log
     lists no data file in their partitions. A file indexed for the first time then needs no
     DELETE, which on the embedded engine is a query over the table's log (~50 ms once the
-    lake holds a history, docs/performance.md, session 26); delta-rs reads the log alone."""
+    lake holds a history, docs/performance.md, session 26). The log's listing
+    (``delta_log``, every file naming both partition columns), else delta-rs file pruning."""
     where = lake.location(spark, BRONZE_EVENTS)
+    if not where:
+        return True
+    log = read_log(where, storage)
+    if log is not None and log.files is not None and all(
+            "source_id" in f.partition and "binlog_file" in f.partition for f in log.files):
+        wanted = set(names)
+        return any(f.partition["source_id"] == source_id and f.partition["binlog_file"] in wanted
+                   for f in log.files)
     found = files_in_partitions(where, [("source_id", "=", source_id),
-                                        ("binlog_file", "in", names)]) if where else None
+                                        ("binlog_file", "in", names)])
     return found is None or found > 0
 
 
