@@ -63,6 +63,26 @@ def test_points_keep_the_last_runs_oldest_first() -> None:
 
 
 @pytest.mark.spark
+def test_stored_runs_give_the_newest_runs_whole(spark, tmp_path: Path) -> None:
+    """``load_trends`` over a real results table: the newest ``last`` runs, every row of
+    each (two rules per run; two runs share a time and are told by their ids)."""
+    from pipelines.config import load_config
+    from pipelines.lake import QUALITY_RESULTS, Lake
+    from pipelines.quality.trends import load_trends
+
+    cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
+    t = dt.datetime(2026, 1, 1)
+    times = [t + dt.timedelta(hours=h) for h in (0, 1, 2, 2, 3)]
+    rows = [(f"r{i}", at, rule, "silver", 10, 0, "fail", "passed", None, None, "all", i, None)
+            for i, at in enumerate(times) for rule in ("a", "b")]
+    Lake.of(cfg).append(spark.createDataFrame(rows, QUALITY_RESULTS.ddl()), QUALITY_RESULTS)
+    points = load_trends(spark, cfg, last=3)
+    assert [p.run_id for p in points] == ["r2", "r3", "r4"]
+    assert all(sorted(p.statuses) == [("a", "silver"), ("b", "silver")] for p in points)
+    assert [p.run_id for p in load_trends(spark, cfg, last=2)] == ["r3", "r4"]
+    assert len(load_trends(spark, cfg)) == 5
+
+
 def test_report_trends_render_in_headless_chromium(spark, tmp_path: Path) -> None:
     import numpy as np
     from PIL import Image

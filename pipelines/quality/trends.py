@@ -53,12 +53,14 @@ def load_trends(spark, cfg, last: int = 30) -> list[RunPoint]:
     lake = Lake.of(cfg)
     if not lake.exists(spark, QUALITY_RESULTS):
         return []
+    # One query: the rows of the newest runs (the run ids first, then their rows, cost a
+    # query more: ~10 ms on the embedded engine).
     df = lake.read(spark, QUALITY_RESULTS)
-    keep = [r["run_id"] for r in df.select("run_id", "run_time").distinct()
-            .orderBy(df.run_time.desc(), df.run_id.desc()).limit(last).collect()]
-    rows = df.where(df.run_id.isin(*keep)).select(
-        "run_id", "run_time", "name", "dataset", "status", "passed_records",
-        "failed_records").collect()
+    newest = (df.select("run_id", "run_time").distinct()
+              .orderBy(df.run_time.desc(), df.run_id.desc()).limit(last))
+    rows = (df.join(newest, ["run_id", "run_time"], "left_semi")
+            .select("run_id", "run_time", "name", "dataset", "status", "passed_records",
+                    "failed_records").collect())
     return points_from_rows([r.asDict() for r in rows], last)
 
 
