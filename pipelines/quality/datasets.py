@@ -23,6 +23,9 @@ Windows (``--window``):
 
 Uniqueness rules look beyond the window: they check the window's rows together with every
 older row sharing the key (``context_frame``), so a key appended twice by two runs is caught.
+Where the data files' min/max statistics show that no older file reaches into the window's
+key range (``alone_in_stats``: the usual run, its binlog file numbered after the history's),
+there is no such row, and the window's rows are checked as a first run's are.
 """
 
 from __future__ import annotations
