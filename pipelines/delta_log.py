@@ -44,7 +44,9 @@ class DeltaLog:
 
     @property
     def latest(self) -> int:
-        return self.commits[-1][0] if self.commits else self.checkpoint
+        """The newest version seen (a checkpoint written after the listing may be newer
+        than every commit listed)."""
+        return max(self.commits[-1][0] if self.commits else -1, self.checkpoint)
 
 
 def read_log(path: str, storage: object | None = None) -> DeltaLog | None:
