@@ -158,13 +158,35 @@ def version_unreadable(exc: BaseException) -> bool:
 
 
 def current_version(path: str) -> int | None:
-    """The table's latest version (delta-rs), ``None`` when there is no table."""
+    """The table's latest version, ``None`` when there is no table. At a local path, the
+    newest version its ``_delta_log`` directory lists (what delta-rs reads first, before it
+    loads the snapshot with every file's statistics: 5–7 ms after the 250 MB workload's
+    history, 44 ms after 200 more runs; the listing takes well under a millisecond,
+    docs/performance.md, session 27); elsewhere delta-rs."""
+    if os.path.isabs(path):
+        try:
+            names = os.listdir(os.path.join(path, "_delta_log"))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            names = None  # unreadable here: delta-rs says
+        if names is not None:
+            return _newest_listed(names)
     try:
         from deltalake import DeltaTable
 
         return DeltaTable(path).version()
     except Exception:  # noqa: BLE001 - TableNotFoundError and friends
         return None
+
+
+def _newest_listed(names: list[str]) -> int | None:
+    """The newest version a ``_delta_log`` listing names: a commit (``N.json``) or a
+    checkpoint (``N.checkpoint…``) kept after older commits were cleaned up; ``None`` for
+    none (a creation killed before its first commit)."""
+    versions = [int(stem) for stem, _, ext in (n.partition(".") for n in names)
+                if stem.isdigit() and (ext == "json" or ext.startswith("checkpoint."))]
+    return max(versions, default=None)
 
 
 def _commits_after(dt, version: int | None) -> list[dict[str, Any]] | None:
