@@ -120,7 +120,8 @@ def silver_slice(spark, cfg: Config, window: Window) -> SilverSlice:
                            >= F.current_timestamp() - F.expr(f"INTERVAL {window.hours} HOURS"))
     else:
         since = window.since if window.since is not None else version - 1
-        path = lake.location(spark, SILVER_EVENTS)
+        # where the log is read (a DESCRIBE DETAIL in catalog mode): only if rows were added
+        path = lake.location(spark, SILVER_EVENTS) if since < version else None
         rows, files = _rows_added(spark, lake, table, path, since, version)
         return SilverSlice(rows, table, version, window, whole,
                            None if files is None else tuple(files), path)
