@@ -12,6 +12,9 @@
    (``commit_mb = 0``: the whole run in one commit, as before issue 13's memory bound).
 4. ``silver``: ``run_silver`` (rendering in the engine's Python), and ``silver (render
    workers)`` with ``silver.render_in_subprocess = true`` on a fresh silver.
+   ``engine-writer``: bronze and silver again with ``lake.writer = "engine"`` (the engine's
+   Delta writer, not binlake's tasks: ``pipelines/task_files.py``), against the stages
+   above; with ``stage-commands``, the two commands that way too.
 5. ``quality``: ``run_quality`` over all silver rows; ``stage-commands``: ``binlake bronze``
    and then ``binlake silver`` over the bronze it left, each a process of its own (start-up
    and first loads included: silver's compiled loops, bronze's decoding workers).
@@ -373,13 +376,13 @@ def _index_command(lake: Path, binlog_dir: Path, rows: int, gold=None):
     return run
 
 
-def _stage_commands(lake: Path, binlog_dir: Path, rows: int):
+def _stage_commands(lake: Path, binlog_dir: Path, rows: int, env: dict | None = None):
     """``binlake bronze`` into a fresh lake, and ``binlake silver`` over the bronze it left
     (silver removed first), each a process of its own: what a user who runs the stages one
-    by one waits for, start-up and first loads included."""
+    by one waits for, start-up and first loads included (``env``: settings of both)."""
     def bronze() -> int:
         shutil.rmtree(lake, ignore_errors=True)
-        _binlake(lake, "bronze", "--binlog-dir", str(binlog_dir), "--all")
+        _binlake(lake, "bronze", "--binlog-dir", str(binlog_dir), "--all", env=env)
         return rows
 
     def silver() -> int:
@@ -387,7 +390,7 @@ def _stage_commands(lake: Path, binlog_dir: Path, rows: int):
             raise SystemExit("binlake silver (whole command) runs over the bronze that "
                              "binlake bronze (whole command) leaves")
         shutil.rmtree(lake / "silver", ignore_errors=True)
-        _binlake(lake, "silver")
+        _binlake(lake, "silver", env=env)
         return rows
 
     bronze.command = silver.command = True
@@ -442,9 +445,9 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
-STAGES = ("mariadb-binlog", "silver", "silver-workers", "quality", "index", "stage-commands",
-          "index-command", "index-gold", "small-file", "small-command", "large-file", "batch",
-          "many-runs")
+STAGES = ("mariadb-binlog", "silver", "silver-workers", "engine-writer", "quality", "index",
+          "stage-commands", "index-command", "index-gold", "small-file", "small-command",
+          "large-file", "batch", "many-runs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -598,6 +601,8 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     if "many-runs" in stages and "small-file" not in stages:
         raise SystemExit("--stages: many-runs is compared with small-file's run after the "
                          "history: add small-file")
+    if "engine-writer" in stages and "silver" not in stages:
+        raise SystemExit("--stages: engine-writer is compared with bronze and silver: add silver")
     if "quality" in stages and not stages & {"silver", "silver-workers"}:
         raise SystemExit("--stages: quality checks the silver the silver stage writes: add "
                          "silver (or silver-workers)")
@@ -612,6 +617,10 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     if "silver-workers" in stages:
         plan.append(("silver (render workers)",
                      silver(**{"silver.render_in_subprocess": True}), "bronze"))
+    if "engine-writer" in stages:  # the engine's Delta writer writing the same tables
+        engine = {"lake.writer": "engine"}
+        plan.append(("bronze, the engine's writer", bronze(**engine), "bronze"))
+        plan.append(("silver, the engine's writer", silver(**engine), "silver"))
     if "quality" in stages:
         plan.append(("quality", quality, "bronze"))
     if "index" in stages:
@@ -621,6 +630,13 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         plan.append(("binlake bronze (whole command)", bronze_cmd, "mariadb-binlog -v"))
         plan.append(("binlake silver (whole command)", silver_cmd,
                      "binlake bronze (whole command)"))
+        if "engine-writer" in stages:
+            bronze_cmd, silver_cmd = _stage_commands(work / "commands", binlog_dir, rows,
+                                                     {"BINLAKE_LAKE_WRITER": "engine"})
+            plan.append(("binlake bronze (whole command), the engine's writer", bronze_cmd,
+                         "binlake bronze (whole command)"))
+            plan.append(("binlake silver (whole command), the engine's writer", silver_cmd,
+                         "binlake silver (whole command)"))
     if "index-command" in stages:
         plan.append(("binlake index (whole command)", _index_command(lake, binlog_dir, rows),
                      "bronze"))

@@ -37,6 +37,14 @@ class LakeConfig:
     root: str = "./lake"
     catalog: str = ""  # catalog.schema: metastore tables there (external, at the root's paths)
     managed: bool = False  # with catalog: managed tables (the catalog's storage), not external
+    # Who writes bronze's and silver's data files: "auto" = binlake's own tasks on the embedded
+    # engine at a local path (row groups, bloom filters: pipelines/task_files.py), else the
+    # engine; "engine" = always the engine's Delta writer
+    writer: str = "auto"  # auto | engine
+    # Rows per Parquet row group where binlake writes the files (and `binlake optimize`'s
+    # default): the unit that statistics and bloom filters skip; 20k rows of silver are
+    # about 3 MB (docs/layout.md)
+    row_group_rows: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -297,6 +305,10 @@ def _validate(cfg: Config) -> None:
         parse_catalog(cfg.lake.catalog)
     elif cfg.lake.managed:
         raise ConfigError("lake.managed: managed tables need lake.catalog (catalog.schema)")
+    if cfg.lake.writer not in ("auto", "engine"):
+        raise ConfigError(f"lake.writer: expected auto or engine, got {cfg.lake.writer!r}")
+    if cfg.lake.row_group_rows < 1:
+        raise ConfigError("lake.row_group_rows: must be at least 1")
     if cfg.bronze.checksum not in ("raise", "warn", "ignore"):
         raise ConfigError(f"bronze.checksum: expected raise, warn or ignore, got {cfg.bronze.checksum!r}")
     if cfg.bronze.batch_rows < 1:

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from pipelines import lake_seen
 from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
-                                 sql_string, table_exists)
+                                 sql_string, table_exists, target_file_size)
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
+from pipelines.task_files import ADDED_DDL, FileSpec, commit_files, write_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,6 +61,12 @@ class LakeTable:
     # The columns Delta keeps min/max statistics for (delta.dataSkippingStatsColumns), set
     # when binlake creates the table; empty: Delta's default (the first 32 columns).
     stats_columns: tuple[str, ...] = ()
+    # Columns given a Parquet bloom filter where binlake writes the data files (task_files,
+    # optimize): a key lookup skips every row group that cannot hold the key.
+    bloom_columns: tuple[str, ...] = ()
+    # True: where the engine's writer cannot size Parquet row groups (the embedded engine),
+    # binlake's tasks write the table's appended data files (Lake.file_spec, task_files).
+    row_groups: bool = False
 
     @property
     def key(self) -> str:
@@ -97,14 +104,16 @@ _REGISTRY: dict[tuple[str, str], LakeTable] = {}
 def register(layer: str, name: str, columns: str | Sequence[Column], *,
              partition_by: Sequence[str] = (), description: str = "",
              retention: str | None = None, aliases: Sequence[str] = (),
-             stats_columns: Sequence[str] = ()) -> LakeTable:
+             stats_columns: Sequence[str] = (), bloom_columns: Sequence[str] = (),
+             row_groups: bool = False) -> LakeTable:
     """Declare a lake table (``columns`` as DDL text or ``(name, type)`` pairs); return it.
 
     Registering the same layer/name twice with the same columns and partitioning returns the
     first; different ones raise :class:`ValueError` (two schemas for one table).
     """
     cols = parse_columns(columns) if isinstance(columns, str) else tuple(map(tuple, columns))
-    for what, names in (("partition", partition_by), ("statistics", stats_columns)):
+    for what, names in (("partition", partition_by), ("statistics", stats_columns),
+                        ("bloom filter", bloom_columns)):
         missing = set(names) - {c for c, _ in cols}
         if missing:
             raise ValueError(f"{layer}/{name}: {what} column(s) {sorted(missing)} not declared")
@@ -112,7 +121,7 @@ def register(layer: str, name: str, columns: str | Sequence[Column], *,
         raise ValueError(f"{layer}/{name}: partition column(s) "
                          f"{sorted(set(stats_columns) & set(partition_by))} cannot have statistics")
     table = LakeTable(layer, name, cols, tuple(partition_by), description, retention,
-                      tuple(aliases), tuple(stats_columns))
+                      tuple(aliases), tuple(stats_columns), tuple(bloom_columns), row_groups)
     have = _REGISTRY.setdefault((layer, name), table)
     if (have.columns, have.partition_by) != (table.columns, table.partition_by):
         raise ValueError(f"{layer}/{name} is already registered with another declaration")
@@ -171,8 +180,10 @@ def _quote(part: str) -> str:
 class Lake:
     """The lake of one configuration: where each :class:`LakeTable` is and how to reach it."""
 
-    def __init__(self, root: str, catalog: str = "", *, managed: bool = False) -> None:
+    def __init__(self, root: str, catalog: str = "", *, managed: bool = False,
+                 writer: str = "auto", row_group_rows: int = 20_000) -> None:
         self.root = resolve_root(root)
+        self.writer, self.row_group_rows = writer, row_group_rows
         self.catalog = catalog.strip()
         self._parts = parse_catalog(self.catalog) if self.catalog else ()
         self.managed = managed and bool(self._parts)
@@ -189,7 +200,9 @@ class Lake:
         """The lake of a :class:`~pipelines.config.Config` (``lake.root``, ``lake.catalog``,
         ``lake.managed``)."""
         lc = cfg.lake
-        return cls(lc.root, getattr(lc, "catalog", ""), managed=getattr(lc, "managed", False))
+        return cls(lc.root, getattr(lc, "catalog", ""), managed=getattr(lc, "managed", False),
+                   writer=getattr(lc, "writer", "auto"),
+                   row_group_rows=getattr(lc, "row_group_rows", 20_000))
 
     @property
     def uses_catalog(self) -> bool:
@@ -343,10 +356,50 @@ class Lake:
             raise EngineError(f"lake.catalog {self.catalog}: cannot create "
                               f"{self.ident(table)}{at}: {_first_line(exc)}") from exc
 
-    def append(self, df, table: LakeTable, options: dict[str, str] | None = None) -> None:
-        """Append ``df`` (columns by name) to the table in one commit (``options``: writer
-        options such as ``delta_ops.target_file_size``)."""
-        self._write(df, table, "append", options or {})
+    def append(self, df, table: LakeTable, *, target_mb: int = 0) -> int | None:
+        """Append ``df`` (columns by name) to the table in one commit, its data files rolled
+        over at about ``target_mb`` MB (0: the writer's default). The rows appended where
+        binlake's tasks wrote the files (:meth:`file_spec`), else ``None`` (the engine's
+        commit metrics have them: ``delta_ops.rows_written_since``)."""
+        spec = self.file_spec(df.sparkSession, table, target_mb)
+        if spec is None:
+            self._write(df, table, "append", target_file_size(target_mb))
+            return None
+        return self.commit_files(
+            table, df.select(*table.column_names).mapInArrow(write_files(spec), ADDED_DDL))
+
+    def commit_files(self, table: LakeTable, added) -> int:
+        """Commit the data files tasks wrote by :meth:`file_spec` (``added``: a DataFrame of
+        their ``ADDED_DDL`` rows) to ``table`` in one append; the rows they hold."""
+        with _task_errors():
+            rows = [r.asDict() for r in added.collect()]
+        written = commit_files(self.path(table), rows)
+        self._saw(table, complete=True)
+        return written
+
+    def file_spec(self, spark, table: LakeTable, target_mb: int = 0) -> FileSpec | None:
+        """How binlake's own tasks write ``table``'s data files (``task_files``: row groups
+        of ``lake.row_group_rows``, bloom filters), or ``None`` where the engine's Delta writer
+        does: a table not declared ``row_groups``, ``lake.writer = "engine"``, an engine
+        other than the embedded one (JVM Spark and Databricks honour the Parquet settings and
+        run their tasks elsewhere), a catalog or an object store, or a table lacking declared
+        columns (the engine's ``mergeSchema`` adds them). Creates a missing table from its
+        declaration."""
+        from pipelines.session import engine_name
+
+        if not table.row_groups or self.writer == "engine" or self._parts \
+                or is_url_root(self.root) or engine_name() != "sail":
+            return None
+        if not self.exists(spark, table):
+            create_with_stats_columns(self.path(table), table.arrow_schema(),
+                                      list(table.partition_by), list(table.stats_columns))
+            self._saw(table, complete=True)
+        elif self._missing_columns(spark, table):
+            return None
+        return FileSpec(self.path(table), table.partition_by, table.stats_columns,
+                        table.bloom_columns, self.row_group_rows,
+                        target_mb << 20 if target_mb > 0 else 0,
+                        schema=table.arrow_schema(exclude=table.partition_by))
 
     def overwrite(self, df, table: LakeTable) -> None:
         """Replace the table's rows with ``df`` in one commit (small state tables)."""
@@ -466,7 +519,8 @@ BRONZE_EVENTS = register("bronze", "binlog_events", [
     ("table_map_hash", "bigint"),
 ], partition_by=("source_id", "binlog_file"),
     description="Raw decoded events: one row per row change, DDL, incident, file end, and "
-    "per decoding task one TABLE_MAP row per distinct table map its row changes name.")
+    "per decoding task one TABLE_MAP row per distinct table map its row changes name.",
+    row_groups=True)
 BRONZE_FILES = register(
     "bronze", "files",
     "source_id string, binlog_file string, path string, size bigint, status string, "
@@ -492,7 +546,8 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     # image cost a quarter of the write (docs/performance.md).
     stats_columns=("source_id", "binlog_file", "start_pos", "row_in_event", "seq",
                    "event_timestamp", "gtid", "schema_name", "table_name",
-                   "event_type", "pk_hash", "pk_kind", "schema_version", "commit_ts_us"))
+                   "event_type", "pk_hash", "pk_kind", "schema_version", "commit_ts_us"),
+    bloom_columns=("pk_hash",), row_groups=True)
 SILVER_QUARANTINE = register(
     "silver", "quarantine",
     "source_id string, binlog_file string, start_pos bigint, row_in_event int, "

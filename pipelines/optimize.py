@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pipelines.bronze.files import compact_states
-from pipelines.config import Config
+from pipelines.config import Config, LakeConfig
 from pipelines.delta_ops import capabilities, current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake import BRONZE_FILES, Lake, lake_tables
 from pipelines.lease import holds_lease, lake_lease
 
-__all__ = ["CLUSTER_BY", "BLOOM_COLUMNS", "TableOptimized", "optimize_lake", "optimize_table",
+__all__ = ["CLUSTER_BY", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
 
 log = logging.getLogger(__name__)
@@ -49,15 +49,10 @@ log = logging.getLogger(__name__)
 CLUSTER_BY: dict[tuple[str, str], tuple[str, ...]] = {
     ("silver", "binlog_events"): ("schema_name", "table_name", "pk_hash"),
 }
-# Columns given a Parquet bloom filter (delta-rs): a key lookup then skips every row group
-# that cannot hold the key, even where min/max statistics overlap.
-BLOOM_COLUMNS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("silver", "binlog_events"): ("pk_hash",),
-}
 TARGET_MB = 128
 # Rows per Parquet row group, the unit that statistics and bloom filters skip. Smaller groups
 # skip finer; 20k rows of silver are about 3 MB (docs/layout.md has the measurements).
-ROW_GROUP_ROWS = 20_000
+ROW_GROUP_ROWS = LakeConfig.row_group_rows  # as binlake's own writes (lake.row_group_rows)
 
 
 @dataclass
@@ -255,7 +250,7 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
         with lake_lease(cfg, "quality") if table.layer == "quality" else nullcontext():
             res = optimize_table(spark, path, table=name, ident=lake.ident(table),
                                  cluster=CLUSTER_BY.get(where, ()),
-                                 bloom=BLOOM_COLUMNS.get(where, ()), sql=sql,
+                                 bloom=table.bloom_columns, sql=sql,
                                  target_mb=target_mb, row_group_rows=row_group_rows)
         if compacted is not None:
             res.rows_before, res.rows_after = compacted.rows_before, compacted.rows_after

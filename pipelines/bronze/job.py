@@ -28,12 +28,13 @@ from pipelines.bronze.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
 from pipelines.delta_log import read_log
-from pipelines.delta_ops import commit_bytes, files_in_partitions, sql_string, target_file_size
+from pipelines.delta_ops import commit_bytes, files_in_partitions, sql_string
 from pipelines.few_files import keep_few_files
 from pipelines.lake import BRONZE_EVENTS, BRONZE_FILES, Lake
 from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.session import engine_cores, engine_name
+from pipelines.task_files import ADDED_DDL, FileSpec, write_files
 from pipelines.workers import forkserver, forkserver_is_safe
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
@@ -65,14 +66,22 @@ class BronzeResult:
         return [f for f in self.files if f.status == "failed"]
 
 
-def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = True):
+def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = True,
+                      files: FileSpec | None = None):
     """The mapInArrow function: (path, source_id) rows → bronze batches; ``compiled``: rows
     decoded by the compiled loop (``rowkernel``); ``in_workers``: in worker processes
-    (``bronze.decode_in_subprocess``), else in the task's own process."""
+    (``bronze.decode_in_subprocess``), else in the task's own process; ``files``: the
+    batches written as bronze's data files by the task (``task_files``), a row per file."""
     b = cfg.bronze
     server_uuid = cfg.source.server_uuid or None
 
     def run(batches):
+        if files is not None:
+            yield from write_files(files)(decoded(batches))
+        else:
+            yield from decoded(batches)
+
+    def decoded(batches):
         for tasks in batches:
             cols = [tasks.column(i).to_pylist() for i in range(4)]
             for path, source_id, chunk, chunks in zip(*cols):
@@ -95,17 +104,21 @@ def _start_at(path: str, chunk: int, chunks: int) -> int:
         return 4
 
 
-def decode_files(tasks, cfg: Config, compiled: bool = False, in_workers: bool | None = None):
+def decode_files(tasks, cfg: Config, compiled: bool = False, in_workers: bool | None = None,
+                 files: FileSpec | None = None):
     """Pure transform: a DataFrame of ``TASKS_DDL`` rows → bronze rows (``BRONZE_DDL``).
 
     A task row is a file, or one chunk of a file split among tasks (``reader.py``); each
     chunk's rows end with its closing END/ERROR row. ``compiled``: rows decoded by the
     compiled loop (the same rows, docs/bronze.md). ``in_workers``: decode in worker processes
-    (``None``: ``bronze.decode_in_subprocess``).
+    (``None``: ``bronze.decode_in_subprocess``). ``files`` (``Lake.file_spec``): the tasks
+    write the rows as bronze's data files, and the DataFrame is of those files
+    (``task_files.ADDED_DDL``, for ``Lake.commit_files``).
     """
     if in_workers is None:
         in_workers = cfg.bronze.decode_in_subprocess
-    return tasks.mapInArrow(_decode_partition(cfg, compiled, in_workers), BRONZE_DDL)
+    return tasks.mapInArrow(_decode_partition(cfg, compiled, in_workers, files),
+                            BRONZE_DDL if files is None else ADDED_DDL)
 
 
 def _in_workers(cfg: Config, paths: list[str]) -> bool:
@@ -229,14 +242,23 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     cores = cfg.bronze.parallelism or engine_cores(spark)
     commit = commit_bytes(spark, cfg.bronze.commit_mb)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
+    # binlake's tasks write the data files where they can (Lake.file_spec), unless tables
+    # are filtered (the engine filters the decoded rows then)
+    files = None if schemas or tables else \
+        lake.file_spec(spark, BRONZE_EVENTS, cfg.bronze.target_file_mb)
     for wave in plan_commits(plan, commit):
         tasks = task_frame(spark, [(os.path.abspath(p), source_id, c, n) for p, c, n, _ in wave],
                            min(len(wave), cores))
+        if files is not None:
+            lake.commit_files(BRONZE_EVENTS, decode_files(tasks, cfg, compiled, in_workers,
+                                                          files))
+            release_freed_memory()
+            continue
         decoded = filter_tables(decode_files(tasks, cfg, compiled, in_workers),
                                 schemas, tables)
         if lake.takes_literals(spark, BRONZE_EVENTS):
             decoded = with_file_literals(decoded, source_id, [p for p, _, _, _ in wave])
-        lake.append(decoded, BRONZE_EVENTS, options=target_file_size(cfg.bronze.target_file_mb))
+        lake.append(decoded, BRONZE_EVENTS, target_mb=cfg.bronze.target_file_mb)
         release_freed_memory()
 
     outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)

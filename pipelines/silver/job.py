@@ -21,7 +21,7 @@ from pipelines.bronze.files import load_states
 from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
 from pipelines.delta_ops import (commit_bytes, enable_change_data_feed, rows_in_table,
-                                 rows_written_since, target_file_size)
+                                 rows_written_since)
 from pipelines.few_files import keep_few_files
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
 from pipelines.lease import holds_lease
@@ -34,7 +34,7 @@ from pipelines.silver.render_warm import batch_rows, renders_here, warm_in_backg
 from pipelines.silver.render_worker import close_idle
 from pipelines.silver.slices import binlog_bytes, file_days, in_files, plan_slices, slice_day
 from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
-                                       to_quarantine, to_silver)
+                                       to_quarantine, to_silver, to_silver_files)
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
@@ -131,11 +131,17 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     # The silver lease is held: only the change data feed's commit above moved the version.
     before = lake.version(spark, SILVER_EVENTS) if cfg.silver.change_data_feed \
         else res.version_before
+    files = lake.file_spec(spark, SILVER_EVENTS, cfg.silver.target_file_mb)
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
-        lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked, render_rows,
-                              slice_day(sl, days)),
-                    SILVER_EVENTS, options=target_file_size(cfg.silver.target_file_mb))
-    # The append's own commit metrics; a full count only where the log has none.
+        if files is not None:  # the rendering tasks write the data files (task_files)
+            lake.commit_files(SILVER_EVENTS, to_silver_files(
+                pending(sl.where), plan, files, workers, compiled, masked, render_rows,
+                slice_day(sl, days)))
+        else:
+            lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked,
+                                  render_rows, slice_day(sl, days)),
+                        SILVER_EVENTS, target_mb=cfg.silver.target_file_mb)
+    # The appends' own commit metrics; a full count only where the log has none.
     written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
     res.appended = written if written is not None else lake.rows(spark, SILVER_EVENTS) - (
         0 if before is None else lake.read(spark, SILVER_EVENTS, before).count())

@@ -19,10 +19,13 @@ from pipelines.errors import LakeChangedError
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.null_lists import lists_not_null, restore_null_lists
+from pipelines.silver.pk_hash import pk_hash
 from pipelines.silver.render_worker import BATCH_ROWS, render_batches
+from pipelines.task_files import ADDED_DDL, FileSpec, write_files
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "bronze_changes",
-           "to_silver", "to_quarantine", "render_workers", "on_day"]
+           "to_silver", "to_silver_files", "to_quarantine", "render_workers", "on_day",
+           "with_pk_hash"]
 
 BRONZE_INPUT = [
     "source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
@@ -53,14 +56,26 @@ CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver n
 
 
 def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,
-             batch_rows: int, day: dt.date | None = None):
+             batch_rows: int, day: dt.date | None = None, files: FileSpec | None = None):
     def run(batches):
         batches = (restore_null_lists(b, _LISTS) for b in batches)
         rendered = render_batches(batches, plan, quarantine=quarantine, workers=workers,
                                   compiled=compiled, batch_rows=batch_rows)
-        yield from (rendered if day is None else on_day(rendered, day))
+        rendered = rendered if day is None else on_day(rendered, day)
+        if files is None:
+            yield from rendered
+        else:
+            yield from write_files(files)(with_pk_hash(b, compiled) for b in rendered)
 
     return run
+
+
+def with_pk_hash(batch: pa.RecordBatch, compiled: bool = False) -> pa.RecordBatch:
+    """Rendered rows with ``pk_hash`` (``pk_hash.pk_hash``, as the engines' ``sha2(pk_values,
+    256)``), in silver's column order."""
+    cols = {name: batch.column(name) for name in batch.schema.names}
+    cols["pk_hash"] = pk_hash(batch.column("pk_values"), compiled)
+    return pa.RecordBatch.from_arrays([cols[c] for c in SILVER_COLUMNS], names=SILVER_COLUMNS)
 
 
 def on_day(batches: Iterable[pa.RecordBatch], day: dt.date) -> Iterator[pa.RecordBatch]:
@@ -104,6 +119,16 @@ def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
     if day is not None:
         rendered = rendered.withColumn("event_date", F.lit(day))
     return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
+
+
+def to_silver_files(bronze, plan: NamingPlan, files: FileSpec, workers: int = 0,
+                    compiled: bool = True, null_lists: bool = True,
+                    batch_rows: int = BATCH_ROWS, day: dt.date | None = None):
+    """Bronze rows → silver's data files, written by the tasks as they render (``files``,
+    ``task_files``): a row per file (``ADDED_DDL``) for ``Lake.commit_files``. Their rows
+    are :func:`to_silver`'s with the same arguments."""
+    return bronze_changes(bronze, null_lists).mapInArrow(
+        _process(plan, False, workers, compiled, batch_rows, day, files), ADDED_DDL)
 
 
 def to_quarantine(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
