@@ -30,7 +30,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Iterator
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -207,6 +207,13 @@ class _File:
     def full(self) -> bool:
         return 0 < self.spec.target_bytes <= os.path.getsize(self.local)
 
+    def abandon(self) -> None:
+        try:
+            self.writer.close()
+        except Exception:  # noqa: BLE001 - the file is removed either way
+            pass
+        _remove(self.local)
+
     def close(self) -> dict:
         if self.pending_rows:
             self._flush(self.pending_rows)
@@ -226,16 +233,20 @@ def write_files(spec: FileSpec):
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sink = _Sink(spec)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="task-files") as pool:
-            behind: deque = deque()
-            for batch in batches:
-                if batch.num_rows:
-                    behind.append(pool.submit(sink.add, batch))
-                while len(behind) > _BEHIND:
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="task-files") as pool:
+                behind: deque = deque()
+                for batch in batches:
+                    if batch.num_rows:
+                        behind.append(pool.submit(sink.add, batch))
+                    while len(behind) > _BEHIND:
+                        behind.popleft().result()
+                while behind:
                     behind.popleft().result()
-            while behind:
-                behind.popleft().result()
-        done = sink.close()
+            done = sink.close()
+        except BaseException:
+            sink.abandon()  # the rows' producer or a write failed: no file is half left
+            raise
         if done:
             yield pa.RecordBatch.from_pylist(done, schema=_ADDED)
 
@@ -275,6 +286,22 @@ class _Sink:
         self.done.extend(f.close() for f in self.files.values())
         self.files.clear()
         return self.done
+
+    def abandon(self) -> None:
+        """Remove every file this task wrote (none is committed yet)."""
+        for f in self.files.values():
+            f.abandon()
+        for a in self.done:
+            _remove(os.path.join(self.spec.root, unquote(a["path"])))
+        self.files.clear()
+        self.done.clear()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]
