@@ -158,7 +158,10 @@ def test_tasks_write_the_engines_rows_in_row_groups_with_bloom_filters(spark, tm
             holding = 0
             for a in pa.table(DeltaTable(silver).get_add_actions(flatten=True)).to_pylist():
                 f = pq.ParquetFile(str(ours / SILVER_EVENTS.key / a["path"]))
-                holding += sum(pk_hash in f.read_row_group(i, ["pk_hash"]).column(0).to_pylist()
+                key = (row["schema_name"], row["table_name"], pk_hash)
+                holding += sum(key in {(r["schema_name"], r["table_name"], r["pk_hash"]) for r in
+                                       f.read_row_group(i, list(("schema_name", "table_name",
+                                                                 "pk_hash"))).to_pylist()}
                                for i in range(f.metadata.num_row_groups))
             assert 1 <= holding <= read < total_groups and read <= holding + 1, plan[-3000:]
         else:
