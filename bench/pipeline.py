@@ -14,7 +14,9 @@
    workers)`` with ``silver.render_in_subprocess = true`` on a fresh silver.
    ``engine-writer``: bronze and silver again with ``lake.writer = "engine"`` (the engine's
    Delta writer, not binlake's tasks: ``pipelines/task_files.py``), against the stages
-   above; with ``stage-commands``, the two commands that way too.
+   above; with ``stage-commands``, the two commands that way too. ``key-history``
+   (``bench/key_history.py``): silver written both ways from the bronze left, then what one
+   key's history reads from each (row groups, bytes, seconds).
 5. ``quality``: ``run_quality`` over all silver rows; ``stage-commands``: ``binlake bronze``
    and then ``binlake silver`` over the bronze it left, each a process of its own (start-up
    and first loads included: silver's compiled loops, bronze's decoding workers).
@@ -70,6 +72,7 @@ for p in (str(REPO), str(BENCH)):
         sys.path.insert(0, p)
 
 from binlog_server import write_binlog  # noqa: E402
+from key_history import key_history  # noqa: E402
 from workload import fill_binlog  # noqa: E402
 
 from pipelines.bronze.files import select_files  # noqa: E402
@@ -445,9 +448,9 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
-STAGES = ("mariadb-binlog", "silver", "silver-workers", "engine-writer", "quality", "index",
-          "stage-commands", "index-command", "index-gold", "small-file", "small-command",
-          "large-file", "batch", "many-runs")
+STAGES = ("mariadb-binlog", "silver", "silver-workers", "engine-writer", "key-history",
+          "quality", "index", "stage-commands", "index-command", "index-gold", "small-file",
+          "small-command", "large-file", "batch", "many-runs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -674,8 +677,12 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         figures.append(best("bronze (one commit)", args.repeat, bronze(**one),
                             "mariadb-binlog -v"))
         figures.append(best("silver (one commit)", args.repeat, silver(**one), "bronze"))
+    history = key_history(spark, cfg_for, lake, work, say) if "key-history" in stages else ""
     say("")
     say(table(figures, runs))
+    if history:
+        say("")
+        say(history)
     return 0
 
 

@@ -58,3 +58,17 @@ def test_many_runs_stage_indexes_after_the_runs_it_made(tmp_path: Path) -> None:
     assert "small file after 3 more runs: 295 rows in" in out, out[-3000:]
     assert ("| small file after 3 more runs |" in out
             and "x small file after the history |" in out), out[-3000:]
+
+
+def test_engine_writer_and_key_history_stages_compare_the_writers(tmp_path: Path) -> None:
+    """``engine-writer`` runs bronze and silver again with the engine's Delta writer, and
+    ``key-history`` looks keys up in a silver written each way: with binlake's tasks (a
+    ``pk_hash`` bloom filter) a key silver does not hold reads no row group."""
+    out = _bench(tmp_path, "silver,engine-writer,key-history")
+    assert "| bronze, the engine's writer |" in out and "x bronze |" in out, out[-3000:]
+    assert "| silver, the engine's writer |" in out and "x silver |" in out, out[-3000:]
+    tasks = re.search(r"^\| binlake's tasks \| (\d+) \| (\d+) \| ([\d.]+); (\d+) \|", out, re.M)
+    engine = re.search(r"^\| the engine's writer \| (\d+) \| (\d+) \| ([\d.]+); (\d+) \|", out,
+                       re.M)
+    assert tasks and engine, out[-3000:]
+    assert float(tasks.group(3)) >= 1 and tasks.group(4) == "0", out[-3000:]
