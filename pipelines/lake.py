@@ -373,7 +373,10 @@ class Lake:
         their ``ADDED_DDL`` rows) to ``table`` in one append; the rows they hold."""
         with _task_errors():
             rows = [r.asDict() for r in added.collect()]
-        written = commit_files(self.path(table), rows)
+        config = {"delta.dataSkippingStatsColumns": ",".join(table.stats_columns)} \
+            if table.stats_columns else None
+        written = commit_files(self.path(table), rows, schema=table.arrow_schema(),
+                               partition_by=table.partition_by, configuration=config)
         self._saw(table, complete=True)
         return written
 
@@ -383,18 +386,14 @@ class Lake:
         does: a table not declared ``row_groups``, ``lake.writer = "engine"``, an engine
         other than the embedded one (JVM Spark and Databricks honour the Parquet settings and
         run their tasks elsewhere), a catalog or an object store, or a table lacking declared
-        columns (the engine's ``mergeSchema`` adds them). Creates a missing table from its
-        declaration."""
+        columns (the engine's ``mergeSchema`` adds them). A missing table is created by
+        the first :meth:`commit_files`, from its declaration."""
         from pipelines.session import engine_name
 
         if not table.row_groups or self.writer == "engine" or self._parts \
                 or is_url_root(self.root) or engine_name() != "sail":
             return None
-        if not self.exists(spark, table):
-            create_with_stats_columns(self.path(table), table.arrow_schema(),
-                                      list(table.partition_by), list(table.stats_columns))
-            self._saw(table, complete=True)
-        elif self._missing_columns(spark, table):
+        if self.exists(spark, table) and self._missing_columns(spark, table):
             return None
         return FileSpec(self.path(table), table.partition_by, table.stats_columns,
                         table.bloom_columns, self.row_group_rows,

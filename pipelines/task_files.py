@@ -36,16 +36,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import EngineError
+from pipelines.sql_types import arrow_schema, parse_columns
 
 __all__ = ["ADDED_DDL", "FileSpec", "write_files", "stats_json", "commit_files",
            "partition_dir"]
 
 # One row per data file a task wrote.
-ADDED_DDL = ("path string, size long, partition_values string, num_records long, "
+ADDED_DDL = ("path string, size bigint, partition_values string, num_records bigint, "
              "stats string")
-_ADDED = pa.schema([("path", pa.string()), ("size", pa.int64()),
-                    ("partition_values", pa.string()), ("num_records", pa.int64()),
-                    ("stats", pa.string())])
+_ADDED = arrow_schema(parse_columns(ADDED_DDL))
 # Spark's and delta-rs's escaping of partition directory names: these characters become %XX.
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
@@ -326,28 +325,46 @@ def _by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]
         yield values, batch.filter(mask)
 
 
-def commit_files(path: str, added: list[dict]) -> int:
+def commit_files(path: str, added: list[dict], *, schema: pa.Schema | None = None,
+                 partition_by: Iterable[str] = (),
+                 configuration: dict[str, str] | None = None) -> int:
     """Commit the data files ``added`` (rows of ``ADDED_DDL`` as dicts) to the Delta table at
-    ``path`` in one append; the rows they hold. Raises :class:`EngineError` when delta-rs
+    ``path`` in one append; the rows they hold. A table not there yet is created by this
+    commit, with its first files (``schema``, ``partition_by``, ``configuration``: its
+    declaration), so its version 0 holds them. Raises :class:`EngineError` when delta-rs
     cannot commit."""
-    from deltalake import DeltaTable
-    from deltalake.transaction import AddAction, CommitProperties
+    from deltalake import DeltaTable, Schema
+    from deltalake.exceptions import TableNotFoundError
+    from deltalake.transaction import (AddAction, CommitProperties,
+                                       create_table_with_add_actions)
 
     rows = sum(int(a["num_records"]) for a in added)
-    if not added:
-        return 0
     now = int(time.time() * 1000)
     actions = [AddAction(a["path"], int(a["size"]), json.loads(a["partition_values"]), now,
                          True, a["stats"]) for a in added]
+    # the metrics an engine's append records (delta_ops.rows_written_since reads them)
+    metrics = CommitProperties(custom_metadata={"operationMetrics": {
+        "numOutputRows": rows, "numAddedFiles": len(actions),
+        "numOutputBytes": sum(a.size for a in actions)}})
     try:
-        table = DeltaTable(path)
-        table.create_write_transaction(
-            actions, mode="append", schema=table.schema(),
-            partition_by=table.metadata().partition_columns or None,
-            # the metrics an engine's append records (delta_ops.rows_written_since reads them)
-            commit_properties=CommitProperties(custom_metadata={"operationMetrics": {
-                "numOutputRows": rows, "numAddedFiles": len(actions),
-                "numOutputBytes": sum(a.size for a in actions)}}))
+        try:
+            table = DeltaTable(path)
+        except TableNotFoundError:
+            if schema is None:
+                raise
+            try:
+                create_table_with_add_actions(
+                    path, Schema.from_arrow(schema), actions, mode="error",
+                    partition_by=list(partition_by) or None, configuration=configuration,
+                    commit_properties=metrics)
+                return rows
+            except Exception:  # noqa: BLE001 - created meanwhile: append to it below
+                table = DeltaTable(path)
+        if actions:
+            table.create_write_transaction(
+                actions, mode="append", schema=table.schema(),
+                partition_by=table.metadata().partition_columns or None,
+                commit_properties=metrics)
     except Exception as exc:  # noqa: BLE001 - delta-rs raises several error types
         raise EngineError(f"cannot commit {len(added)} data file(s) to the Delta table at "
                           f"{path}: {exc}") from exc
