@@ -90,7 +90,8 @@ class BronzeConfig:
     # a statement of N rows is stored N times, so it is off unless asked for (docs/gold.md).
     statement_text: bool = False
     # Binlog MB per bronze commit; 0 = one commit per run; unset (None): by the engine
-    # (``delta_ops.commit_bytes``: 64 on engines that hold a commit's rows until it ends)
+    # (``delta_ops.commit_bytes``: 64 where the engine's writer holds a commit's rows until
+    # it ends, as Sail's does with lake.writer = "engine"; else one commit per run)
     commit_mb: float | None = None
     # Binlog MB of a run from which rows are decoded by the compiled loop (docs/bronze.md;
     # loading it costs a process ~0.6 s): 0 = every run

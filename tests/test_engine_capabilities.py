@@ -53,6 +53,9 @@ def test_sail_holds_a_commits_rows_so_commits_are_bounded(spark) -> None:
     bronze and silver commit every 64 MB of binlog there; a setting is taken as it is."""
     assert holds_commit_rows(spark)
     assert commit_bytes(spark, None) == int(BOUNDED_COMMIT_MB * 2**20) == 64 * 2**20
+    # binlake's tasks write the files (task_files): nothing holds a commit's rows
+    assert commit_bytes(spark, None, engine_writes=False) == 0
+    assert commit_bytes(spark, 0.5, engine_writes=False) == 2**19
     assert commit_bytes(spark, 0) == 0
     assert commit_bytes(spark, 0.5) == 2**19
 

@@ -240,12 +240,12 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     if on_todo is not None:
         on_todo(todo)
     cores = cfg.bronze.parallelism or engine_cores(spark)
-    commit = commit_bytes(spark, cfg.bronze.commit_mb)
-    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
     # binlake's tasks write the data files where they can (Lake.file_spec), unless tables
     # are filtered (the engine filters the decoded rows then)
     files = None if schemas or tables else \
         lake.file_spec(spark, BRONZE_EVENTS, cfg.bronze.target_file_mb)
+    commit = commit_bytes(spark, cfg.bronze.commit_mb, engine_writes=files is None)
+    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
     for wave in plan_commits(plan, commit):
         tasks = task_frame(spark, [(os.path.abspath(p), source_id, c, n) for p, c, n, _ in wave],
                            min(len(wave), cores))

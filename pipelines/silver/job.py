@@ -114,7 +114,9 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, snapshots)
     plan.table_maps = table_maps
-    slices = plan_slices(res.files, bronze_files, commit_bytes(spark, cfg.silver.commit_mb))
+    files = lake.file_spec(spark, SILVER_EVENTS, cfg.silver.target_file_mb)
+    slices = plan_slices(res.files, bronze_files, commit_bytes(
+        spark, cfg.silver.commit_mb, engine_writes=files is None))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
     render_rows = batch_rows(cfg)
 
@@ -131,7 +133,6 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     # The silver lease is held: only the change data feed's commit above moved the version.
     before = lake.version(spark, SILVER_EVENTS) if cfg.silver.change_data_feed \
         else res.version_before
-    files = lake.file_spec(spark, SILVER_EVENTS, cfg.silver.target_file_mb)
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
         if files is not None:  # the rendering tasks write the data files (task_files)
             lake.commit_files(SILVER_EVENTS, to_silver_files(
