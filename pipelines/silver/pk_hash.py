@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
+import sys
 import threading
 
 import numpy as np
@@ -77,7 +78,9 @@ def compiled_available() -> bool:
 
 def pk_hash(values: pa.Array, compiled: bool = False) -> pa.Array:
     """SHA-256 of each UTF-8 value of ``values`` (a string array) as 64 lowercase hex digits;
-    NULL stays NULL. ``compiled``: by the compiled loop where it is available."""
+    NULL stays NULL. ``compiled`` (or numba loaded in this process already): by the compiled
+    loop where it is available."""
+    compiled = compiled or "numba" in sys.modules  # loaded here already: ~0.1 s to compile
     if not (compiled and len(values) and compiled_available()):
         return pa.array([None if v is None else hashlib.sha256(v.encode()).hexdigest()
                          for v in values.to_pylist()], pa.string())
