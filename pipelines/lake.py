@@ -34,7 +34,7 @@ from pipelines.delta_ops import (create_with_stats_columns, current_version, row
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
-from pipelines.task_files import ADDED_DDL, FileSpec, commit_files, write_files
+from pipelines.task_files import FileSpec, commit_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -356,21 +356,35 @@ class Lake:
             raise EngineError(f"lake.catalog {self.catalog}: cannot create "
                               f"{self.ident(table)}{at}: {_first_line(exc)}") from exc
 
-    def append(self, df, table: LakeTable, *, target_mb: int = 0) -> int | None:
-        """Append ``df`` (columns by name) to the table in one commit, its data files rolled
-        over at about ``target_mb`` MB (0: the writer's default). The rows appended where
-        binlake's tasks wrote the files (:meth:`file_spec`), else ``None`` (the engine's
-        commit metrics have them: ``delta_ops.rows_written_since``)."""
-        spec = self.file_spec(df.sparkSession, table, target_mb)
-        if spec is None:
-            self._write(df, table, "append", target_file_size(target_mb))
+    def append(self, df, table: LakeTable, *, target_mb: int = 0) -> None:
+        """Append ``df`` (columns by name) to the table in one commit by the engine's Delta
+        writer, its data files rolled over at about ``target_mb`` MB (0: the writer's
+        default). (:meth:`file_spec` and :meth:`commit_files`: binlake's tasks write them.)"""
+        self._write(df, table, "append", target_file_size(target_mb))
+
+    def file_spec(self, spark, table: LakeTable, target_mb: int = 0, *,
+                  embedded: bool) -> FileSpec | None:
+        """How binlake's own tasks write ``table``'s data files (``task_files``: row groups
+        of ``lake.row_group_rows``, bloom filters), or ``None`` where the engine's Delta writer
+        does: a table not declared ``row_groups``, ``lake.writer = "engine"``, an engine
+        other than the embedded one (``embedded``: JVM Spark and Databricks honour the Parquet
+        settings and run their tasks elsewhere), a catalog or an object store, or a table
+        lacking declared columns (the engine's ``mergeSchema`` adds them). A missing table is
+        created by the first :meth:`commit_files`, from its declaration."""
+        if not (embedded and table.row_groups) or self.writer == "engine" or self._parts \
+                or is_url_root(self.root):
             return None
-        return self.commit_files(
-            table, df.select(*table.column_names).mapInArrow(write_files(spec), ADDED_DDL))
+        if self.exists(spark, table) and self._missing_columns(spark, table):
+            return None
+        return FileSpec(self.path(table), table.partition_by, table.stats_columns,
+                        table.bloom_columns, self.row_group_rows,
+                        target_mb << 20 if target_mb > 0 else 0,
+                        schema=table.arrow_schema(exclude=table.partition_by))
 
     def commit_files(self, table: LakeTable, added) -> int:
         """Commit the data files tasks wrote by :meth:`file_spec` (``added``: a DataFrame of
-        their ``ADDED_DDL`` rows) to ``table`` in one append; the rows they hold."""
+        their ``ADDED_DDL`` rows, ``task_files.write_files``) to ``table`` in one append; the
+        rows they hold."""
         with _task_errors():
             rows = [r.asDict() for r in added.collect()]
         config = {"delta.dataSkippingStatsColumns": ",".join(table.stats_columns)} \
@@ -379,26 +393,6 @@ class Lake:
                                partition_by=table.partition_by, configuration=config)
         self._saw(table, complete=True)
         return written
-
-    def file_spec(self, spark, table: LakeTable, target_mb: int = 0) -> FileSpec | None:
-        """How binlake's own tasks write ``table``'s data files (``task_files``: row groups
-        of ``lake.row_group_rows``, bloom filters), or ``None`` where the engine's Delta writer
-        does: a table not declared ``row_groups``, ``lake.writer = "engine"``, an engine
-        other than the embedded one (JVM Spark and Databricks honour the Parquet settings and
-        run their tasks elsewhere), a catalog or an object store, or a table lacking declared
-        columns (the engine's ``mergeSchema`` adds them). A missing table is created by
-        the first :meth:`commit_files`, from its declaration."""
-        from pipelines.session import engine_name
-
-        if not table.row_groups or self.writer == "engine" or self._parts \
-                or is_url_root(self.root) or engine_name() != "sail":
-            return None
-        if self.exists(spark, table) and self._missing_columns(spark, table):
-            return None
-        return FileSpec(self.path(table), table.partition_by, table.stats_columns,
-                        table.bloom_columns, self.row_group_rows,
-                        target_mb << 20 if target_mb > 0 else 0,
-                        schema=table.arrow_schema(exclude=table.partition_by))
 
     def overwrite(self, df, table: LakeTable) -> None:
         """Replace the table's rows with ``df`` in one commit (small state tables)."""

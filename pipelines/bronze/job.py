@@ -243,7 +243,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     # binlake's tasks write the data files where they can (Lake.file_spec), unless tables
     # are filtered (the engine filters the decoded rows then)
     files = None if schemas or tables else \
-        lake.file_spec(spark, BRONZE_EVENTS, cfg.bronze.target_file_mb)
+        lake.file_spec(spark, BRONZE_EVENTS, cfg.bronze.target_file_mb,
+                       embedded=engine_name() == "sail")
     commit = commit_bytes(spark, cfg.bronze.commit_mb, engine_writes=files is None)
     plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
     for wave in plan_commits(plan, commit):

@@ -114,7 +114,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     ddl_rows = [(s, f, *q) for (s, f), queries in ddl.items() for q in queries]
     plan = NamingPlan.build(ddl_rows, snapshots)
     plan.table_maps = table_maps
-    files = lake.file_spec(spark, SILVER_EVENTS, cfg.silver.target_file_mb)
+    files = lake.file_spec(spark, SILVER_EVENTS, cfg.silver.target_file_mb,
+                           embedded=engine_name() == "sail")
     slices = plan_slices(res.files, bronze_files, commit_bytes(
         spark, cfg.silver.commit_mb, engine_writes=files is None))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
