@@ -9,7 +9,8 @@ local path, binlake writes the big tables' data files itself instead:
   they come — row groups of ``FileSpec.row_group_rows`` rows, a bloom filter on the lookup
   columns, a file rolled over at about ``FileSpec.target_bytes`` — and yields one small row per
   data file (``ADDED_DDL``: its path, size, partition values and Delta statistics). A task
-  holds at most one row group per partition value it meets.
+  holds at most a row group in each of its open files, and keeps at most ``_OPEN_FILES``
+  open.
 - :func:`commit_files` commits those files to the table in one Delta commit (delta-rs, an
   append with the rows' count as ``numOutputRows``, as an engine's write records it).
 
@@ -253,6 +254,9 @@ def write_files(spec: FileSpec):
 
 
 _BEHIND = 2  # batches the writing thread may be behind the task
+# Files a task keeps open at once, each holding up to a row group: rows of many partitions
+# (silver's days of a long binlog file) cost files, not memory.
+_OPEN_FILES = 8
 
 
 class _Sink:
@@ -270,6 +274,9 @@ class _Sink:
             if spec.schema is not None and data.schema != spec.schema:
                 data = data.select(spec.schema.names).cast(spec.schema)
             f = self.files.get(values)
+            if f is None and len(self.files) >= _OPEN_FILES:  # the longest open one closes
+                oldest = next(iter(self.files))
+                self.done.append(self.files.pop(oldest).close())
             if f is None:
                 stats = [c for c in (spec.stats_columns or data.schema.names[:32])
                          if c in data.schema.names]

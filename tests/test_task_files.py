@@ -212,3 +212,23 @@ def test_a_task_that_fails_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="bronze changed"):
         list(write_files(spec)(batches()))
     assert [p for p in (tmp_path / "t").rglob("*") if p.is_file()] == []
+
+
+def test_a_task_keeps_few_files_open_whatever_its_partitions(tmp_path: Path) -> None:
+    """Rows of 30 partitions interleaved (silver's days of a long binlog file): the task
+    holds at most ``_OPEN_FILES`` files open, and every row is written once."""
+    from pipelines.task_files import _OPEN_FILES, _Sink
+
+    schema = pa.schema([("day", pa.int32()), ("n", pa.int64())])
+    spec = FileSpec(str(tmp_path), ("day",), row_group_rows=1000,
+                    schema=pa.schema([("n", pa.int64())]))
+    sink = _Sink(spec)
+    for i in range(0, 3000, 10):
+        sink.add(pa.RecordBatch.from_pylist([{"day": (i + j) % 30, "n": i + j}
+                                             for j in range(10)], schema=schema))
+        assert len(sink.files) <= _OPEN_FILES
+    done = sink.close()
+    assert sum(a["num_records"] for a in done) == 3000
+    got = sorted(n for a in done for n in pq.read_table(tmp_path / a["path"]).column("n")
+                 .to_pylist())
+    assert got == list(range(3000))
