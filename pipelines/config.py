@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from pipelines.errors import ConfigError
 from pipelines.lake import parse_catalog, resolve_root, table_dir
 from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
+from pipelines.task_files import ROW_GROUP_ROWS
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
@@ -44,7 +45,7 @@ class LakeConfig:
     # Rows per Parquet row group where binlake writes the files (and `binlake optimize`'s
     # default): the unit that statistics and bloom filters skip; 20k rows of silver are
     # about 3 MB (docs/layout.md)
-    row_group_rows: int = 20_000
+    row_group_rows: int = ROW_GROUP_ROWS
 
 
 @dataclass(frozen=True)

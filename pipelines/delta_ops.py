@@ -24,7 +24,8 @@ __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_ver
            "rows_written_since", "rows_in_table", "files_in_partitions", "Capabilities",
            "capabilities",
            "enable_change_data_feed", "table_id", "files_added", "set_retention", "vacuum_table",
-           "target_file_size", "holds_commit_rows", "commit_bytes", "BOUNDED_COMMIT_MB",
+           "target_file_size", "stats_columns_configuration", "holds_commit_rows",
+           "commit_bytes", "BOUNDED_COMMIT_MB",
            "session_key", "version_unreadable", "version_files", "UNREADABLE_VERSION"]
 
 
@@ -344,6 +345,13 @@ def files_added(path: str, since_version: int, to_version: int) -> list[str] | N
 _REWRITES = ("OPTIMIZE", "REORG")
 
 
+def stats_columns_configuration(stats_columns) -> dict[str, str] | None:
+    """The table property giving ``stats_columns`` min/max statistics
+    (``delta.dataSkippingStatsColumns``), or None for Delta's default (the first 32)."""
+    return {"delta.dataSkippingStatsColumns": ",".join(stats_columns)} if stats_columns \
+        else None
+
+
 def create_with_stats_columns(path: str, schema, partition_by: list[str],
                               stats_columns: list[str]) -> None:
     """Create an empty Delta table at ``path`` whose data files carry min/max statistics for
@@ -356,7 +364,7 @@ def create_with_stats_columns(path: str, schema, partition_by: list[str],
         raise EngineError("creating a Delta table needs the deltalake package") from exc
     try:
         DeltaTable.create(path, schema=schema, partition_by=partition_by or None, mode="ignore",
-                          configuration={"delta.dataSkippingStatsColumns": ",".join(stats_columns)})
+                          configuration=stats_columns_configuration(stats_columns))
     except Exception as exc:  # noqa: BLE001 - delta-rs raises several error types
         raise EngineError(f"cannot create the Delta table at {path}: {exc}") from exc
 

@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from pipelines import lake_seen
 from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
-                                 sql_string, table_exists, target_file_size)
+                                 sql_string, stats_columns_configuration, table_exists,
+                                 target_file_size)
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake_evolution import read_data_files, with_declared_columns
 from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
-from pipelines.task_files import FileSpec, commit_files
+from pipelines.task_files import ROW_GROUP_ROWS, FileSpec, commit_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -181,7 +182,7 @@ class Lake:
     """The lake of one configuration: where each :class:`LakeTable` is and how to reach it."""
 
     def __init__(self, root: str, catalog: str = "", *, managed: bool = False,
-                 writer: str = "auto", row_group_rows: int = 20_000) -> None:
+                 writer: str = "auto", row_group_rows: int = ROW_GROUP_ROWS) -> None:
         self.root = resolve_root(root)
         self.writer, self.row_group_rows = writer, row_group_rows
         self.catalog = catalog.strip()
@@ -202,7 +203,7 @@ class Lake:
         lc = cfg.lake
         return cls(lc.root, getattr(lc, "catalog", ""), managed=getattr(lc, "managed", False),
                    writer=getattr(lc, "writer", "auto"),
-                   row_group_rows=getattr(lc, "row_group_rows", 20_000))
+                   row_group_rows=getattr(lc, "row_group_rows", ROW_GROUP_ROWS))
 
     @property
     def uses_catalog(self) -> bool:
@@ -387,10 +388,9 @@ class Lake:
         rows they hold."""
         with _task_errors():
             rows = [r.asDict() for r in added.collect()]
-        config = {"delta.dataSkippingStatsColumns": ",".join(table.stats_columns)} \
-            if table.stats_columns else None
         written = commit_files(self.path(table), rows, schema=table.arrow_schema(),
-                               partition_by=table.partition_by, configuration=config)
+                               partition_by=table.partition_by,
+                               configuration=stats_columns_configuration(table.stats_columns))
         self._saw(table, complete=True)
         return written
 

@@ -39,13 +39,15 @@ import pyarrow.compute as pc
 from pipelines.errors import EngineError
 from pipelines.sql_types import arrow_schema, parse_columns
 
-__all__ = ["ADDED_DDL", "FileSpec", "write_files", "stats_json", "commit_files",
-           "partition_dir"]
+__all__ = ["ADDED_DDL", "ROW_GROUP_ROWS", "FileSpec", "write_files", "stats_json",
+           "commit_files", "partition_dir"]
 
 # One row per data file a task wrote.
 ADDED_DDL = ("path string, size bigint, partition_values string, num_records bigint, "
              "stats string")
 _ADDED = arrow_schema(parse_columns(ADDED_DDL))
+# Rows per Parquet row group: lake.row_group_rows's default (pipelines/config.py)
+ROW_GROUP_ROWS = 20_000
 # Spark's and delta-rs's escaping of partition directory names: these characters become %XX.
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
@@ -58,7 +60,7 @@ class FileSpec:
     partition_by: tuple[str, ...] = ()
     stats_columns: tuple[str, ...] = ()  # () = every column (Delta's first 32)
     bloom_columns: tuple[str, ...] = ()
-    row_group_rows: int = 100_000
+    row_group_rows: int = ROW_GROUP_ROWS
     target_bytes: int = 128 * 2**20  # a file rolls over at about this size (0: never)
     compression: str = "snappy"
     schema: pa.Schema | None = None  # the files' columns (the table's less its partitions)
@@ -98,8 +100,6 @@ def _stat_value(value: object, upper: bool) -> object:
         return ms.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms.microsecond // 1000:03d}Z"
     if isinstance(value, dt.date):
         return value.isoformat()
-    if isinstance(value, bytes):
-        return None
     return value
 
 
@@ -133,14 +133,14 @@ class _Ranges:
     value short; a value too long for them leaves the column without a min and max)."""
 
     def __init__(self, schema: pa.Schema, columns: Iterable[str]) -> None:
-        self.columns = list(columns)
+        self.schema, self.columns = schema, list(columns)
         self.nested = {c: 0 for c in self.columns if pa.types.is_nested(schema.field(c).type)}
 
     def add(self, batch: pa.RecordBatch) -> None:
         for name in self.nested:
             self.nested[name] += batch.column(name).null_count
 
-    def stats(self, footer, schema: pa.Schema) -> str:
+    def stats(self, footer) -> str:
         ranges: dict[str, tuple[object, object, int]] = {}
         leaves = footer.schema  # a top-level primitive column is the leaf of its own name
         index = {leaves.column(i).path: i for i in range(len(leaves))}
@@ -149,7 +149,7 @@ class _Ranges:
                 ranges[name] = (None, None, self.nested[name])
                 continue
             lo = hi = None
-            nulls, ranged = 0, _ranged(schema.field(name).type)
+            nulls, ranged = 0, _ranged(self.schema.field(name).type)
             for g in range(footer.num_row_groups):
                 group = footer.row_group(g)
                 st = group.column(index[name]).statistics
@@ -185,15 +185,13 @@ class _File:
         self.writer = pq.ParquetWriter(self.local, schema, compression=spec.compression,
                                        bloom_filter_options=blooms or None)
         self.pending: list[pa.RecordBatch] = []
-        self.pending_rows = self.rows = 0
-        self.schema = schema
+        self.pending_rows = 0
         self.ranges = _Ranges(schema, stats_columns)
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.ranges.add(batch)
         self.pending.append(batch)
         self.pending_rows += batch.num_rows
-        self.rows += batch.num_rows
         while self.pending_rows >= self.spec.row_group_rows:
             self._flush(self.spec.row_group_rows)
 
@@ -218,11 +216,11 @@ class _File:
         if self.pending_rows:
             self._flush(self.pending_rows)
         self.writer.close()
+        footer = self.writer.writer.metadata
         return {"path": quote(self.relative, safe="/=-_.~"),
                 "size": os.path.getsize(self.local),
                 "partition_values": json.dumps(self.values, separators=(",", ":")),
-                "num_records": self.rows,
-                "stats": self.ranges.stats(self.writer.writer.metadata, self.schema)}
+                "num_records": footer.num_rows, "stats": self.ranges.stats(footer)}
 
 
 def write_files(spec: FileSpec):
@@ -316,11 +314,13 @@ def _by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]
     if not partition_by:
         yield (), batch
         return
+    ends = [pc.min_max(batch.column(c)) for c in partition_by]
+    if all(batch.column(c).null_count == 0 and e["min"] == e["max"]
+           for c, e in zip(partition_by, ends)):  # one value (every bronze batch): no grouping
+        yield tuple(e["min"].as_py() for e in ends), batch
+        return
     keys = pa.Table.from_batches([batch.select(list(partition_by))])
     groups = keys.group_by(list(partition_by)).aggregate([])
-    if groups.num_rows == 1:
-        yield tuple(groups.column(c)[0].as_py() for c in partition_by), batch
-        return
     for i in range(groups.num_rows):
         values = tuple(groups.column(c)[i].as_py() for c in partition_by)
         mask = None

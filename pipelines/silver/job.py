@@ -134,17 +134,19 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     # The silver lease is held: only the change data feed's commit above moved the version.
     before = lake.version(spark, SILVER_EVENTS) if cfg.silver.change_data_feed \
         else res.version_before
+    written = 0  # counted by the commits where the tasks write the files
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
         if files is not None:  # the rendering tasks write the data files (task_files)
-            lake.commit_files(SILVER_EVENTS, to_silver_files(
+            written += lake.commit_files(SILVER_EVENTS, to_silver_files(
                 pending(sl.where), plan, files, workers, compiled, masked, render_rows,
                 slice_day(sl, days)))
         else:
             lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked,
                                   render_rows, slice_day(sl, days)),
                         SILVER_EVENTS, target_mb=cfg.silver.target_file_mb)
-    # The appends' own commit metrics; a full count only where the log has none.
-    written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
+    if files is None:
+        # The appends' own commit metrics; a full count only where the log has none.
+        written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)
     res.appended = written if written is not None else lake.rows(spark, SILVER_EVENTS) - (
         0 if before is None else lake.read(spark, SILVER_EVENTS, before).count())
 
