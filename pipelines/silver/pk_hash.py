@@ -1,11 +1,13 @@
 """``pk_hash`` = SHA2(pk_values, 256): lowercase hex, NULL for NULL, as the engines' ``sha2``.
 
 Where binlake's tasks write silver's data files (``task_files``) the hash is computed in the
-task, after rendering. ``hashlib`` costs ~0.5 µs a row under the GIL, most of it Python's own
-(1.1 CPU-s of a 1 GB binlog's 2.6 M rows); for runs rendered by the compiled loops
+task, after rendering. Python's own SHA-256 (``_sha2``/``_sha256``, what ``hashlib`` falls back
+to) costs ~0.9 µs a row under the GIL on this project's 2-core machine, against ~1.5 µs through
+``hashlib.sha256`` (OpenSSL 3 looks its implementation up on every construction), most of the
+rest Python's own; for runs rendered by the compiled loops
 (``compiled``) a compiled loop (numba) calls OpenSSL's SHA-256 (the library ``hashlib`` uses)
 on each value without the GIL: ~0.11 µs a row. Where numba or OpenSSL's ``SHA256_*`` calls are
-missing, ``hashlib`` hashes.
+missing, Python hashes.
 """
 
 from __future__ import annotations
@@ -20,11 +22,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["pk_hash", "compiled_available"]
+__all__ = ["pk_hash", "python_pk_hash", "compiled_available"]
 
 _HEX_LEN = 64
 _LOCK = threading.Lock()
 _LOOP: list = []  # [the compiled loop or None], once per process
+
+
+def _python_sha256():
+    """CPython's built-in SHA-256 constructor (``_sha2`` from 3.12, ``_sha256`` before: the
+    one ``hashlib`` falls back to), else ``hashlib.sha256``. The same digests; the built-in
+    skips OpenSSL's per-object lookup, which is most of a short value's cost."""
+    for module in ("_sha2", "_sha256"):
+        try:
+            return getattr(__import__(module), "sha256")
+        except (ImportError, AttributeError):
+            continue
+    return hashlib.sha256
+
+
+_SHA256 = _python_sha256()
 
 
 def _compile():
@@ -76,14 +93,20 @@ def compiled_available() -> bool:
         return _LOOP[0] is not None
 
 
+def python_pk_hash(values: pa.Array) -> pa.Array:
+    """:func:`pk_hash` by Python's SHA-256, a value at a time under the GIL."""
+    sha256 = _SHA256
+    return pa.array([None if v is None else sha256(v.encode()).hexdigest()
+                     for v in values.to_pylist()], pa.string())
+
+
 def pk_hash(values: pa.Array, compiled: bool = False) -> pa.Array:
     """SHA-256 of each UTF-8 value of ``values`` (a string array) as 64 lowercase hex digits;
     NULL stays NULL. ``compiled`` (or numba loaded in this process already): by the compiled
     loop where it is available."""
     compiled = compiled or "numba" in sys.modules  # loaded here already: ~0.1 s to compile
     if not (compiled and len(values) and compiled_available()):
-        return pa.array([None if v is None else hashlib.sha256(v.encode()).hexdigest()
-                         for v in values.to_pylist()], pa.string())
+        return python_pk_hash(values)
     if not pa.types.is_large_string(values.type):
         values = values.cast(pa.string())
     n = len(values)
