@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The whole index path, stage by stage, side by side with its references, in one run.
 
-``python bench/pipeline.py [--mb 60] [--binlog-dir DIR] [--repeat 1] [--keep] [--one-commit]
-[--stages bronze,silver,...]`` (``make bench``).
+``python bench/pipeline.py [--mb 60] [--workload mixed|narrow] [--binlog-dir DIR] [--repeat 1]
+[--keep] [--one-commit] [--stages bronze,silver,...]`` (``make bench``).
 
 1. Input: the binlog files of ``--binlog-dir`` or one file of ``--mb`` MB written by a
-   throwaway MariaDB (``bench/binlog_server.py`` + ``bench/workload.py``).
+   throwaway MariaDB (``bench/binlog_server.py`` + ``bench/workload.py``): ``mixed``, four
+   ~10-column tables with TEXT (~390 bytes a row change), or ``narrow``, issue 13's measured
+   file (one 8-column table, ~140 bytes a row change: ``--mb 147`` holds ~1.03 M).
 2. Reference: ``mariadb-binlog --base64-output=decode-rows -v`` over every file (to /dev/null).
 3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand);
    with ``--one-commit`` also ``bronze (one commit)`` and ``silver (one commit)``
@@ -73,7 +75,7 @@ for p in (str(REPO), str(BENCH)):
 
 from binlog_server import write_binlog  # noqa: E402
 from key_history import key_history  # noqa: E402
-from workload import fill_binlog  # noqa: E402
+from workload import WORKLOADS  # noqa: E402
 
 from pipelines.bronze.files import select_files  # noqa: E402
 from pipelines.config import load_config  # noqa: E402
@@ -457,6 +459,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=60.0, help="size of the generated binlog")
     ap.add_argument("--binlog-dir", help="index the binlog files of DIR instead")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="mixed",
+                    help="the generated binlog's tables: mixed (four ~10-column tables with "
+                         "TEXT) or narrow (issue 13's file: one 8-column table, ~140 bytes "
+                         "a row change)")
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs per stage")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--one-commit", action="store_true",
@@ -474,8 +480,9 @@ def main(argv: list[str] | None = None) -> int:
             binlog_dir = Path(args.binlog_dir)
         else:
             binlog_dir = work / "binlogs"
-            say(f"1. writing a {args.mb:g} MB binlog with a throwaway MariaDB ...")
-            path, written = write_binlog(int(args.mb * 1e6), binlog_dir, fill_binlog)
+            say(f"1. writing a {args.mb:g} MB {args.workload} binlog with a throwaway MariaDB ...")
+            path, written = write_binlog(int(args.mb * 1e6), binlog_dir,
+                                         WORKLOADS[args.workload])
             say(f"  {path.name}: {path.stat().st_size / 1e6:,.1f} MB, {written:,} row changes")
         paths = select_files(str(binlog_dir), all_files=True)
         if not paths:

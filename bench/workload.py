@@ -18,7 +18,7 @@ import string
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-__all__ = ["Written", "fill_binlog", "TABLES"]
+__all__ = ["Written", "fill_binlog", "fill_narrow_binlog", "TABLES", "WORKLOADS"]
 
 SCHEMA = "benchdb"
 TABLES: dict[str, str] = {
@@ -254,3 +254,68 @@ def fill_binlog(conn, target_bytes: int, *, seed: int = 7, rows_per_insert: int 
                 progress(size)
         cur.execute("FLUSH BINARY LOGS")
     return name, w
+
+
+# -- the narrow workload: issue 13's file (one 8-column table) ---------------------------------
+
+NARROW_TABLE = """
+    CREATE TABLE benchdb.payments (
+      id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+      account_id INT UNSIGNED NOT NULL,
+      kind VARCHAR(16) NOT NULL,
+      amount DECIMAL(12,2) NOT NULL,
+      qty SMALLINT NOT NULL,
+      created_at DATETIME(6) NOT NULL,
+      updated_at DATETIME(6) NOT NULL,
+      note VARCHAR(96) NULL
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+_NARROW_INSERT = ("INSERT INTO benchdb.payments (account_id, kind, amount, qty, created_at, "
+                  "updated_at, note) VALUES (%s, %s, %s, %s, %s, %s, %s)")
+_NARROW_UPDATE = ("UPDATE benchdb.payments SET qty = qty + 1, updated_at = NOW(6) "
+                  "WHERE id BETWEEN %s AND %s")
+_NARROW_DELETE = "DELETE FROM benchdb.payments WHERE id BETWEEN %s AND %s"
+
+
+def fill_narrow_binlog(conn, target_bytes: int, *, seed: int = 7, progress=None
+                       ) -> tuple[str, Written]:
+    """The shape of issue 13's measured file: one 8-column table (integers, VARCHAR, DECIMAL,
+    DATETIME(6), a nullable note) and, per transaction, 400 inserted rows, 200 updated and
+    100 deleted: 4 row changes in 7 are UPDATEs' before/after pairs' halves, so ~1.3 row
+    images per row change, ~140 bytes of binlog per row change (the issue's 147 MB held
+    1.05 M row changes, 1.35 M images). Same contract as :func:`fill_binlog`."""
+    gen, w = _Gen(seed), Written()
+    r = gen.r
+    next_id, deleted_to = 1, 0
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
+        cur.execute(f"CREATE DATABASE {SCHEMA}")
+        cur.execute(NARROW_TABLE)
+        name, size = _current_size(cur)
+        while size < target_bytes:
+            cur.execute("BEGIN")
+            rows = []
+            for _ in range(400):
+                created = gen.when()
+                rows.append((r.randint(1, 50_000), r.choice(_STATUSES), gen.money(9_999, 2),
+                             r.randint(1, 20), created, created,
+                             gen.text(1, 6)[:96] if r.random() < 0.7 else None))
+            cur.executemany(_NARROW_INSERT, rows)
+            w.inserts += len(rows)
+            next_id += len(rows)
+            lo = r.randint(max(deleted_to + 1, next_id - 2000), next_id - 200)
+            w.updates += cur.execute(_NARROW_UPDATE, (lo, lo + 199))
+            w.deletes += cur.execute(_NARROW_DELETE, (deleted_to + 1, deleted_to + 100))
+            deleted_to += 100
+            w.statements += 3
+            cur.execute("COMMIT")
+            w.transactions += 1
+            name, size = _current_size(cur)
+            if progress is not None:
+                progress(size)
+        cur.execute("FLUSH BINARY LOGS")
+    w.per_table["payments"] = w.row_changes
+    return name, w
+
+
+# The benchmarks' ``--workload`` choices.
+WORKLOADS = {"mixed": fill_binlog, "narrow": fill_narrow_binlog}
