@@ -113,6 +113,10 @@ class SilverConfig:
     # them costs the engine's process ~1 s, on a thread of its own: docs/performance.md);
     # 0 = every run. A process holding them already uses them for any run.
     compiled_min_mb: float = 160.0
+    # ... or from this many row changes, whatever their bytes: narrow rows render more rows
+    # per MB, and the rows are what the compiled loops save on (docs/performance.md, session
+    # 29); 0 = every run.
+    compiled_min_rows: int = 500_000
 
 
 @dataclass(frozen=True)
@@ -324,6 +328,8 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(f"{section}.target_file_mb: must be 0 (no limit) or more")
         if getattr(cfg, section).compiled_min_mb < 0:
             raise ConfigError(f"{section}.compiled_min_mb: must be 0 (every run) or more")
+    if cfg.silver.compiled_min_rows < 0:
+        raise ConfigError("silver.compiled_min_rows: must be 0 (every run) or more")
     if cfg.silver.render_workers < 0:
         raise ConfigError("silver.render_workers: must be 0 (this machine's cores) or more")
     _validate_gold(cfg.gold)

@@ -37,14 +37,16 @@ import json, sys
 import pyarrow as pa, pyarrow.compute as pc
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.table_maps import table_maps_in
-from pipelines.silver import render_fast, render_jit, render_warm
+from pipelines.silver import pk_hash_jit, render_fast, render_jit, render_warm
 from pipelines.silver.naming import NamingPlan
+from pipelines.silver.pk_hash import pk_hash
 from pipelines.silver.render_batch import BatchRenderer
 
-LOOPS = ("render_side", "changed_columns", "gather")
+LOOPS = ((render_jit, "render_side"), (render_jit, "changed_columns"), (render_jit, "gather"),
+         (pk_hash_jit, "sha256_hex"))
 
 def loaded():
-    return {n: sorted(str(s) for s in getattr(render_jit, n).signatures) for n in LOOPS}
+    return {n: sorted(str(s) for s in getattr(m, n).signatures) for m, n in LOOPS}
 
 before = loaded()
 ok = render_warm.warm()
@@ -63,7 +65,10 @@ for path in sys.argv[1:]:
 plan = NamingPlan.build(ddl, [])
 plan.table_maps = maps
 renderer = BatchRenderer(plan, compiled=True)
-rows = sum(renderer.render(b)[0].num_rows for b in batches)
+rendered = [renderer.render(b)[0] for b in batches]
+rows = sum(r.num_rows for r in rendered)
+for r in rendered:  # as the run's tasks hash what they rendered (transform.with_pk_hash)
+    pk_hash(r.column("pk_values").combine_chunks(), True)
 print(json.dumps({"ok": ok, "before": before, "warmed": warmed, "after": loaded(),
                   "compiled_groups": sum(used), "rows": rows}))
 """
@@ -153,4 +158,27 @@ def test_a_process_holding_the_loops_renders_every_run_with_them() -> None:
     appended, compiled_groups = got["cold"]
     assert appended > 0 and compiled_groups == 0, got
     assert got["warm"][0] == appended and got["warm"][1] > 0, got
+    assert got["same"], got
+
+
+_ROWS_SCRIPT = _RUN_SCRIPT.split("cold = silver()")[0] + r"""
+by_bytes = silver()  # the samples are far below compiled_min_mb and the default row count
+cfg = dataclasses.replace(cfg, silver=dataclasses.replace(
+    cfg.silver, compiled_min_rows=by_bytes[0] // 2))
+by_rows = silver()
+print(json.dumps({"by_bytes": by_bytes[:2], "by_rows": by_rows[:2],
+                  "same": by_bytes[2] == by_rows[2]}))
+"""
+
+
+def test_a_run_of_many_row_changes_in_few_mb_renders_with_the_loops() -> None:
+    # silver.compiled_min_rows: narrow tables hold many row changes in few MB, and the rows
+    # are what the loops save on. A fresh process renders the small samples the Arrow way;
+    # with the threshold below their row changes it loads the loops for the run, and silver
+    # is the same.
+    out = run_python(_ROWS_SCRIPT, str(REPO / "samples" / "binlogs"))
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    appended, compiled_groups = got["by_bytes"]
+    assert appended > 0 and compiled_groups == 0, got
+    assert got["by_rows"][0] == appended and got["by_rows"][1] > 0, got
     assert got["same"], got

@@ -105,7 +105,8 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return res
 
     workers = render_workers(cfg.silver.render_workers, cfg.silver.render_in_subprocess)
-    compiled = _compiled(cfg, sum(binlog_bytes(bronze_files.get(k)) for k in res.files))
+    compiled = _compiled(cfg, sum(binlog_bytes(bronze_files.get(k)) for k in res.files),
+                         sum(_row_changes(bronze_files.get(k)) for k in res.files))
     where = in_files(res.files)
     # a slice's one day, written as a literal (slices), where the lake takes literals
     literal_days = lake.takes_literals(spark, SILVER_EVENTS)
@@ -199,13 +200,19 @@ def _quarantined_files(spark, lake: Lake) -> set[tuple[str, str]] | None:
             .select("source_id", "binlog_file").distinct().collect()}
 
 
-def _compiled(cfg: Config, n_bytes: int) -> bool:
+def _row_changes(state) -> int:
+    """The row changes bronze counted in a file (0 where it has no count)."""
+    return (state.row_changes or 0) if state is not None else 0
+
+
+def _compiled(cfg: Config, n_bytes: int, n_rows: int = 0) -> bool:
     """Whether full row images are rendered by the compiled loops. They cost a process
-    about a second to load: for runs of at least ``silver.compiled_min_mb`` of binlog, loaded
+    about a second to load: for runs of at least ``silver.compiled_min_mb`` of binlog or
+    ``silver.compiled_min_rows`` row changes (narrow rows: many in few MB), loaded
     on a thread of their own while the planning waits on the engine; and for any run where
     this process renders (``render_warm.renders_here``) and holds them already (a stream's
     follows, a notebook's later runs: docs/performance.md, session 13)."""
-    if n_bytes >= cfg.silver.compiled_min_mb * 2**20:
+    if n_bytes >= cfg.silver.compiled_min_mb * 2**20 or n_rows >= cfg.silver.compiled_min_rows:
         warm_in_background(cfg)
         return True
     return renders_here(cfg) and render_fast.loaded()

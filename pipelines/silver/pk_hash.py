@@ -1,19 +1,17 @@
 """``pk_hash`` = SHA2(pk_values, 256): lowercase hex, NULL for NULL, as the engines' ``sha2``.
 
 Where binlake's tasks write silver's data files (``task_files``) the hash is computed in the
-task, after rendering. Python's own SHA-256 (``_sha2``/``_sha256``, what ``hashlib`` falls back
-to) costs ~0.9 µs a row under the GIL on this project's 2-core machine, against ~1.5 µs through
-``hashlib.sha256`` (OpenSSL 3 looks its implementation up on every construction), most of the
-rest Python's own; for runs rendered by the compiled loops
-(``compiled``) a compiled loop (numba) calls OpenSSL's SHA-256 (the library ``hashlib`` uses)
-on each value without the GIL: ~0.11 µs a row. Where numba or OpenSSL's ``SHA256_*`` calls are
-missing, Python hashes.
+task, after rendering. Python's own SHA-256 (``_sha2``/``_sha256``, what ``hashlib`` falls
+back to) costs ~0.9 µs a row under the GIL on this project's 2-core machine, against ~1.5 µs
+through ``hashlib.sha256`` (OpenSSL 3 looks its implementation up on every construction);
+for runs rendered by the compiled loops (``compiled``) a compiled loop (numba,
+``pk_hash_jit``) calls OpenSSL's SHA-256 (the library ``hashlib`` uses) on each value without
+the GIL: ~0.11 µs a row. Where numba or OpenSSL's ``SHA256_*`` calls are missing, Python
+hashes.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import sys
 import threading
@@ -45,44 +43,14 @@ _SHA256 = _python_sha256()
 
 
 def _compile():
-    """The loop hashing every value through OpenSSL (``SHA256_Init/Update/Final``), or None.
-    It holds the library's addresses, so numba cannot cache it: compiling costs ~0.1 s."""
-    from pipelines.bronze.rowkernel import installed
+    """The compiled loop (``pk_hash_jit``: OpenSSL's SHA-256, cached on disk by numba), or
+    None where numba or the library is missing or ``BINLAKE_ROW_KERNEL`` is off."""
+    from pipelines.bronze.rowkernel import installed, jit_module
 
-    if not installed():  # numba missing, or BINLAKE_ROW_KERNEL off
+    if not installed():
         return None
-    name = ctypes.util.find_library("crypto")
-    try:
-        lib = ctypes.CDLL(name) if name else None
-        calls = lib and (lib.SHA256_Init, lib.SHA256_Update, lib.SHA256_Final)
-    except (OSError, AttributeError):
-        return None
-    if not calls:
-        return None
-    import numba as nb
-
-    init, update, final = calls
-    init.argtypes, init.restype = [ctypes.c_void_p], ctypes.c_int
-    update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    update.restype = ctypes.c_int
-    final.argtypes, final.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
-    digits = np.frombuffer(b"0123456789abcdef", np.uint8)
-
-    @nb.njit(nogil=True)
-    def loop(offsets, data, valid, out):
-        ctx = np.empty(256, np.uint8)  # SHA256_CTX is 112 bytes
-        md = np.empty(32, np.uint8)
-        for i in range(len(offsets) - 1):
-            if not valid[i]:
-                continue
-            init(ctx.ctypes.data)
-            update(ctx.ctypes.data, data[offsets[i]:].ctypes.data, offsets[i + 1] - offsets[i])
-            final(md.ctypes.data, ctx.ctypes.data)
-            for j in range(32):
-                out[64 * i + 2 * j] = digits[md[j] >> 4]
-                out[64 * i + 2 * j + 1] = digits[md[j] & 15]
-
-    return loop
+    module = jit_module("pipelines.silver.pk_hash_jit")
+    return module.sha256_hex if module is not None else None
 
 
 def compiled_available() -> bool:

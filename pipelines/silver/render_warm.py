@@ -6,7 +6,8 @@ them on its first batch pays that second in front of its rendering; a run that s
 load when it knows it will render enough rows (``silver.compiled_min_mb``) pays only what the
 engine's planning queries and, in ``binlake index``, bronze's decoding do not hide (both wait
 on the engine, not on Python). The load renders two rows of a small table through the same
-``BatchRenderer`` the run uses, so exactly the argument types of a real run are loaded.
+``BatchRenderer`` the run uses, and hashes their ``pk_values`` as the run's tasks do
+(``pk_hash``), so exactly the argument types of a real run are loaded.
 """
 
 from __future__ import annotations
@@ -65,9 +66,13 @@ def warm() -> bool:
     from pipelines.silver.naming import NamingPlan
     from pipelines.silver.render_batch import BatchRenderer
 
+    from pipelines.silver.pk_hash import pk_hash
+
     silver, held = BatchRenderer(NamingPlan.build([], []), compiled=True).render(
         _sample_batch())
-    return silver.num_rows == 2 and held.num_rows == 0
+    # the task hashes what it rendered (a batch's string column, as here)
+    hashes = pk_hash(silver.column("pk_values").combine_chunks(), True)
+    return silver.num_rows == 2 and held.num_rows == 0 and hashes.null_count == 0
 
 
 def renders_here(cfg: "Config") -> bool:
