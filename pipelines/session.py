@@ -20,7 +20,7 @@ from pathlib import Path
 from pipelines.config import EngineConfig
 from pipelines.delta_ops import session_key
 from pipelines.errors import EngineError
-from pipelines.memory import limit_malloc_arenas, use_system_allocator
+from pipelines.memory import fix_mmap_threshold, limit_malloc_arenas, use_system_allocator
 
 __all__ = ["get_spark", "engine_name", "engine_cores", "launched_by_spark", "stop_engine",
            "start_sail_server", "delta_jar_paths", "delta_spark_conf", "local_spark_conf",
@@ -111,6 +111,7 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0):
     os.environ["SAIL_SPARK__SESSION_TIMEOUT_SECS"] = _SAIL_SESSION_TIMEOUT_SECS
     use_system_allocator()  # the engine runs binlake's Arrow UDFs in this process
     limit_malloc_arenas()  # before the engine's threads exist
+    fix_mmap_threshold()  # the batches' freed buffers go back, not into the arenas
     try:
         server = SparkConnectServer(ip=host, port=port)
         server.start(background=True)
