@@ -67,6 +67,8 @@ sample: setup mariadb
 bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
 	$(PY) bench/pipeline.py
+	$(PY) bench/pipeline.py --workload narrow --mb 147 --stages \
+	  mariadb-binlog,silver,quality,index,stage-commands,index-command,index-gold
 	$(PY) bench/engines.py
 
 clean:
