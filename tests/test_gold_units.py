@@ -250,6 +250,42 @@ def test_chunks_never_cross_an_hour() -> None:
     assert sizes == [2, 2, 1, 1]
 
 
+def _stamped(stamps: list[dt.datetime]) -> pa.RecordBatch:
+    """Gold values of one row per time, ``start_pos`` numbering them in the given order."""
+    batch = pa.Table.from_batches([
+        _silver_batch(event_timestamp=pa.array([t], pa.timestamp("us", "UTC")), start_pos=i)
+        for i, t in enumerate(stamps)]).combine_chunks().to_batches()[0]
+    return to_gold(batch)[0]
+
+
+def test_chunks_keep_each_hours_rows_in_the_order_they_came() -> None:
+    """Rows of several hours out of order are grouped by hour, but within an hour they stay
+    in silver's order (the unique key's), not re-sorted by second: the server then appends
+    to ``uq_event_row``."""
+    from pipelines.gold.exporter import hour_chunks
+
+    t = dt.datetime(2024, 3, 10, 12)
+    stamps = [t + dt.timedelta(hours=1, seconds=9), t + dt.timedelta(seconds=50),
+              t + dt.timedelta(seconds=10), t + dt.timedelta(hours=1, seconds=1),
+              t + dt.timedelta(seconds=30)]
+    chunks = list(hour_chunks(_stamped(stamps), 10))
+    assert [c.column("start_pos").to_pylist() for c in chunks] == [[1, 2, 4], [0, 3]]
+
+
+def test_chunks_of_rows_in_hour_order_are_slices_of_the_batch() -> None:
+    """A batch whose hours ascend is cut as it is: every chunk shares the batch's buffers
+    (no copy of ~400-byte rows per row change), and its rows keep their order."""
+    from pipelines.gold.exporter import hour_chunks
+
+    t = dt.datetime(2024, 3, 10, 12, 59)
+    stamps = [t + dt.timedelta(seconds=s) for s in (40, 5, 59, 61, 62, 60)]
+    gold = _stamped(stamps)
+    chunks = list(hour_chunks(gold, 2))
+    assert [c.column("start_pos").to_pylist() for c in chunks] == [[0, 1], [2], [3, 4], [5]]
+    data = gold.column("row_before").buffers()[2].address
+    assert all(c.column("row_before").buffers()[2].address == data for c in chunks)
+
+
 def test_query_text_is_capped_as_dbtrail_caps_it() -> None:
     from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, TRUNCATION_MARKER, gold_query_text
 
