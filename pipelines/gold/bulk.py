@@ -36,27 +36,58 @@ COM_STMT_BULK_EXECUTE = 0xFA
 _SEND_TYPES = 128  # STMT_BULK_FLAG_CLIENT_SEND_TYPES
 _LONGLONG, _STRING = 8, 254  # MYSQL_TYPE_*
 _NULL = b"\x01"  # STMT_INDICATOR_NULL (0: a value follows)
+_NULL_PIECE = pa.scalar(_NULL, pa.binary())
 
 
-def _int_values(arr: pa.Array) -> pa.Array:
-    """Each value as its indicator byte and 8 bytes little-endian; NULL as the NULL byte."""
+def _int_values(arr: pa.Array) -> pa.Array | pa.Scalar:
+    """Each value as its indicator byte and 8 bytes little-endian; NULL as the NULL byte (a
+    column of NULLs: the NULL byte as one scalar piece)."""
     n = len(arr)
+    if arr.null_count == n:
+        return _NULL_PIECE
     values = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-    cells = np.zeros((n, 9), np.uint8)
-    cells[:, 1:] = values.astype("<i8").view(np.uint8).reshape(n, 8)
-    out = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
-        np.arange(0, 9 * n + 1, 9, dtype=np.int32)), pa.py_buffer(cells)])
-    return out if arr.null_count == 0 else pc.if_else(pc.is_valid(arr), out, _NULL)
+    if arr.null_count == 0:
+        cells = np.zeros((n, 9), np.uint8)
+        cells[:, 1:] = values.astype("<i8").view(np.uint8).reshape(n, 8)
+        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
+            np.arange(0, 9 * n + 1, 9, dtype=np.int32)), pa.py_buffer(cells)])
+    valid = _valid(arr)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.where(valid, 9, 1), out=offsets[1:])
+    out = np.zeros(int(offsets[-1]), np.uint8)
+    at = offsets[:-1]
+    out[at[~valid]] = 1
+    rows = at[valid]
+    out[rows[:, None] + np.arange(1, 9)] = values[valid].astype("<i8").view(np.uint8).reshape(-1, 8)
+    return _binary(n, offsets, out)
 
 
-def _length_prefixes(lengths: np.ndarray) -> pa.Array:
+def _valid(arr: pa.Array) -> np.ndarray:
+    return pc.is_valid(arr).to_numpy(zero_copy_only=False)
+
+
+def _binary(n: int, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                  pa.py_buffer(data)])
+
+
+def _length_prefixes(lengths: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """Per value: the indicator byte (0) and the length-encoded length (1, 3, 4 or 9 bytes:
-    below 251 one byte; else 0xFC, 0xFD or 0xFE and 2, 3 or 8 bytes little-endian)."""
+    below 251 one byte; else 0xFC, 0xFD or 0xFE and 2, 3 or 8 bytes little-endian); where
+    ``valid`` is False, the NULL indicator byte alone."""
     n = len(lengths)
+    if valid is None and (n == 0 or int(lengths.max()) < 251):
+        out = np.zeros(2 * n, np.uint8)  # the common case: every value shorter than 251 bytes
+        out[1::2] = lengths
+        return _binary(n, np.arange(0, 2 * n + 1, 2, dtype=np.int64), out)
     size = 1 + 2 * (lengths >= 251) + (lengths >= 1 << 16) + 5 * (lengths >= 1 << 24)
+    if valid is not None:
+        size = np.where(valid, size, 0)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(size + 1, out=offsets[1:])
     out = np.zeros(int(offsets[-1]), np.uint8)
+    if valid is not None:
+        out[offsets[:-1][~valid]] = 1
     at = offsets[:-1] + 1  # after the indicator byte
     small = size == 1
     out[at[small]] = lengths[small]
@@ -67,18 +98,18 @@ def _length_prefixes(lengths: np.ndarray) -> pa.Array:
             out[where] = mark
             for k in range(width - 1):
                 out[where + 1 + k] = (length >> (8 * k)) & 0xFF
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
-        offsets.astype(np.int32)), pa.py_buffer(out)])
+    return _binary(n, offsets, out)
 
 
-def _text_pieces(arr: pa.Array) -> list[pa.Array]:
-    """A text column's two pieces: each value's prefix (NULL: the NULL byte) and its bytes."""
+def _text_pieces(arr: pa.Array) -> list[pa.Array | pa.Scalar]:
+    """A text column's two pieces: each value's prefix (NULL: the NULL byte) and its bytes
+    (a column of NULLs: the NULL byte as one scalar piece)."""
+    if arr.null_count == len(arr):
+        return [_NULL_PIECE]
     text = arr.cast(pa.string()).cast(pa.binary())
     lengths = pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False)
-    prefix = _length_prefixes(lengths.astype(np.int64))
-    if text.null_count:
-        prefix = pc.if_else(pc.is_valid(text), prefix, _NULL)
-    return [prefix, text]
+    valid = _valid(text) if text.null_count else None
+    return [_length_prefixes(lengths.astype(np.int64), valid), text]
 
 
 def param_types(names: list[str]) -> bytes:
