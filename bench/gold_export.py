@@ -19,14 +19,27 @@ decimals, escaped pk_values, 12 hours) written on the embedded Sail engine. Two 
    mapInArrow export on the engine's cores, the watermark) for the chosen method
    (``gold.method = auto``), the 1000-row INSERT and single-row INSERTs.
 
+``python bench/gold_export.py --lake LAKE [--code OLD_TREE] [--rounds 2]`` instead exports
+an existing lake's silver (e.g. issue 13's file indexed: ``binlake --lake LAKE index``) with
+``binlake gold`` as a whole command (a process of its own, as a user runs it; the lake is only
+read), into fresh throwaway servers of three configurations side by side: MariaDB's defaults
+(128 MB buffer pool, 96 MB redo log), ``bench/pipeline.py``'s 1 GB buffer pool, and that plus
+the redo log docs/gold.md recommends for bulk exports (:data:`SERVER_CONFIGS`). Each run
+reports its seconds and the CPU seconds of binlake and of the server (``/proc``): the server
+is what an export waits for. ``--code OLD_TREE`` also runs another checkout's binlake in
+every round, paired with this one (same servers, alternating).
+
 Every database is checked to hold exactly the silver rows (exit 1 otherwise). The root
-password stays inside the harness.
+password stays inside the harness (the DSN reaches ``binlake gold`` by its environment).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +64,14 @@ from devtools.mariadb import MariaDBServer  # noqa: E402
 from devtools.silver_rows import write_silver  # noqa: E402
 
 DEFAULT_CHUNK = GoldConfig().batch_rows
+
+# --lake: the gold servers side by side (the throwaway server's own settings otherwise:
+# devtools/mariadb.py, e.g. no doublewrite and no flush at each commit).
+SERVER_CONFIGS = {
+    "MariaDB defaults": {"innodb_buffer_pool_size": "128M", "innodb_log_file_size": "96M"},
+    "1 GB buffer pool": {"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "96M"},
+    "1 GB pool, 1 GB redo log": {"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "1G"},
+}
 
 
 def _count(srv, db: str) -> tuple[int, int]:
@@ -77,12 +98,86 @@ def _writer(srv, db: str, gold: pa.Table, method: str, chunk_rows: int) -> float
     return secs
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _gold_command(tree: Path, lake: Path, srv, db: str) -> tuple[float, float, float, int]:
+    """``binlake --lake LAKE gold`` of the checkout ``tree`` in a process of its own into a
+    fresh database ``db``: (seconds, binlake CPU-s, server CPU-s, rows in gold)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+    env["BINLAKE_GOLD_DSN"] = srv.dsn(db)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    cpu, server = _children_cpu(), _cpu_seconds(srv.pid)
+    t = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pipelines", "--lake", str(lake), "gold"],
+                          cwd=tree, env=env, capture_output=True, text=True)
+    secs = time.monotonic() - t
+    server, cpu = _cpu_seconds(srv.pid) - server, _children_cpu() - cpu
+    if done.returncode != 0:
+        raise SystemExit(f"binlake gold ({tree}) exited {done.returncode}: "
+                         f"{(done.stderr or done.stdout).strip()[-2000:]}")
+    (rows,), = srv.execute(f"SELECT COUNT(*) FROM {db}.binlog_events")
+    return secs, cpu, server, int(rows)
+
+
+def lake_main(args) -> int:
+    """``--lake``: the servers side by side (module docstring)."""
+    lake = Path(args.lake).resolve()
+    spark = get_spark()
+    silver = spark.read.format("delta").load(str(lake / "silver" / "binlog_events"))
+    rows = silver.where("event_type IN ('INSERT', 'UPDATE', 'DELETE')").count()
+    configs = list(SERVER_CONFIGS.items())
+    if args.servers:
+        configs = [configs[int(i) - 1] for i in args.servers.split(",")]
+    trees = [("this tree", REPO)] + ([("--code", Path(args.code).resolve())] if args.code else [])
+    print(f"silver: {rows:,} row changes in {lake}; {len(configs)} servers x "
+          f"{len(trees)} tree(s) x {args.rounds} round(s)", flush=True)
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for rnd in range(args.rounds):
+        for name, options in configs:
+            for label, tree in (trees if rnd % 2 == 0 else trees[::-1]):
+                with MariaDBServer(extra_options=options) as srv:
+                    secs, cpu, server, got = _gold_command(tree, lake, srv, "bench_gold")
+                if got != rows:
+                    print(f"{name}, {label}: gold holds {got:,} rows, silver {rows:,}",
+                          file=sys.stderr)
+                    return 1
+                results.setdefault((name, label), []).append((secs, cpu, server))
+                print(f"  round {rnd + 1}: {name}, {label}: {secs:.2f} s, binlake {cpu:.1f} "
+                      f"CPU-s, server {server:.1f} CPU-s, load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(f"\nbinlake gold as a whole command, {rows:,} row changes (best of {args.rounds} by "
+          "seconds; CPU of that run):")
+    print(f"{'server':<26} {'code':<10} {'seconds':>8} {'rows/s':>8} {'binlake CPU-s':>14} "
+          f"{'server CPU-s':>13} {'server us/row':>14}")
+    for (name, label), runs in results.items():
+        secs, cpu, server = min(runs)
+        print(f"{name:<26} {label:<10} {secs:>8.2f} {rows / secs:>8,.0f} {cpu:>14.1f} "
+              f"{server:>13.1f} {1e6 * server / rows:>14.1f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--single-rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lake", help="export this lake's silver into servers side by side")
+    ap.add_argument("--code", help="with --lake: also run this checkout's binlake, paired")
+    ap.add_argument("--servers", help="with --lake: comma-separated numbers (1-based) of the "
+                    "SERVER_CONFIGS to run (default all)")
     args = ap.parse_args(argv)
+    if args.lake:
+        return lake_main(args)
 
     spark = get_spark()
     work = Path(tempfile.mkdtemp(prefix="binlake-gold-bench-"))
