@@ -231,7 +231,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
                                  res.method, cfg.gold.batch_rows)
             try:
                 # Rows dealt to the tasks in turn: equal shares, whatever the rows' times
-                # (each task sorts its batches into hourly chunks, exporter.hour_chunks).
+                # (each task cuts its batches into hourly chunks, exporter.hour_chunks).
                 spread = df.repartition(tasks)
                 counts = sum_counts(export_rows(spread, opts).collect())
             except Exception as exc:  # noqa: BLE001 - engines wrap task errors differently
