@@ -49,6 +49,24 @@ def test_each_row_in_the_bulk_wire_form() -> None:
     """) + "é".encode() * 150
 
 
+def test_columns_of_nulls_and_mixed_lengths_in_the_wire_form() -> None:
+    """Columns of NULLs alone (query_hash, commit_ts_us on MariaDB) are the NULL byte in
+    every row; NULLs among values of 251 bytes and more keep each value's own prefix."""
+    long = "x" * 300
+    batch = pa.RecordBatch.from_pydict({
+        "commit_ts_us": pa.array([None, None, None], pa.int64()),
+        "query_hash": pa.array([None, None, None], pa.string()),
+        "row_after": pa.array([long, None, "y"], pa.string()),
+        "connection_id": pa.array([None, 7, None], pa.int64()),
+    }).slice(1)
+    assert bulk_rows(batch).to_pylist() == [
+        _hex("01 01 01 00 0700000000000000"),
+        _hex("01 01 00 01 79 01"),
+    ]
+    whole = pa.RecordBatch.from_pydict({"row_after": pa.array([long, None], pa.string())})
+    assert bulk_rows(whole).to_pylist() == [_hex("00 fc2c01") + long.encode(), _hex("01")]
+
+
 @pytest.mark.parametrize("length, prefix", [
     (0, "00"), (250, "fa"), (251, "fc fb00"), (65_535, "fc ffff"), (65_536, "fd 000001"),
     (16_777_215, "fd ffffff"), (16_777_216, "fe 0000000100000000"),
