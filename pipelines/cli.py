@@ -106,7 +106,8 @@ def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_index(args: argparse.Namespace, cfg: Config) -> int:
-    """bronze, silver, quality over the rows silver added, then gold and the mirror when asked."""
+    """bronze, silver, then quality over the rows silver added and gold (when asked) at once,
+    then the mirror when asked."""
     code = cmd_bronze(args, cfg, on_todo=_warm_silver(cfg))
     res = report_silver(cfg)
     from pipelines.quality import Window, run_quality, summary_line
@@ -114,16 +115,38 @@ def _cmd_index(args: argparse.Namespace, cfg: Config) -> int:
 
     # Every row this run's silver added (silver commits once per silver.commit_mb).
     window = Window(since=res.version_before if res.version_before is not None else -1)
-    print(summary_line(run_quality(get_spark(cfg.engine), cfg, window=window)))
-    if cfg.gold.dsn:
-        from pipelines.gold.commands import cmd_gold
-
-        args.gold_dsn = None  # taken from cfg.gold.dsn
-        code = max(code, cmd_gold(args, cfg))
+    spark = get_spark(cfg.engine)
+    if not cfg.gold.dsn:
+        print(summary_line(run_quality(spark, cfg, window=window)))
+    else:
+        code = max(code, _quality_and_gold(spark, cfg, window))
     if args.mirror:
         from pipelines.mirror.command import cmd_mirror
         code = max(code, cmd_mirror(args, cfg))
     return code
+
+
+def _quality_and_gold(spark, cfg: Config, window) -> int:
+    """``index --gold-dsn``: quality over the run's silver rows on a thread while gold exports
+    them (neither waits on the other: quality reports, it does not hold gold back; the gold
+    server's inserts leave binlake's process mostly idle, docs/performance.md, session 29).
+    Quality's line is printed before gold's; gold's error wins over quality's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipelines.gold.commands import report_gold
+    from pipelines.gold.job import run_gold
+    from pipelines.quality import run_quality, summary_line
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-quality") as pool:
+        quality = pool.submit(run_quality, spark, cfg, window=window)
+        try:
+            gold = run_gold(spark, cfg)
+        except BaseException:
+            if quality.exception() is None:
+                print(summary_line(quality.result()))
+            raise
+        print(summary_line(quality.result()))
+    return report_gold(gold)
 
 
 def _warm_silver(cfg: Config):

@@ -96,9 +96,29 @@ def test_snapshot_command_on_a_real_server(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.spark
 @pytest.mark.mariadb
-def test_index_with_gold_dsn_runs_every_stage(tmp_path: Path, capsys) -> None:
+def test_index_with_gold_dsn_runs_every_stage(tmp_path: Path, capsys, monkeypatch) -> None:
+    import threading
+
+    import pipelines.gold.job as gold_job
+    import pipelines.quality as quality
     from devtools.mariadb import MariaDBServer
 
+    # Quality checks the run's silver rows while gold exports them: quality waits here until
+    # gold has begun (run one after the other, it would wait in vain).
+    gold_began, seen = threading.Event(), {}
+    real_quality, real_gold = quality.run_quality, gold_job.run_gold
+
+    def spy_quality(*a, **k):
+        seen["gold began first"] = gold_began.wait(120)
+        seen["quality thread"] = threading.current_thread().name
+        return real_quality(*a, **k)
+
+    def spy_gold(*a, **k):
+        gold_began.set()
+        return real_gold(*a, **k)
+
+    monkeypatch.setattr(quality, "run_quality", spy_quality)
+    monkeypatch.setattr(gold_job, "run_gold", spy_gold)
     samples = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
     lake = str(tmp_path / "lake")
     with MariaDBServer() as gold:
@@ -106,8 +126,10 @@ def test_index_with_gold_dsn_runs_every_stage(tmp_path: Path, capsys) -> None:
         assert main(["--lake", lake, "index", "--binlog-dir", str(samples), "--all",
                      "--gold-dsn", dsn]) == 0
         out = capsys.readouterr().out
+        assert seen == {"gold began first": True, "quality thread": "index-quality_0"}, seen
         assert "silver: 5 bronze file(s) considered, 340 row changes appended" in out
         assert "quality: PASSED" in out
+        assert out.index("quality: PASSED") < out.index("gold: silver v")
         n, bad = gold.execute("SELECT count(*), sum(pk_hash <> SHA2(pk_values, 256)) "
                               "FROM binlake_gold.binlog_events")[0]
         assert (n, bad) == (340, 0)

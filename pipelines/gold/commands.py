@@ -13,8 +13,8 @@ import argparse
 from pipelines.config import Config
 
 __all__ = ["GOLD_HELP", "add_init_arguments", "add_gold_arguments", "add_rotate_arguments",
-           "add_vacuum_arguments", "cmd_init", "cmd_gold", "cmd_rotate", "cmd_vacuum",
-           "render_gold_status"]
+           "add_vacuum_arguments", "cmd_init", "cmd_gold", "report_gold", "cmd_rotate",
+           "cmd_vacuum", "render_gold_status"]
 
 GOLD_HELP = "export new silver rows to gold, exactly once"
 
@@ -61,7 +61,11 @@ def cmd_gold(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_gold
     from pipelines.session import get_spark
 
-    res = run_gold(get_spark(cfg.engine), cfg, gold_dsn=args.gold_dsn)
+    return report_gold(run_gold(get_spark(cfg.engine), cfg, gold_dsn=args.gold_dsn))
+
+
+def report_gold(res) -> int:
+    """Print a gold run's result (``job.GoldResult``); the exit code."""
     if res.note:
         print(f"gold: {res.note}")
     if res.mode != "none":
