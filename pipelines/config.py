@@ -116,7 +116,7 @@ class SilverConfig:
     # ... or from this many row changes, whatever their bytes: narrow rows render more rows
     # per MB, and the rows are what the compiled loops save on (docs/performance.md, session
     # 29); 0 = every run.
-    compiled_min_rows: int = 500_000
+    compiled_min_rows: int = 300_000
 
 
 @dataclass(frozen=True)
