@@ -58,6 +58,7 @@ from pipelines.gold.client import connect  # noqa: E402
 from pipelines.gold.exporter import statement_limit, write_chunk  # noqa: E402
 from pipelines.gold.job import run_gold  # noqa: E402
 from pipelines.gold.rows import to_gold  # noqa: E402
+from pipelines.lake import SILVER_EVENTS, Lake  # noqa: E402
 from pipelines.mysql_client import Dsn  # noqa: E402
 from pipelines.session import get_spark  # noqa: E402
 from devtools.mariadb import MariaDBServer  # noqa: E402
@@ -133,7 +134,8 @@ def lake_main(args) -> int:
     """``--lake``: the servers side by side (module docstring)."""
     lake = Path(args.lake).resolve()
     spark = get_spark()
-    silver = spark.read.format("delta").load(str(lake / "silver" / "binlog_events"))
+    silver = Lake.of(load_config(env={}, overrides={"lake.root": str(lake)})).read(
+        spark, SILVER_EVENTS)
     rows = silver.where("event_type IN ('INSERT', 'UPDATE', 'DELETE')").count()
     configs = list(SERVER_CONFIGS.items())
     if args.servers:

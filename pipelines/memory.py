@@ -39,12 +39,12 @@ import ctypes.util
 import os
 
 __all__ = ["release_freed_memory", "use_system_allocator", "limit_malloc_arenas",
-           "fix_mmap_threshold", "MMAP_THRESHOLD"]
+           "fix_mmap_threshold"]
 
 _TRIM = None
 _M_ARENA_MAX = -8  # mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 4 * 2**20
+_MMAP_THRESHOLD = 4 * 2**20
 
 
 def _libc():
@@ -73,22 +73,24 @@ def use_system_allocator() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
 
 
+def _mallopt(param: int, value: int, env: str) -> None:
+    """glibc's ``mallopt(param, value)`` unless the user set ``env`` (glibc's own tunable for
+    it); a no-op without glibc."""
+    if os.environ.get(env):
+        return
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is not None:
+        mallopt(param, value)
+
+
 def limit_malloc_arenas(arenas: int = 2) -> None:
     """glibc: at most ``arenas`` malloc arenas in this process (see the module docstring);
     call before the engine starts its threads. A no-op elsewhere or with MALLOC_ARENA_MAX."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return
-    mallopt = getattr(_libc(), "mallopt", None)
-    if mallopt is not None:
-        mallopt(_M_ARENA_MAX, arenas)
+    _mallopt(_M_ARENA_MAX, arenas, "MALLOC_ARENA_MAX")
 
 
-def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> None:
+def fix_mmap_threshold(threshold: int = _MMAP_THRESHOLD) -> None:
     """glibc: blocks of ``threshold`` bytes and more are always mapped, never taken from the
     arenas (which turns off glibc's raising of the threshold: see the module docstring). A
     no-op elsewhere or with ``MALLOC_MMAP_THRESHOLD_``."""
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-        return
-    mallopt = getattr(_libc(), "mallopt", None)
-    if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, threshold)
+    _mallopt(_M_MMAP_THRESHOLD, threshold, "MALLOC_MMAP_THRESHOLD_")

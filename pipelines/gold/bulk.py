@@ -49,8 +49,7 @@ def _int_values(arr: pa.Array) -> pa.Array | pa.Scalar:
     if arr.null_count == 0:
         cells = np.zeros((n, 9), np.uint8)
         cells[:, 1:] = values.astype("<i8").view(np.uint8).reshape(n, 8)
-        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
-            np.arange(0, 9 * n + 1, 9, dtype=np.int32)), pa.py_buffer(cells)])
+        return _binary(n, np.arange(0, 9 * n + 1, 9, dtype=np.int32), cells)
     valid = _valid(arr)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(np.where(valid, 9, 1), out=offsets[1:])

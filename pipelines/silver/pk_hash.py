@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import threading
 
 import numpy as np
 import pyarrow as pa
@@ -23,8 +22,6 @@ import pyarrow.compute as pc
 __all__ = ["pk_hash", "python_pk_hash", "compiled_available"]
 
 _HEX_LEN = 64
-_LOCK = threading.Lock()
-_LOOP: list = []  # [the compiled loop or None], once per process
 
 
 def _python_sha256():
@@ -42,23 +39,19 @@ def _python_sha256():
 _SHA256 = _python_sha256()
 
 
-def _compile():
+def _loop():
     """The compiled loop (``pk_hash_jit``: OpenSSL's SHA-256, cached on disk by numba), or
-    None where numba or the library is missing or ``BINLAKE_ROW_KERNEL`` is off."""
+    None where numba or the library is missing or ``BINLAKE_ROW_KERNEL`` is off; imported
+    once per process (``rowkernel.jit_module``)."""
     from pipelines.bronze.rowkernel import installed, jit_module
 
-    if not installed():
-        return None
-    module = jit_module("pipelines.silver.pk_hash_jit")
+    module = jit_module("pipelines.silver.pk_hash_jit") if installed() else None
     return module.sha256_hex if module is not None else None
 
 
 def compiled_available() -> bool:
-    """Whether the compiled loop hashes in this process (compiling it the first time)."""
-    with _LOCK:
-        if not _LOOP:
-            _LOOP.append(_compile())
-        return _LOOP[0] is not None
+    """Whether the compiled loop hashes in this process (loading it the first time)."""
+    return _loop() is not None
 
 
 def python_pk_hash(values: pa.Array) -> pa.Array:
@@ -87,7 +80,7 @@ def pk_hash(values: pa.Array, compiled: bool = False) -> pa.Array:
         data[:-1] = np.frombuffer(data_buf, np.uint8)
     valid = values.is_valid().to_numpy(zero_copy_only=False)
     out = np.zeros(n * _HEX_LEN, np.uint8)
-    _LOOP[0](offsets.astype(np.int64), data, valid, out)
+    _loop()(offsets.astype(np.int64), data, valid, out)
     bitmap = pc.is_valid(values).buffers()[1] if values.null_count else None
     return pa.StringArray.from_buffers(
         n, pa.py_buffer(np.arange(0, (n + 1) * _HEX_LEN, _HEX_LEN, dtype=np.int32)),

@@ -64,9 +64,8 @@ def warm() -> bool:
     if not render_fast.available():
         return False
     from pipelines.silver.naming import NamingPlan
-    from pipelines.silver.render_batch import BatchRenderer
-
     from pipelines.silver.pk_hash import pk_hash
+    from pipelines.silver.render_batch import BatchRenderer
 
     silver, held = BatchRenderer(NamingPlan.build([], []), compiled=True).render(
         _sample_batch())
