@@ -82,19 +82,30 @@ def test_follow_runs_silver_and_survives_a_dead_gold(spark, tmp_path: Path, corp
 def test_a_commit_with_ddl_takes_a_snapshot_after_it(spark, tmp_path: Path, caplog) -> None:
     cfg = _cfg(tmp_path)
     f = Follower(spark, cfg, dsn=Dsn("127.0.0.1", _closed_port()))
-    f.committed()
+    f.committed(None)
     assert f.silver_pending and "snapshot" not in caplog.text  # no DDL: no snapshot
-    f.saw_ddl()
     with caplog.at_level(logging.WARNING):
-        f.committed()  # the source is down: a warning, and the DDL flag is spent
-    assert "schema snapshot after DDL failed" in caplog.text and not f.ddl_pending
+        f.committed(("mysql-bin.000002", 900))  # the source is down: a warning
+    assert "schema snapshot after DDL failed" in caplog.text
+    # Still owed, tried again only after RETRY_SECONDS (not at every commit).
+    assert f.snapshot_owed(("mysql-bin.000002", 900)) and f.retry_at > time.monotonic() + 20
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        f.committed(("mysql-bin.000002", 900))
+    assert "snapshot" not in caplog.text
 
 
 @pytest.mark.mariadb
-def test_the_snapshot_after_ddl_is_stored(spark, tmp_path: Path, mariadb) -> None:
+def test_the_snapshot_a_ddl_owes_is_stored_once(spark, tmp_path: Path, mariadb) -> None:
     cfg = _cfg(tmp_path)
     f = Follower(spark, cfg, dsn=Dsn.parse(mariadb.dsn()))
-    f.saw_ddl()
-    f.committed()
+    file, end = mariadb.execute("SHOW MASTER STATUS")[0][:2]
+    f.committed((file, int(end)))
     snaps = spark.read.format("delta").load(cfg.table_path("silver", "schema_snapshots"))
+    assert snaps.select("snapshot_id").distinct().count() == 1
+    f.committed((file, int(end)))  # paid: the next commit takes none
+    # A new follower (a restarted stream) reads the debt as paid from the lake.
+    again = Follower(spark, cfg, dsn=Dsn.parse(mariadb.dsn()))
+    assert not again.snapshot_owed((file, int(end)))
+    assert again.snapshot_owed((file, int(end) + 10**6))  # a DDL past the snapshot
     assert snaps.select("snapshot_id").distinct().count() == 1

@@ -45,6 +45,23 @@ def test_rollback_restores_the_boundary_and_its_counters() -> None:
     assert p.boundary.pos == 400
 
 
+def test_a_ddl_counts_from_its_transaction_end_and_a_rollback_forgets_it() -> None:
+    p = StreamPosition()
+    p.resume(events=9, row_changes=7, last_gtid="0-1-10", last_ddl=("bin.000001", 120))
+    p.start(Where("bin.000001", 300, GtidState.parse("0-1-10", mariadb=True)))
+    p.event(500, 1)  # a DDL, cut by a lost connection before it ends
+    p.ddl()
+    assert p.last_ddl == ("bin.000001", 500)
+    p.rollback()  # the checkpoint's counters and DDL, not zeros
+    assert (p.events, p.row_changes, p.last_ddl) == (9, 7, ("bin.000001", 120))
+    p.event(500, 1)
+    p.ddl()
+    p.transaction_end()
+    p.event(700, 1)
+    p.rollback()
+    assert (p.events, p.last_ddl) == (10, ("bin.000001", 500))
+
+
 def test_resume_point_is_the_boundary_in_either_mode() -> None:
     p = _at()
     _transaction(p, "0-1-11", 400)

@@ -15,6 +15,7 @@ import pytest
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
 from pipelines.mysql_client import EVENT_HEADER, HEADER_SIZE
+from pipelines.silver.snapshot_source import is_ddl_event
 from pipelines.stream.committer import Committer, Identity
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.position import StreamPosition, Where
@@ -70,12 +71,12 @@ def _reader(name: str) -> tuple[EventReader, Committer, list[str], list[str]]:
     pos.start(Where(name, 4, GtidState.parse("", mariadb=True)))
     book = Committer(None, None, None, Identity("s", None, 77), batch_rows=100,
                      batch_interval_ms=1000)
-    ddl, taken_over = [], []
+    taken_over = []
     reader = EventReader(pos, book, source_id="s", server_uuid=None, batch_rows=7,
-                         saw_ddl=lambda: ddl.append("ddl"), takeover=taken_over.append)
+                         takeover=taken_over.append)
     reader.server_crc = True  # the samples' server: binlog_checksum=CRC32
     reader.new_batch(name, 0)
-    return reader, book, ddl, taken_over
+    return reader, book, [], taken_over
 
 
 def _file_mode_rows(path: Path) -> list[dict]:
@@ -114,7 +115,11 @@ def test_a_dumped_file_gives_file_modes_rows_and_its_end_row(name: str) -> None:
     assert reader.pos.events == len(packets)
     assert reader.pos.row_changes == sum(r["event_type"] in ("INSERT", "UPDATE", "DELETE")
                                          for r in got)
-    assert bool(ddl) == (name == "mariadb-bin.000001")  # 000001 holds the CREATE TABLEs
+    # 000001 holds the CREATE TABLEs: the last one's end is where a snapshot is owed from.
+    ddl_ends = [r["end_pos"] for r in got if r["event_type"] == "QUERY"
+                and is_ddl_event("query", r["query"])]
+    assert bool(ddl_ends) == (name == "mariadb-bin.000001")
+    assert reader.pos.last_ddl == ((name, max(ddl_ends)) if ddl_ends else None)
 
 
 def test_made_up_events_set_state_only() -> None:

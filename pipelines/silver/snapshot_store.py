@@ -17,6 +17,7 @@ import json
 import os
 from typing import Any, Sequence
 
+from pipelines.binlog_names import file_number
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
@@ -28,8 +29,8 @@ from pipelines.silver.snapshot_model import (
 )
 
 __all__ = ["SNAPSHOTS_DDL", "FKS_DDL", "CHECKS_DDL", "snapshots_path", "fks_path", "checks_path",
-           "save_snapshot", "load_snapshots", "load_checks", "export_json", "import_json",
-           "load_export"]
+           "save_snapshot", "load_snapshots", "latest_snapshot_seq", "load_checks", "export_json",
+           "import_json", "load_export"]
 
 
 SNAPSHOTS_DDL = SCHEMA_SNAPSHOTS.ddl()
@@ -96,6 +97,19 @@ def load_snapshots(spark, cfg: Config, source_id: str | None = None) -> list[Sna
             fdf = fdf.filter(f"source_id = {sql_string(source_id)}")
         fk_rows = [r.asDict() for r in fdf.collect() if r["snapshot_id"] in ids]
     return sorted(snapshots_from_rows(rows, fk_rows), key=_sort_key)
+
+
+def latest_snapshot_seq(spark, cfg: Config, source_id: str) -> int | None:
+    """The binlog coordinate of ``source_id``'s latest stored snapshot on silver's ``seq``
+    scale (``Snapshot.seq``); None when it has none with coordinates."""
+    lake = Lake.of(cfg)
+    if not lake.exists(spark, SCHEMA_SNAPSHOTS):
+        return None
+    rows = (lake.read(spark, SCHEMA_SNAPSHOTS)
+            .where(f"source_id = {sql_string(source_id)} AND binlog_file IS NOT NULL "
+                   "AND binlog_pos IS NOT NULL")
+            .select("binlog_file", "binlog_pos").distinct().collect())
+    return max(((file_number(f) << 32) + p for f, p in rows), default=None)
 
 
 def load_checks(spark, cfg: Config, snapshot_id: str | None = None) -> list[tuple[str, SourceCheck]]:

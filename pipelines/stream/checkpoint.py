@@ -53,7 +53,15 @@ class Checkpoint:
     committed_at: str = ""
     run_started_at: str = ""
     stopped: bool = False  # written by a clean stop (SIGTERM/SIGINT, --stop-after)
+    # Where the last DDL streamed (this run or an earlier one) ends: a schema snapshot is owed
+    # until one is stored past it (``follower.Follower.snapshot_owed``).
+    last_ddl_file: str | None = None
+    last_ddl_pos: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def last_ddl(self) -> tuple[str, int] | None:
+        return (self.last_ddl_file, self.last_ddl_pos) if self.last_ddl_file else None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -93,7 +93,9 @@ class Committer:
             events_per_second=round((pos.events - self.events_at_commit) / span, 1),
             lag_seconds=round(pos.lag(time.time()), 3),
             committed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
-            run_started_at=self.started_at.isoformat(timespec="seconds"), stopped=final)
+            run_started_at=self.started_at.isoformat(timespec="seconds"), stopped=final,
+            last_ddl_file=pos.last_ddl[0] if pos.last_ddl else None,
+            last_ddl_pos=pos.last_ddl[1] if pos.last_ddl else 0)
 
     def commit(self, rows: list[pa.RecordBatch], pos: StreamPosition, *,
                final: bool = False) -> bool:

@@ -3,7 +3,15 @@
 
 Following never stops the stream: bronze is the record, silver and gold are derived from it
 exactly once by their own watermarks, so a failed follow is logged and the next one catches
-up. A snapshot is taken only after the DDL's commit, so its coordinates lie past the DDL.
+up.
+
+A snapshot is owed while the last DDL streamed lies past the latest stored snapshot of the
+source. Each CHECKPOINT carries where that DDL ends (``Checkpoint.last_ddl``), in the same
+commit as the DDL, so the debt survives a kill -9 between the commit and the snapshot: the
+restarted stream pays it before it reads on (the snapshot is then of the server's schema at
+its current position, past the DDL). A snapshot is taken only after the DDL's commit, so its
+coordinates lie past the DDL. A failed one is tried again at a commit at least
+``RETRY_SECONDS`` later.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
+from pipelines.binlog_names import file_number
 from pipelines.config import Config
 from pipelines.errors import SourceError
 from pipelines.mysql_client import Dsn
@@ -18,6 +27,8 @@ from pipelines.mysql_client import Dsn
 __all__ = ["Follower"]
 
 log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 30.0
 
 
 class Follower:
@@ -30,7 +41,9 @@ class Follower:
         self.gold_dsn = gold_dsn
         self.lag_seconds = cfg.stream.silver_lag_seconds
         self.silver_pending = False  # bronze holds commits silver has not seen
-        self.ddl_pending = False  # the open micro-batch holds DDL
+        self.snapshot_seq: int | None = None  # the latest stored snapshot's coordinate
+        self.snapshots_read = False  # snapshot_seq was read from the lake
+        self.retry_at = 0.0  # no snapshot attempt before (after a failed one)
         self.last_silver = time.monotonic()
         self.mirror = False  # `binlake stream --mirror`
 
@@ -44,22 +57,33 @@ class Follower:
 
             warm_in_background(self.cfg)
 
-    def saw_ddl(self) -> None:
-        self.ddl_pending = True
-
-    def committed(self) -> None:
-        """A commit happened: silver has something to follow; snapshot after DDL."""
+    def committed(self, last_ddl: tuple[str, int] | None) -> None:
+        """A commit happened: silver has something to follow; the snapshot a DDL owes."""
         self.silver_pending = True
-        if self.ddl_pending:
-            self.ddl_pending = False
-            self.snapshot()
+        self.pay_snapshot(last_ddl)
+
+    def snapshot_owed(self, last_ddl: tuple[str, int] | None) -> bool:
+        """Whether no stored snapshot of the source lies past ``last_ddl`` (file, end)."""
+        if last_ddl is None:
+            return False
+        if not self.snapshots_read:
+            from pipelines.silver.snapshot_store import latest_snapshot_seq
+
+            self.snapshot_seq = latest_snapshot_seq(self.spark, self.cfg, self.cfg.source.name)
+            self.snapshots_read = True
+        return self.snapshot_seq is None or self.snapshot_seq < _seq(last_ddl)
+
+    def pay_snapshot(self, last_ddl: tuple[str, int] | None) -> None:
+        """Take the snapshot ``last_ddl`` owes, if it owes one (module docstring)."""
+        if time.monotonic() >= self.retry_at and self.snapshot_owed(last_ddl):
+            self.snapshot(last_ddl)
 
     def due(self, now: float) -> bool:
         """Follow now? Something is pending, following is on, and the lag has passed."""
         return (self.silver_pending and self.lag_seconds > 0
                 and now - self.last_silver >= self.lag_seconds)
 
-    def snapshot(self) -> None:
+    def snapshot(self, last_ddl: tuple[str, int]) -> None:
         """A schema snapshot through the source; a failure is a warning (silver may
         quarantine rows of the changed tables until the next snapshot)."""
         from pipelines.silver.snapshot_source import take_snapshot
@@ -72,8 +96,12 @@ class Follower:
             log.info("schema snapshot %s at %s:%s", snap.snapshot_id, snap.binlog_file,
                      snap.binlog_pos)
         except SourceError as exc:
+            self.retry_at = time.monotonic() + RETRY_SECONDS
             log.warning("schema snapshot after DDL failed (silver may quarantine until the "
                         "next one): %s", exc)
+            return
+        # Taken after the DDL's commit: past it even when the server names no coordinates.
+        self.snapshot_seq = max(snap.seq or 0, _seq(last_ddl), self.snapshot_seq or 0)
 
     def follow(self) -> bool:
         """Bring silver (and gold) up to date with bronze; True when it all succeeded."""
@@ -97,3 +125,8 @@ class Follower:
         self.silver_pending = False
         self.last_silver = time.monotonic()
         return ok
+
+
+def _seq(where: tuple[str, int]) -> int:
+    """(binlog file, position) on silver's ``seq`` scale, as ``Snapshot.seq``."""
+    return (file_number(where[0]) << 32) + where[1]

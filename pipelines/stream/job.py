@@ -117,8 +117,7 @@ class StreamJob:
             self.pos, self.committer, source_id=source_id,
             server_uuid=cfg.source.server_uuid or None, batch_rows=cfg.bronze.batch_rows,
             checksum=cfg.bronze.checksum, statement_text=cfg.bronze.statement_text,
-            row_changes=self.startup.file_row_changes, takeover=self.startup.takeover,
-            saw_ddl=self.follower.saw_ddl)
+            row_changes=self.startup.file_row_changes, takeover=self.startup.takeover)
         self.backoff = Backoff(attempts=cfg.stream.reconnect_attempts,
                                max_seconds=cfg.stream.reconnect_max_seconds)
         self.liveness = Liveness(live_path(cfg.lake_root, source_id), source_id=source_id,
@@ -177,6 +176,8 @@ class StreamJob:
         want, self.committer.seq, self.reader.takeover_pending = self.startup.plan(
             flags, reset, self.pos)
         self.files.compact()  # a restart compacts what earlier runs left
+        # A kill between a DDL's commit and its snapshot left the snapshot owed: pay it now.
+        self.follower.pay_snapshot(self.pos.last_ddl)
         self.reader.new_batch(self.pos.here.file)
         want = self._check_gap(want)
         log.info("streaming %s from %s (%s mode)", self.committer.identity.source_id, want,
@@ -248,7 +249,7 @@ class StreamJob:
             return
         if self.committer.commit(self.reader.take(), self.pos, final=final):
             self.liveness.write("running")
-            self.follower.committed()
+            self.follower.committed(self.pos.last_ddl)
 
     def _install_signals(self):
         if threading.current_thread() is not threading.main_thread():

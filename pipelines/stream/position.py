@@ -49,12 +49,16 @@ class StreamPosition:
         self.row_changes = 0
         self.last_event_ts = 0
         self.caught_up = False
-        self._marked = (0, 0)  # (events, row_changes) at the boundary
+        self.last_ddl: tuple[str, int] | None = None  # where the last DDL read ends
+        self._marked = (0, 0, None)  # (events, row_changes, last_ddl) at the boundary
 
     # -- moving ------------------------------------------------------------------------------
-    def resume(self, *, events: int, row_changes: int, last_gtid: str | None) -> None:
+    def resume(self, *, events: int, row_changes: int, last_gtid: str | None,
+               last_ddl: tuple[str, int] | None = None) -> None:
         """Counters carried over from a checkpoint."""
         self.events, self.row_changes, self.last_gtid = events, row_changes, last_gtid
+        self.last_ddl = last_ddl
+        self._marked = (events, row_changes, last_ddl)
 
     def start(self, where: Where) -> None:
         """Reading starts at ``where`` (also the boundary: nothing is open yet)."""
@@ -79,6 +83,10 @@ class StreamPosition:
     def rows(self, n: int) -> None:
         self.row_changes += n
 
+    def ddl(self) -> None:
+        """The event just read may change a schema: a snapshot is owed past ``here``."""
+        self.last_ddl = (self.here.file, self.here.pos)
+
     def gtid(self, gtid: str) -> None:
         """The open transaction's GTID (it counts once the transaction ends)."""
         self.trx_gtid = gtid
@@ -102,12 +110,12 @@ class StreamPosition:
 
     def mark(self) -> None:
         self.boundary = self.here.copy()
-        self._marked = (self.events, self.row_changes)
+        self._marked = (self.events, self.row_changes, self.last_ddl)
 
     def rollback(self) -> None:
         """Forget everything after the boundary (the server sends it again)."""
         self.here = self.boundary.copy()
-        self.events, self.row_changes = self._marked
+        self.events, self.row_changes, self.last_ddl = self._marked
         self.trx_gtid = None
 
     def committed_boundary(self) -> None:

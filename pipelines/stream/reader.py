@@ -18,7 +18,8 @@ Invariants, each a test in ``tests/test_stream_reader.py``:
 
 Its collaborators are narrow: the committer's file bookkeeping (``file_opened`` /
 ``file_closed``), how many row changes bronze already holds for a file (a resume inside it),
-the takeover of the first file a GTID start reaches, and a DDL flag for the follower.
+and the takeover of the first file a GTID start reaches. A DDL moves the position's
+``last_ddl`` (a schema snapshot is owed past it: ``follower.py``).
 """
 
 from __future__ import annotations
@@ -59,13 +60,12 @@ class EventReader:
                  server_uuid: str | None, batch_rows: int, checksum: str = "raise",
                  statement_text: bool = False,
                  row_changes: Callable[[str], int] = lambda _name: 0,
-                 takeover: Callable[[str], None] = lambda _name: None,
-                 saw_ddl: Callable[[], None] = lambda: None) -> None:
+                 takeover: Callable[[str], None] = lambda _name: None) -> None:
         self.pos = pos
         self.book = book
         self.source_id, self.server_uuid = source_id, server_uuid
         self.batch_rows, self.checksum, self.statement_text = batch_rows, checksum, statement_text
-        self.row_changes, self.takeover, self.saw_ddl = row_changes, takeover, saw_ddl
+        self.row_changes, self.takeover = row_changes, takeover
         self.server_crc = False  # the source's binlog_checksum (a ROTATE before any FDE)
         self.takeover_pending = False  # a GTID start: take over the first ROTATE's file
         self.parser: BinlogParser | None = None
@@ -143,7 +143,7 @@ class EventReader:
             self.pos.gtid(event.gtid)
         elif isinstance(event, ev.Query) and is_ddl_event("query", event.query.decode(
                 "utf-8", "replace")):
-            self.saw_ddl()
+            self.pos.ddl()
 
     def _rotate_target(self, se: StreamEvent) -> tuple[int, str]:
         body = se.raw.body

@@ -117,7 +117,8 @@ class Startup:
         CHECKPOINT's sequence number, whether the first ROTATE's file must be taken over)."""
         ck = None if reset else load_latest(self.spark, self.lake, self.source_id)
         if ck is not None:
-            pos.resume(events=ck.events, row_changes=ck.row_changes, last_gtid=ck.last_gtid)
+            pos.resume(events=ck.events, row_changes=ck.row_changes, last_gtid=ck.last_gtid,
+                       last_ddl=ck.last_ddl)
             pos.mode = ck.mode
             if flags is not None:
                 log.warning("a checkpoint exists (%s:%d): start flags are ignored (use --reset)",
