@@ -83,8 +83,9 @@ class MariaDBServer:
     """One private ``mariadbd`` process with the binary log on.
 
     Parameters are the binlog settings a test may vary; ``extra_options`` are more
-    ``[mariadbd]`` options (name → value, or None for a bare flag), written to the server's
-    ``my.cnf`` after the defaults so they win. ``workdir`` keeps the files in a given directory
+    ``[mariadbd]`` options (name → value, None for a bare flag, False to leave a default out:
+    ``{"log-bin": False}`` runs without a binary log), written to the server's ``my.cnf``
+    after the defaults so they win. ``workdir`` keeps the files in a given directory
     instead of a fresh temporary one (which :meth:`stop` deletes unless ``keep=True``).
     """
 
@@ -95,7 +96,7 @@ class MariaDBServer:
         server_id: int = 1,
         max_binlog_size: int | None = None,
         binlog_checksum: Literal["CRC32", "NONE"] = "CRC32",
-        extra_options: Mapping[str, str | int | None] | None = None,
+        extra_options: Mapping[str, str | int | bool | None] | None = None,
         workdir: str | os.PathLike[str] | None = None,
         keep: bool = False,
     ) -> None:
@@ -107,7 +108,7 @@ class MariaDBServer:
         self.server_id = server_id
         self.max_binlog_size = max_binlog_size
         self.binlog_checksum = binlog_checksum
-        self.extra_options: dict[str, str | int | None] = dict(extra_options or {})
+        self.extra_options: dict[str, str | int | bool | None] = dict(extra_options or {})
         self._given_workdir = Path(workdir) if workdir is not None else None
         self._keep = keep or workdir is not None
         self._password = secrets.token_urlsafe(18)
@@ -197,7 +198,7 @@ class MariaDBServer:
         if self.max_binlog_size is not None:
             opts["max-binlog-size"] = self.max_binlog_size
         opts.update(self.extra_options)
-        return opts
+        return {k: v for k, v in opts.items() if v is not False}
 
     def _write_cnf(self) -> Path:
         lines = ["[mariadbd]"]

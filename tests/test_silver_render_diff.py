@@ -257,8 +257,8 @@ def test_worker_processes_return_the_batches_in_order(corpus: Path) -> None:
 
 
 def test_the_batch_size_changes_the_batches_not_the_rows(corpus: Path) -> None:
-    # Silver renders 16,384 rows per batch in workers, 65,536 in the engine's own process
-    # (render_worker.BATCH_ROWS_IN_ENGINE): the rows must not depend on how they are batched.
+    # Silver renders render_worker.BATCH_ROWS rows per batch (16,384); the rows must not
+    # depend on how they are batched.
     decoded = _decoded(_corpus_files(corpus), 200, source_per_file=True)
     batches = [_named(b, UTF8MB4_GENERAL_CI) for b in _changes(decoded)]
     plan = _plan(decoded)

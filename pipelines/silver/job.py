@@ -30,8 +30,8 @@ from pipelines.session import engine_name
 from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.progress import load_progress, save_progress
-from pipelines.silver.render_warm import batch_rows, renders_here, warm_in_background
-from pipelines.silver.render_worker import close_idle
+from pipelines.silver.render_warm import renders_here, warm_in_background
+from pipelines.silver.render_worker import BATCH_ROWS, close_idle
 from pipelines.silver.slices import binlog_bytes, file_days, in_files, plan_slices, slice_day
 from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
                                        to_quarantine, to_silver, to_silver_files)
@@ -120,7 +120,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     slices = plan_slices(res.files, bronze_files, commit_bytes(
         spark, cfg.silver.commit_mb, engine_writes=files is None))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
-    render_rows = batch_rows(cfg)
+    render_rows = BATCH_ROWS
 
     def pending(part: str = where):
         bronze = lake.read(spark, BRONZE_EVENTS).where(part)

@@ -24,7 +24,7 @@ from pipelines.lake import BRONZE_EVENTS
 if TYPE_CHECKING:
     from pipelines.config import Config
 
-__all__ = ["batch_rows", "renders_here", "warm", "warm_in_background"]
+__all__ = ["renders_here", "warm", "warm_in_background"]
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +83,6 @@ def renders_here(cfg: "Config") -> bool:
 
     return engine_name() == "sail" and not render_workers(cfg.silver.render_workers,
                                                           cfg.silver.render_in_subprocess)
-
-
-def batch_rows(cfg: "Config") -> int:
-    """Rows per rendering batch for a silver run (``render_worker.BATCH_ROWS``): the larger
-    batches where this process renders (:func:`renders_here`)."""
-    from pipelines.silver.render_worker import BATCH_ROWS, BATCH_ROWS_IN_ENGINE
-
-    return BATCH_ROWS_IN_ENGINE if renders_here(cfg) else BATCH_ROWS
 
 
 def warm_in_background(cfg: "Config") -> bool:

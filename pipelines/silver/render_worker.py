@@ -192,13 +192,11 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
 
 
 # Rows per rendering batch. A columnar pass costs per batch as well as per row; the batch is
-# also the memory bound of a rendering task. 16,384 where the rows cross to render workers or
-# run in JVM Spark's Python workers (65,536 did not help there); 65,536 where the embedded
-# engine's own process renders (render_warm.renders_here): fewer, larger batches for its
-# writer, silver on a 1 GB binlog 5-8% faster for ~160 MiB more peak (docs/performance.md,
-# session 16).
+# also the memory bound of a rendering task. 16,384 everywhere: where the embedded engine's
+# own process renders, 65,536 (sessions 16-29) was no faster with the compiled loops and held
+# ~250 MiB more on a 1 GB binlog, a 60 MB one's peak +30% instead of +15%
+# (docs/performance.md, session 30).
 BATCH_ROWS = 16384
-BATCH_ROWS_IN_ENGINE = 65536
 
 
 def render_batches(batches: Iterable[pa.RecordBatch], plan: NamingPlan, *, quarantine: bool,
