@@ -1,7 +1,7 @@
 """Make the shipped sample binlogs: ``python scripts/make_sample_binlog.py OUTDIR``.
 
 Starts a throwaway MariaDB (:class:`devtools.mariadb.MariaDBServer`), runs
-:func:`tests.support.workload.run_mixed_workload`, rotates the log, reads every workload table
+:func:`devtools.mixed_workload.run_mixed_workload`, rotates the log, reads every workload table
 back with ``SELECT`` (the ground truth for replay tests), shuts the server down cleanly (so
 no file is left flagged in use) and writes to OUTDIR:
 
@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from devtools.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
-from tests.support.workload import (  # noqa: E402
+from devtools.mixed_workload import (  # noqa: E402
     ORDER_BY, WORKLOAD_TABLES, WorkloadSummary, run_mixed_workload,
 )
 
@@ -109,7 +109,7 @@ def _readme(version: str, summary: WorkloadSummary, files: Sequence[Path],
         "# Sample binlogs",
         "",
         f"Made by `scripts/make_sample_binlog.py` (`make sample`) on {today} with MariaDB "
-        f"`{version}`, running `tests.support.workload.run_mixed_workload(seed=1)`.",
+        f"`{version}`, running `devtools.mixed_workload.run_mixed_workload(seed=1)`.",
         "",
         "Server options: `binlog_format=ROW`, `binlog_row_image=FULL`, "
         f"`binlog_row_metadata={SERVER_OPTIONS['binlog_row_metadata']}`, "

@@ -28,7 +28,7 @@ from pipelines.views import register_views
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
-from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
+from devtools.mixed_workload import WORKLOAD_TABLES, run_mixed_workload
 
 pytestmark = [pytest.mark.classic, pytest.mark.mariadb]
 

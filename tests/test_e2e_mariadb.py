@@ -19,7 +19,7 @@ from tests.support.binlog_verbose import read_row_changes
 from devtools.mariadb import MariaDBServer
 from tests.support.scenarios import assert_bronze_equals_reference as _compare
 from tests.support.scenarios import bronze_rows as _bronze_rows
-from tests.support.workload import run_mixed_workload
+from devtools.mixed_workload import run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

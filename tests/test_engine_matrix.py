@@ -37,7 +37,7 @@ from tests.support.replay import replay_silver, server_tables
 from tests.support.scenarios import (assert_bronze_equals_reference,
                                      assert_gold_equals_silver,
                                      assert_pre_alter_orders_quarantined, bronze_rows)
-from tests.support.workload import WORKLOAD_TABLES, WorkloadSummary, run_mixed_workload
+from devtools.mixed_workload import WORKLOAD_TABLES, WorkloadSummary, run_mixed_workload
 
 pytestmark = [pytest.mark.matrix, pytest.mark.spark, pytest.mark.mariadb]
 

@@ -14,7 +14,7 @@ from pipelines.gold.job import run_gold
 from pipelines.silver.job import run_silver
 from devtools.mariadb import MariaDBServer
 from tests.support.scenarios import assert_gold_equals_silver
-from tests.support.workload import run_mixed_workload
+from devtools.mixed_workload import run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

@@ -33,7 +33,7 @@ from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import _canon, server_tables, table_columns
-from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
+from devtools.mixed_workload import WORKLOAD_TABLES, run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

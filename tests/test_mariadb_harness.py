@@ -27,7 +27,7 @@ from tests.support.binlog_verbose import (
     read_row_changes,
 )
 from devtools.mariadb import MariaDBServer, MariaDBStartError
-from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
+from devtools.mixed_workload import WORKLOAD_TABLES, run_mixed_workload
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 ROWS_EVENT_TYPES = {23, 24, 25}  # WRITE/UPDATE/DELETE_ROWS_EVENT_V1 (MariaDB writes v1)

@@ -23,7 +23,7 @@ from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables
 from tests.support.scenarios import assert_pre_alter_orders_quarantined
-from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
+from devtools.mixed_workload import WORKLOAD_TABLES, run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

@@ -27,7 +27,7 @@ from pipelines.silver.render_worker import render_batches
 from pipelines.silver.snapshot_source import take_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.silver_reference import reference_rows
-from tests.support.workload import run_mixed_workload
+from devtools.mixed_workload import run_mixed_workload
 
 _KEY = ("binlog_file", "start_pos", "row_in_event")
 _CHANGES = pa.array(["INSERT", "UPDATE", "DELETE"])

@@ -37,7 +37,7 @@ from devtools.mariadb import MariaDBServer
 from tests.support.bronze_maps import FACTS
 from tests.support.replay import replay_silver, server_tables
 from tests.support.tcp_gate import TcpGate
-from tests.support.workload import WORKLOAD_TABLES, run_mixed_workload
+from devtools.mixed_workload import WORKLOAD_TABLES, run_mixed_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 
