@@ -94,14 +94,15 @@ def _ticker(server: MariaDBServer, stop: threading.Event, done: list[int]) -> No
 
 
 def _start_stream(lake: Path, server: MariaDBServer, log: Path,
-                  port: int | None = None) -> subprocess.Popen:
-    """``python -m pipelines.stream`` following ``server`` (through ``port`` when given)."""
+                  port: int | None = None, lag: int = 2) -> subprocess.Popen:
+    """``python -m pipelines.stream`` following ``server`` (through ``port`` when given;
+    silver following every ``lag`` seconds, 0: never)."""
     dsn = server.dsn()
     if port is not None:
         dsn = dsn.replace(f":{server.port}/", f":{port}/")
     env = dict(os.environ, BINLAKE_SOURCE_DSN=dsn,  # not on the command line
-               BINLAKE_STREAM_BATCH_INTERVAL_MS="200", BINLAKE_STREAM_SILVER_LAG_SECONDS="2",
-               PYTHONPATH=str(ROOT))
+               BINLAKE_STREAM_BATCH_INTERVAL_MS="200",
+               BINLAKE_STREAM_SILVER_LAG_SECONDS=str(lag), PYTHONPATH=str(ROOT))
     env.pop("BINLAKE_CONF", None)
     return subprocess.Popen([sys.executable, "-m", "pipelines.stream", "--lake", str(lake), "-v",
                              "--server-id", "4242"], cwd=ROOT, env=env,
@@ -297,3 +298,58 @@ def test_a_kill_between_a_ddls_commit_and_its_snapshot_is_made_good_at_restart(
             assert replay_silver(silver, conn, [docs]) == server_tables(conn, [docs])
     # Paid once, at the restart: later commits owe nothing.
     assert spark.read.format("delta").load(snapshots).select("snapshot_id").distinct().count() == 1
+
+
+def test_a_kill_before_a_rotations_files_entry_is_saved_loses_no_row_in_silver(
+        spark, tmp_path: Path) -> None:
+    # The stream saves a file's entry in bronze/files after the commit holding its ROTATE;
+    # silver looks at a file again only when that entry changes. A kill -9 between the two
+    # leaves the file `streaming` at an entry silver has already read: the lake is made so
+    # here (the entry the rotation saved is deleted, as if never written), and the restart
+    # must make silver read the rows committed after it.
+    from pipelines.lake import BRONZE_FILES
+
+    lake = tmp_path / "lake"
+    log = tmp_path / "stream.log"
+    cfg = load_config(env={}, overrides={"lake.root": str(lake)})
+    tables = Lake.of(cfg)
+    rows = "feed.rows"
+    with MariaDBServer(binlog_row_metadata="FULL") as server:
+        server.execute("CREATE DATABASE feed CHARACTER SET utf8mb4")
+        server.execute("CREATE TABLE feed.rows (id INT PRIMARY KEY, v VARCHAR(20))")
+
+        def insert(ids: range) -> None:
+            server.execute("INSERT INTO feed.rows VALUES " + ", ".join(
+                f"({i}, 'v{i}')" for i in ids))
+
+        def stream_to_the_end(stop: signal.Signals) -> None:
+            proc = _start_stream(lake, server, log, lag=0)
+            try:
+                _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the stream", proc, log)
+                end = server.execute("SHOW MASTER STATUS")[0][:2]
+                _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
+                      f"the stream to reach {end[0]}:{end[1]}", proc, log)
+                proc.send_signal(stop)
+                proc.wait(60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+        first = server.execute("SHOW MASTER STATUS")[0][0]
+        insert(range(0, 50))
+        stream_to_the_end(signal.SIGTERM)  # saves the entry of `first`: streaming
+        run_silver(spark, cfg)  # silver has read `first` at that entry
+        insert(range(50, 100))  # more rows in `first`, then its ROTATE
+        server.execute("FLUSH BINARY LOGS")
+        insert(range(100, 150))
+        stream_to_the_end(signal.SIGKILL)
+        tables.delete_where(spark, BRONZE_FILES, f"binlog_file = '{first}' "
+                                                 "AND status = 'completed'")
+        stream_to_the_end(signal.SIGTERM)  # the restart settles `first`
+        run_silver(spark, cfg)
+        silver = [r.asDict() for r in spark.read.format("delta")
+                  .load(cfg.table_path("silver", "binlog_events")).collect()]
+        with server.connect() as conn:
+            assert replay_silver(silver, conn, [rows]) == server_tables(conn, [rows])
+        assert len(silver) == 150

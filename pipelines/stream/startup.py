@@ -12,6 +12,12 @@ progress rows become ``streaming``, and the streamed rows replace them. It holds
 ``lease.wait_seconds``, then the stream exits 75 naming the holder), so no bronze run decodes
 those files between the delete and the stream reaching them: it skips ``streaming`` files.
 
+Settling (:meth:`Startup.settle_files`): a restart re-derives the stream's entries in
+``bronze/files`` from bronze. They are saved after the commits they describe, so a SIGKILL in
+between leaves them behind: a file whose ROTATE was committed still ``streaming``, rows of
+the checkpoint's file committed after its entry's last save. Silver looks at a file again only
+when its entry changes, so without this it would never see those rows.
+
 Gaps (:meth:`Startup.gap_start`): the server no longer has what a resume needs; the stream
 skips to the oldest binlog it has and records a GAP row (``checkpoint.gap_batch``).
 """
@@ -19,6 +25,7 @@ skips to the oldest binlog it has and records a GAP row (``checkpoint.gap_batch`
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from typing import Callable, ContextManager
 
@@ -26,7 +33,7 @@ from pipelines.delta_ops import sql_string
 from pipelines.errors import SourceError
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.stream.checkpoint import Checkpoint, load_latest
-from pipelines.stream.files_state import StreamFiles
+from pipelines.stream.files_state import STREAMING, StreamFiles
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.position import StreamPosition, Where
 from pipelines.stream.protocol import StartAt
@@ -91,6 +98,34 @@ class Startup:
                 self.files.streaming(name, 4, 0)
             self.files.save()
 
+    def settle_files(self, ck: Checkpoint) -> None:
+        """The stream's ``bronze/files`` entries as bronze has them at checkpoint ``ck``
+        (module docstring): a ``streaming`` file (or the checkpoint's, without an entry)
+        that bronze holds an END row for is ``completed`` at that END; else the checkpoint's
+        file is entered again with bronze's row count. Saved in one commit: the new entries'
+        times tell silver to look at those files again."""
+        mine = {st.binlog_file: st.status for (s, _), st in self.files.states().items()
+                if s == self.source_id}
+        open_ = {n for n, status in mine.items() if status == STREAMING}
+        if ck.file not in mine:
+            open_.add(ck.file)
+        ended = set()
+        if open_:
+            ends = self._bronze(" AND event_type = 'END' AND binlog_file IN ("
+                                + ", ".join(sql_string(n) for n in sorted(open_)) + ")")
+            for name, pos, info in ([] if ends is None else
+                                    ends.select("binlog_file", "start_pos", "query").collect()):
+                changes = json.loads(info or "{}").get("row_changes")
+                if changes is None:
+                    changes = self.file_row_changes(name)
+                if name != ck.file:
+                    log.info("%s: its END was committed, its files entry not: completed", name)
+                self.files.completed(name, int(pos), int(changes))
+                ended.add(name)
+        if ck.file in open_ and ck.file not in ended:
+            self.files.streaming(ck.file, ck.pos, self.file_row_changes(ck.file))
+        self.files.save()
+
     # -- where to start ----------------------------------------------------------------------
     def _where(self, file: str, pos: int, gtid: str | None = None) -> Where:
         text = gtid if gtid is not None else (self.src.gtid_at(file, pos) or "")
@@ -117,6 +152,7 @@ class Startup:
         CHECKPOINT's sequence number, whether the first ROTATE's file must be taken over)."""
         ck = None if reset else load_latest(self.spark, self.lake, self.source_id)
         if ck is not None:
+            self.settle_files(ck)
             pos.resume(events=ck.events, row_changes=ck.row_changes, last_gtid=ck.last_gtid,
                        last_ddl=ck.last_ddl)
             pos.mode = ck.mode
