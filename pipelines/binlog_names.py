@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_binlog_name", "binlog_order", "file_number", "is_binlog_file"]
+__all__ = ["split_binlog_name", "binlog_order", "file_number", "position_key", "is_binlog_file"]
 
 _NUMBERED = re.compile(r"^(.*)\.(\d+)$")
 
@@ -28,6 +28,12 @@ def file_number(name: str) -> int:
     """The numeric suffix of ``mysql-bin.000042`` (42); 0 when the name has none."""
     parts = split_binlog_name(name)
     return parts[1] if parts else 0
+
+
+def position_key(binlog_file: str, pos: int) -> int:
+    """A position comparable across a source's files: ``file_number << 32 | pos`` (silver's
+    ``seq`` scale, ``Snapshot.seq``)."""
+    return file_number(binlog_file) << 32 | pos
 
 
 def is_binlog_file(name: str) -> bool:

@@ -133,6 +133,25 @@ def _kill(proc: subprocess.Popen, spark, tables: Lake):
     return load_latest(spark, tables, "default")
 
 
+def _stop_at_the_end(proc: subprocess.Popen, lake: Path, server: MariaDBServer, log: Path,
+                     stop: signal.Signals = signal.SIGTERM) -> int:
+    """Wait for the stream to reach the server's end, send it ``stop``; its exit code."""
+    end = server.execute("SHOW MASTER STATUS")[0][:2]
+    _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
+          f"the stream to reach {end[0]}:{end[1]}", proc, log)
+    proc.send_signal(stop)
+    return proc.wait(60)
+
+
+def _replayed(spark, cfg, server: MariaDBServer, tables: list[str]) -> tuple[list, dict, dict]:
+    """Run silver; return its rows, its replay of ``tables`` and the server's tables."""
+    run_silver(spark, cfg)
+    silver = [r.asDict() for r in spark.read.format("delta")
+              .load(cfg.table_path("silver", "binlog_events")).collect()]
+    with server.connect() as conn:
+        return silver, replay_silver(silver, conn, tables), server_tables(conn, tables)
+
+
 def _silver_rows(spark, cfg) -> int:
     from pipelines.delta_ops import table_exists
 
@@ -199,10 +218,7 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
             ticker.join(30)
             followed = _silver_rows(spark, cfg)
             end = server.execute("SHOW MASTER STATUS")[0][:2]
-            _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
-                  f"the stream to reach {end[0]}:{end[1]}", proc, log)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0, log.read_text()[-3000:]
+            assert _stop_at_the_end(proc, lake, server, log) == 0, log.read_text()[-3000:]
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -282,20 +298,13 @@ def test_a_kill_between_a_ddls_commit_and_its_snapshot_is_made_good_at_restart(
             proc = _start_stream(lake, server, log, port=gate.port)
             _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the restarted stream", proc,
                   log)
-            end = server.execute("SHOW MASTER STATUS")[0][:2]
-            _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
-                  f"the stream to reach {end[0]}:{end[1]}", proc, log)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0, log.read_text()[-3000:]
+            assert _stop_at_the_end(proc, lake, server, log) == 0, log.read_text()[-3000:]
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        run_silver(spark, cfg)
-        silver = [r.asDict() for r in spark.read.format("delta")
-                  .load(cfg.table_path("silver", "binlog_events")).collect()]
-        with server.connect() as conn:
-            assert replay_silver(silver, conn, [docs]) == server_tables(conn, [docs])
+        _, replayed, expected = _replayed(spark, cfg, server, [docs])
+        assert replayed == expected
     # Paid once, at the restart: later commits owe nothing.
     assert spark.read.format("delta").load(snapshots).select("snapshot_id").distinct().count() == 1
 
@@ -326,11 +335,7 @@ def test_a_kill_before_a_rotations_files_entry_is_saved_loses_no_row_in_silver(
             proc = _start_stream(lake, server, log, lag=0)
             try:
                 _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the stream", proc, log)
-                end = server.execute("SHOW MASTER STATUS")[0][:2]
-                _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
-                      f"the stream to reach {end[0]}:{end[1]}", proc, log)
-                proc.send_signal(stop)
-                proc.wait(60)
+                _stop_at_the_end(proc, lake, server, log, stop)
             finally:
                 if proc.poll() is None:
                     proc.kill()
@@ -347,9 +352,6 @@ def test_a_kill_before_a_rotations_files_entry_is_saved_loses_no_row_in_silver(
         tables.delete_where(spark, BRONZE_FILES, f"binlog_file = '{first}' "
                                                  "AND status = 'completed'")
         stream_to_the_end(signal.SIGTERM)  # the restart settles `first`
-        run_silver(spark, cfg)
-        silver = [r.asDict() for r in spark.read.format("delta")
-                  .load(cfg.table_path("silver", "binlog_events")).collect()]
-        with server.connect() as conn:
-            assert replay_silver(silver, conn, [rows]) == server_tables(conn, [rows])
+        silver, replayed, expected = _replayed(spark, cfg, server, [rows])
+        assert replayed == expected
         assert len(silver) == 150

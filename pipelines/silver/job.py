@@ -120,7 +120,6 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     slices = plan_slices(res.files, bronze_files, commit_bytes(
         spark, cfg.silver.commit_mb, engine_writes=files is None))
     masked = engine_name() != "sail"  # NULL lists as a mask: JVM Spark's exchange needs it
-    render_rows = BATCH_ROWS
 
     def pending(part: str = where):
         bronze = lake.read(spark, BRONZE_EVENTS).where(part)
@@ -130,7 +129,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         return bronze.join(held, KEY, "left_anti")
 
     if cfg.silver.change_data_feed:
-        rendered = to_silver(pending(), plan, workers, compiled, masked, render_rows)
+        rendered = to_silver(pending(), plan, workers, compiled, masked, BATCH_ROWS)
         _change_data_feed(spark, lake, rendered)
     # The silver lease is held: only the change data feed's commit above moved the version.
     before = lake.version(spark, SILVER_EVENTS) if cfg.silver.change_data_feed \
@@ -139,11 +138,11 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     for sl in slices:  # one commit per slice: the engine's writer memory (slices)
         if files is not None:  # the rendering tasks write the data files (task_files)
             written += lake.commit_files(SILVER_EVENTS, to_silver_files(
-                pending(sl.where), plan, files, workers, compiled, masked, render_rows,
+                pending(sl.where), plan, files, workers, compiled, masked, BATCH_ROWS,
                 slice_day(sl, days)))
         else:
             lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked,
-                                  render_rows, slice_day(sl, days)),
+                                  BATCH_ROWS, slice_day(sl, days)),
                         SILVER_EVENTS, target_mb=cfg.silver.target_file_mb)
     if files is None:
         # The appends' own commit metrics; a full count only where the log has none.
@@ -160,7 +159,7 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     if quarantined_now:
         for sl in slices:
             quarantined = to_quarantine(pending(sl.where), plan, workers, compiled, masked,
-                                        render_rows)
+                                        BATCH_ROWS)
             lake.append(quarantined.withColumn("quarantined_at", _now_col()), SILVER_QUARANTINE)
     elif not has_quarantine:  # the table exists from the first run on, empty or not
         lake.append(spark.createDataFrame([], SILVER_QUARANTINE.ddl()), SILVER_QUARANTINE)

@@ -20,7 +20,7 @@ import bisect
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping, Sequence
 
-from pipelines.binlog_names import file_number
+from pipelines.binlog_names import file_number, position_key
 from pipelines.bronze import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.charsets import charset_for_collation
@@ -31,11 +31,6 @@ __all__ = ["position_key", "file_number", "TableSpec", "NamingPlan", "BronzeTabl
            "TABLE_MAP_COLUMNS"]
 
 _NO_PK = "all_columns"
-
-
-def position_key(binlog_file: str, pos: int) -> int:
-    """A position comparable across a source's files: ``file_number << 32 | pos``."""
-    return file_number(binlog_file) << 32 | pos
 
 
 @dataclass(frozen=True)

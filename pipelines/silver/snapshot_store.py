@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any, Sequence
 
-from pipelines.binlog_names import file_number
+from pipelines.binlog_names import position_key
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
@@ -109,7 +109,7 @@ def latest_snapshot_seq(spark, cfg: Config, source_id: str) -> int | None:
             .where(f"source_id = {sql_string(source_id)} AND binlog_file IS NOT NULL "
                    "AND binlog_pos IS NOT NULL")
             .select("binlog_file", "binlog_pos").distinct().collect())
-    return max(((file_number(f) << 32) + p for f, p in rows), default=None)
+    return max((position_key(f, p) for f, p in rows), default=None)
 
 
 def load_checks(spark, cfg: Config, snapshot_id: str | None = None) -> list[tuple[str, SourceCheck]]:

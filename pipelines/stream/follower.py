@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
-from pipelines.binlog_names import file_number
+from pipelines.binlog_names import position_key
 from pipelines.config import Config
 from pipelines.errors import SourceError
 from pipelines.mysql_client import Dsn
@@ -71,7 +71,7 @@ class Follower:
 
             self.snapshot_seq = latest_snapshot_seq(self.spark, self.cfg, self.cfg.source.name)
             self.snapshots_read = True
-        return self.snapshot_seq is None or self.snapshot_seq < _seq(last_ddl)
+        return self.snapshot_seq is None or self.snapshot_seq < position_key(*last_ddl)
 
     def pay_snapshot(self, last_ddl: tuple[str, int] | None) -> None:
         """Take the snapshot ``last_ddl`` owes, if it owes one (module docstring)."""
@@ -101,7 +101,7 @@ class Follower:
                         "next one): %s", exc)
             return
         # Taken after the DDL's commit: past it even when the server names no coordinates.
-        self.snapshot_seq = max(snap.seq or 0, _seq(last_ddl), self.snapshot_seq or 0)
+        self.snapshot_seq = max(snap.seq or 0, position_key(*last_ddl), self.snapshot_seq or 0)
 
     def follow(self) -> bool:
         """Bring silver (and gold) up to date with bronze; True when it all succeeded."""
@@ -125,8 +125,3 @@ class Follower:
         self.silver_pending = False
         self.last_silver = time.monotonic()
         return ok
-
-
-def _seq(where: tuple[str, int]) -> int:
-    """(binlog file, position) on silver's ``seq`` scale, as ``Snapshot.seq``."""
-    return (file_number(where[0]) << 32) + where[1]
