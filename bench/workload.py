@@ -18,7 +18,8 @@ import string
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-__all__ = ["Written", "fill_binlog", "fill_narrow_binlog", "TABLES", "WORKLOADS"]
+__all__ = ["Written", "fill_binlog", "fill_narrow_binlog", "fill_wide_binlog", "TABLES",
+           "WORKLOADS"]
 
 SCHEMA = "benchdb"
 TABLES: dict[str, str] = {
@@ -317,5 +318,59 @@ def fill_narrow_binlog(conn, target_bytes: int, *, seed: int = 7, progress=None
     return name, w
 
 
+# -- the wide workload: issue 40's file (one table of DOUBLE, DECIMAL, DATETIME(6), growing text) --
+
+WIDE_TABLE = """
+    CREATE TABLE benchdb.events (
+      id INT PRIMARY KEY, user_id INT, kind VARCHAR(32), amount DECIMAL(12,2),
+      note VARCHAR(200), created DATETIME(6), flag TINYINT, score DOUBLE
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+_WIDE_INSERT = ("INSERT INTO benchdb.events (id, user_id, kind, amount, note, created, flag, "
+                "score) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+_WIDE_UPDATE = ("UPDATE benchdb.events SET amount = amount + 1, note = CONCAT(note, 'x') "
+                "WHERE id BETWEEN %s AND %s")
+_WIDE_DELETE = "DELETE FROM benchdb.events WHERE id BETWEEN %s AND %s"
+
+
+def fill_wide_binlog(conn, target_bytes: int, *, seed: int = 7, progress=None
+                     ) -> tuple[str, Written]:
+    """Issue 40's file: one 8-column table (INT, VARCHAR, DECIMAL, DATETIME(6), TINYINT,
+    DOUBLE, a VARCHAR(200) note that grows on UPDATE); rows inserted 1,000 per ``executemany``,
+    then UPDATEs of 1,000-row ranges over half of them and DELETEs over a quarter, each
+    statement its own transaction. The row count scales with ``target_bytes`` (600,000 rows
+    give the issue's 147 MB and 1,050,000 row changes). Same contract as :func:`fill_binlog`
+    (the current file is rotated and named), except that the file may end a little past
+    ``target_bytes``."""
+    gen, w = _Gen(seed), Written()
+    r = gen.r
+    total = max(1000, int(target_bytes / 147_236_400 * 600_000) // 1000 * 1000)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
+        cur.execute(f"CREATE DATABASE {SCHEMA}")
+        cur.execute(WIDE_TABLE)
+        for lo in range(1, total + 1, 1000):
+            rows = [(i, r.randint(1, 50_000), r.choice(_ACTIONS), gen.money(99_999, 2),
+                     gen.text(1, 7)[:180] if r.random() < 0.9 else None, gen.when(),
+                     r.randint(-128, 127), r.uniform(-1e6, 1e6) if r.random() < 0.95 else None)
+                    for i in range(lo, lo + 1000)]
+            w.inserts += cur.executemany(_WIDE_INSERT, rows)
+            w.statements += 1
+            w.transactions += 1
+            if progress is not None:
+                progress(_current_size(cur)[1])
+        for lo in range(1, total // 2 + 1, 1000):
+            w.updates += cur.execute(_WIDE_UPDATE, (lo, lo + 999))
+            w.statements += 1
+            w.transactions += 1
+        for lo in range(total // 2 + 1, total // 2 + total // 4 + 1, 1000):
+            w.deletes += cur.execute(_WIDE_DELETE, (lo, lo + 999))
+            w.statements += 1
+            w.transactions += 1
+        name, _ = _current_size(cur)
+        cur.execute("FLUSH BINARY LOGS")
+    w.per_table["events"] = w.row_changes
+    return name, w
+
+
 # The benchmarks' ``--workload`` choices.
-WORKLOADS = {"mixed": fill_binlog, "narrow": fill_narrow_binlog}
+WORKLOADS = {"mixed": fill_binlog, "narrow": fill_narrow_binlog, "wide": fill_wide_binlog}

@@ -10,7 +10,10 @@
     │   ├── ChecksumError                 CRC32 of an event does not match
     │   ├── MissingTableMapError (KeyError)
     │   │                                 a ROWS event names a table_id with no TABLE_MAP
-    │   └── ValueDecodeError              a column value does not fit its declared type
+    │   ├── ValueDecodeError              a column value does not fit its declared type
+    │   └── ImageTooLargeError (MemoryError)
+    │                                     an event's row images exceed what one bronze
+    │                                     batch column can hold (Arrow's 32-bit offsets)
     ├── SchemaMismatchError (ValueError)  a row change cannot be named/rendered with the schema
     │                                     at hand (silver quarantines it, never guesses)
     ├── EngineError (RuntimeError)        the Spark engine could not be started or reached
@@ -44,6 +47,7 @@ __all__ = [
     "ChecksumError",
     "MissingTableMapError",
     "ValueDecodeError",
+    "ImageTooLargeError",
     "EngineError",
     "SourceError",
     "SchemaMismatchError",
@@ -178,6 +182,12 @@ class MissingTableMapError(DecodeError, KeyError):
 
 class ValueDecodeError(DecodeError):
     """A column value's bytes do not fit the column's type and metadata."""
+
+
+class ImageTooLargeError(DecodeError, MemoryError):
+    """Decoding an event would need a bronze image column of an impossible size: more than
+    2**31 - 1 values or data bytes, the most Arrow's 32-bit offsets address. Raised before
+    anything is allocated, located at the event."""
 
 
 # The last line of a Python traceback the engine returns: "pipelines.errors.<Class>: <message>".

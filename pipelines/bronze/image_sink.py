@@ -8,6 +8,11 @@ through Arrow in one step per run of such rows. Values the loop only measured (F
 JSON, old temporals: *fix-ups*) are rendered in Python and put in place when the array is
 built. :meth:`mark` / :meth:`rollback` undo an event that failed half-way, so the column and
 the batch's other columns always hold the same rows.
+
+Growth is by need: :meth:`reserve` makes one buffer at least the size asked (doubling, so
+appends stay amortised) and checks the arithmetic first: Arrow's ``binary`` and ``list``
+arrays offset with int32, so a column holds at most :data:`MAX_SIZE` values and data bytes;
+a size past that (or negative) raises :class:`ImageTooLargeError` before any allocation.
 """
 
 from __future__ import annotations
@@ -16,9 +21,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ImageSink", "IMAGE_TYPE"]
+from pipelines.errors import ImageTooLargeError
+
+__all__ = ["ImageSink", "IMAGE_TYPE", "MAX_SIZE"]
 
 IMAGE_TYPE = pa.list_(pa.binary())
+# The most rows, values or data bytes one column can hold: Arrow's offsets are int32.
+MAX_SIZE = 2**31 - 1
 
 
 class ImageSink:
@@ -40,17 +49,41 @@ class ImageSink:
     def nbytes(self) -> int:
         return int(self.cnt[1])
 
-    def grow(self, rows: int = 0, values: int = 0, data: int = 0) -> None:
-        """Room for at least this many more rows, values and data bytes."""
+    @property
+    def used(self) -> tuple[int, int, int]:
+        """(rows, values, data bytes) written so far."""
         nv, nb, nr = (int(x) for x in self.cnt)
-        if nb + data > self.data.shape[0]:
-            self.data = _grown(self.data, nb + data, nb)
-        if nv + values > self.vvalid.shape[0]:
-            self.vvalid = _grown(self.vvalid, nv + values, nv)
-            self.voff = _grown(self.voff, nv + values + 1, nv + 1)
-        if nr + rows > self.lvalid.shape[0]:
-            self.lvalid = _grown(self.lvalid, nr + rows, nr)
-            self.loff = _grown(self.loff, nr + rows + 1, nr + 1)
+        return nr, nv, nb
+
+    def grow(self, rows: int = 0, values: int = 0, data: int = 0) -> bool:
+        """Room for at least this many more rows, values and data bytes (:meth:`reserve`)."""
+        nr, nv, nb = self.used
+        return self.reserve(rows=nr + rows, values=nv + values, data=nb + data)
+
+    def reserve(self, rows: int = 0, values: int = 0, data: int = 0) -> bool:
+        """Buffers holding at least ``rows`` rows, ``values`` values and ``data`` bytes in
+        all; whether any buffer grew. Raises :class:`ImageTooLargeError` (not located: the
+        caller knows the event) for a size past :data:`MAX_SIZE`, allocating nothing."""
+        for what, size in (("rows", rows), ("values", values), ("data bytes", data)):
+            if not 0 <= size <= MAX_SIZE:
+                raise ImageTooLargeError(
+                    f"a bronze image column would need {size:,} {what}: more than the "
+                    f"{MAX_SIZE:,} one Arrow column holds (the event's images are too large "
+                    f"for one batch)")
+        nr, nv, nb = self.used
+        grew = False
+        if data > self.data.shape[0]:
+            self.data = _grown(self.data, data, nb)
+            grew = True
+        if values > self.vvalid.shape[0]:
+            self.vvalid = _grown(self.vvalid, values, nv)
+            self.voff = _grown(self.voff, values + 1, nv + 1)
+            grew = True
+        if rows > self.lvalid.shape[0]:
+            self.lvalid = _grown(self.lvalid, rows, nr)
+            self.loff = _grown(self.loff, rows + 1, nr + 1)
+            grew = True
+        return grew
 
     # -- undo -----------------------------------------------------------------------------
     def mark(self) -> tuple:
@@ -81,6 +114,10 @@ class ImageSink:
     def add_fixup(self, value_index: int, value: bytes) -> None:
         self._fix_at.append(value_index)
         self._fix_value.append(value)
+
+    def add_fixups(self, value_indexes: list[int], values: list[bytes]) -> None:
+        self._fix_at.extend(value_indexes)
+        self._fix_value.extend(values)
 
     def flush_python(self) -> None:
         """Copy the rows added in Python into the buffers (one Arrow conversion)."""
@@ -132,7 +169,9 @@ class ImageSink:
 
 
 def _grown(arr: np.ndarray, need: int, keep: int) -> np.ndarray:
-    out = np.empty(max(need, 2 * arr.shape[0]), arr.dtype)
+    """``arr`` in a buffer of at least ``need`` elements: twice its size (at most one past
+    :data:`MAX_SIZE`, the offsets' length) unless ``need`` is more; its first ``keep`` kept."""
+    out = np.empty(max(need, min(2 * arr.shape[0], MAX_SIZE + 1)), arr.dtype)
     out[:keep] = arr[:keep]
     return out
 

@@ -44,6 +44,7 @@ BRONZE_DDL = BRONZE_EVENTS.ddl()
 _STMT_END = 0x0001  # rows event flag: the statement's last rows event (Rows_log_event::STMT_END_F)
 # A batch is also full at this many bytes of row images (wide rows: memory bounded by bytes).
 _MAX_IMAGE_BYTES = 64 << 20
+_SINK_START = (1024, 16384, 1 << 20)  # rows, values, data bytes of a first batch's sinks
 # The columns a batcher keeps one value per run of rows for (``BronzeBatcher._push``); the
 # last two are the run's TABLE_MAP slot and, on a TABLE_MAP row, the slot whose facts it holds.
 _RUN_COLUMNS = ("server_id", "start_pos", "end_pos", "event_timestamp", "event_type", "gtid",
@@ -84,7 +85,8 @@ class BronzeBatcher:
         self.connection_id: int | None = None
         self.commit_ts_us: int | None = None
         self.query_text: str | None = None
-        self._sizes = (1024, 16384, 1 << 20)  # starting room of the image sinks
+        # starting room of the image sinks: what the last batch used, at least this
+        self._sizes = {"before": _SINK_START, "after": _SINK_START}
         self._written: set[int] = set()  # table_map_hash of the TABLE_MAP rows emitted
         self._map_at = (-1, 0)  # (position, row_in_event) of the last TABLE_MAP row
         self._reset()
@@ -98,8 +100,8 @@ class BronzeBatcher:
         self._bases: list[int] = []  # each run's first row_in_event
         self._n = 0
         # row_before / row_after: Arrow buffers (the compiled row loop writes into them)
-        self._before = ImageSink(*self._sizes)
-        self._after = ImageSink(*self._sizes)
+        self._before = ImageSink(*self._sizes["before"])
+        self._after = ImageSink(*self._sizes["after"])
         self._tms: list[TableMap] = []
         self._hashes: list[int] = []  # per slot
         self._tm_slot: dict[int, int] = {}
@@ -292,8 +294,10 @@ class BronzeBatcher:
         if len(arrays["row_before"]) != n or len(arrays["row_after"]) != n:
             raise AssertionError(f"bronze batch: {n} rows but {len(arrays['row_before'])} "
                                  f"before / {len(arrays['row_after'])} after images")
-        self._sizes = (self._before.lvalid.shape[0], self._before.vvalid.shape[0],
-                       max(self._before.data.shape[0], self._after.data.shape[0]))
+        # the next batch starts with the room this one used (not the room it had: room
+        # doubled once would double again each batch)
+        self._sizes = {side: tuple(max(a, b + b // 8) for a, b in zip(_SINK_START, sink.used))
+                       for side, sink in (("before", self._before), ("after", self._after))}
         idx = pa.array(c["tm_slot"], pa.int32()).take(run_of_row)
         facts = pa.array(c["facts_slot"], pa.int32()).take(run_of_row)
         small = {"column_count": pa.array([tm.column_count for tm in self._tms], pa.int32()),

@@ -36,7 +36,8 @@ from pipelines.config import BronzeConfig
 from pipelines.errors import EngineError
 
 __all__ = ["available", "installed", "jit_module", "warm", "warmed", "program", "run",
-           "MIN_BYTES", "DONE", "NEED_ROOM", "GIVE_UP"]
+           "new_state", "MIN_BYTES", "DONE", "NEED_ROOM", "GIVE_UP", "ROOM_ROWS",
+           "ROOM_VALUES", "ROOM_DATA", "ROOM_FIX"]
 
 # The loop costs a process about 0.6 s to load (numba, then the cached machine code) and saves
 # about 0.25 s per 40 MB of binlog on two cores (the engine's own costs stay): a chunk of
@@ -52,6 +53,9 @@ OP_FIX_FIXED, OP_FIX_PREFIXED = 13, 14
 
 # Outcomes of one call.
 DONE, NEED_ROOM, GIVE_UP = 0, 1, 2
+# What a NEED_ROOM lacks (``state[3]``; ``state[4]`` the sink, 0 before / 1 after;
+# ``state[5]`` the size needed): the sink's rows, values or data bytes, or fix-up slots.
+ROOM_ROWS, ROOM_VALUES, ROOM_DATA, ROOM_FIX = 0, 1, 2, 3
 
 _BLOB_LIKE = frozenset({T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB, T.GEOMETRY, T.VECTOR})
 _VARCHAR_LIKE = frozenset({T.VARCHAR, T.VAR_STRING, T.STRING})
@@ -162,7 +166,7 @@ def warm() -> bool:
         sink = ImageSink(4, 16, 256)
         prog = program([T.LONG], [0], [False], None)
         run(np.zeros(8, np.uint8), 0, 0, 0, prog, prog, sink, sink, np.zeros((4, 4), np.int64),
-            np.zeros(3, np.int64))
+            new_state())
         _WARM = True
     return _WARM
 
@@ -172,11 +176,17 @@ def warmed() -> bool:
     return _WARM or (_KERNEL is not None and bool(_KERNEL.signatures))
 
 
+def new_state() -> np.ndarray:
+    """The state array :func:`run` reports in: (stop position, rows written, fix-ups
+    written, what a NEED_ROOM lacks, for which sink, the size needed)."""
+    return np.zeros(6, np.int64)
+
+
 def run(buf: np.ndarray, pos: int, end: int, kind: int, prog_a: np.ndarray,
         prog_b: np.ndarray, before, after, fix: np.ndarray, state: np.ndarray) -> int:
     """Decode rows from ``pos`` into the sinks ``before``/``after`` (kind 0 INSERT, 1 DELETE,
-    2 UPDATE); returns DONE, NEED_ROOM or GIVE_UP with ``state`` = (stop position, rows
-    written, fix-ups written). Only where :func:`available` is true."""
+    2 UPDATE); returns DONE, NEED_ROOM or GIVE_UP with ``state`` (:func:`new_state`).
+    Only where :func:`available` is true."""
     if _KERNEL is None and not available():
         raise EngineError("the compiled row loop is not available (numba missing or off)")
     return _KERNEL(buf, pos, end, kind, prog_a, prog_b,

@@ -22,6 +22,10 @@ _DECIMAL, _DATETIME2, _TIMESTAMP2, _TIMESTAMP, _DATE, _TIME2 = 7, 8, 9, 10, 11, 
 _FIX_FIXED, _FIX_PREFIXED = 13, 14
 _DONE, _NEED_ROOM, _GIVE = 0, 1, 2
 _BAD, _ROOM = -1, -2  # an image's outcome when not a position
+# What a NEED_ROOM lacks (``state[3]``), for the sink ``state[4]`` (0 before, 1 after), with
+# ``state[5]`` the size it needs: rows (the rows buffers' size), values (the values buffers'
+# size), data (the data buffer's size, in bytes), fix (fix-up slots: this call's fill).
+_ROOM_ROWS, _ROOM_VALUES, _ROOM_DATA, _ROOM_FIX = 0, 1, 2, 3
 _TEXT_ROOM = 128  # the longest text of a non-string value (DECIMAL(96,x): 98 bytes)
 _DIG2BYTES = np.array([0, 1, 1, 2, 2, 3, 3, 4, 4, 4], np.int64)
 _POW10 = np.array([10 ** i for i in range(10)], np.int64)
@@ -337,6 +341,13 @@ def _value(buf, pos, end, op, a, b, data, at):
 
 
 @_jit
+def _lack(state, what, side, size):
+    state[3] = what
+    state[4] = side
+    state[5] = size
+
+
+@_jit
 def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
     """One row image into a sink: the new position, or _BAD / _ROOM."""
     ncols = prog.shape[0]
@@ -350,6 +361,7 @@ def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
     nv = cnt[0]
     at = cnt[1]
     if nv + ncols > vvalid.shape[0]:
+        _lack(state, _ROOM_VALUES, side, nv + ncols)
         return _ROOM
     nfix = state[2]
     k = 0
@@ -375,11 +387,13 @@ def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
                         return _BAD
                 if op == _BYTES:
                     if at + stop - s > data.shape[0]:
+                        _lack(state, _ROOM_DATA, side, at + stop - s)
                         return _ROOM
                     memcpy(data, at, buf, s, stop - s)
                     at += stop - s
                 else:  # measured only: its Python decoder renders it (a fix-up)
                     if nfix >= fix.shape[0]:
+                        _lack(state, _ROOM_FIX, side, nfix + 1)
                         return _ROOM
                     fix[nfix, 0] = side
                     fix[nfix, 1] = nv
@@ -391,6 +405,7 @@ def _image(buf, pos, end, prog, data, voff, vvalid, cnt, side, fix, state):
                 return _BAD
             else:
                 if at + _TEXT_ROOM > data.shape[0]:
+                    _lack(state, _ROOM_DATA, side, at + _TEXT_ROOM)
                     return _ROOM
                 pos, at = _value(buf, pos, end, op, a, prog[c, 3], data, at)
                 if pos < 0:
@@ -426,11 +441,14 @@ def decode_rows(buf, pos, end, kind, prog_a, prog_b,
     """Rows of one rows event from ``pos`` to ``end`` into the before (1) and after (2)
     sinks; ``kind`` 0 INSERT (image A is the after image), 1 DELETE (A is the before image),
     2 UPDATE (A before, B after). Returns DONE, NEED_ROOM or GIVE_UP; ``state`` holds the
-    position reached (a row start), the rows written and the fix-ups written."""
+    position reached (a row start), the rows written and the fix-ups written, and after a
+    NEED_ROOM what is lacking, for which sink, and the size needed (``_ROOM_*``)."""
     rows = 0
     while pos < end:
         m1v, m1b, m2v, m2b, mfix = c1[0], c1[1], c2[0], c2[1], state[2]
         if c1[2] + 1 >= lv1.shape[0] or c2[2] + 1 >= lv2.shape[0]:
+            side = 0 if c1[2] + 1 >= lv1.shape[0] else 1
+            _lack(state, _ROOM_ROWS, side, (c1[2] if side == 0 else c2[2]) + 2)
             state[0] = pos
             state[1] = rows
             return _NEED_ROOM

@@ -2,26 +2,32 @@
 
 The compiled loop (``rowkernel``) writes the rows into the ``row_before``/``row_after`` sinks;
 the values it only measured (fix-ups) are rendered here by the columns' Python decoders. When
-the loop gives up on a row (a value it cannot vouch for), everything this event wrote is
-undone and the whole event is decoded in Python (``rows.python_rows``) — which returns the
-same rows or raises the error ``decode_rows`` would, located here as the parser would.
+the loop gives up on a row (a value it cannot vouch for), or fails in any way bad bytes do
+not explain, everything this event wrote is undone and the whole event is decoded in Python
+(``rows.python_rows``) — which returns the same rows or raises the error ``decode_rows``
+would, located here as the parser would. The sinks grow by what the loop says it lacks.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 
 import numpy as np
 
+from pipelines.bronze import coltypes as T
 from pipelines.bronze import events as ev
 from pipelines.bronze import rowkernel
 from pipelines.bronze.image_sink import ImageSink
 from pipelines.bronze.rows import python_rows
-from pipelines.errors import DecodeError
+from pipelines.errors import DecodeError, ImageTooLargeError
 
 __all__ = ["decode_into"]
 
+log = logging.getLogger(__name__)
+_EIGHT = np.arange(8, dtype=np.int64)
+_WARNED = False
 _KIND = {"INSERT": 0, "DELETE": 1, "UPDATE": 2}
 # The fix-up scratch, (side, value index, position, column) per fix-up: one per thread. The
 # loop runs without the GIL, and the embedded engine decodes a run's tasks in threads of one
@@ -60,7 +66,7 @@ def decode_into(e: ev.RowsEvent, before: ImageSink, after: ImageSink, file: str)
     p = e.pending
     marks = before.mark(), after.mark()
     try:
-        n = _compiled(e, before, after)
+        n = _fast(e, before, after)
         if n is None:  # gave up: the reference decoding takes the whole event
             before.rollback(marks[0])
             after.rollback(marks[1])
@@ -85,14 +91,18 @@ def decode_into(e: ev.RowsEvent, before: ImageSink, after: ImageSink, file: str)
 
 
 def _compiled(e: ev.RowsEvent, before: ImageSink, after: ImageSink) -> int | None:
-    """Rows written by the compiled loop, or ``None`` when it gave up (sinks to be undone)."""
+    """Rows written by the compiled loop, or ``None`` when it gave up (sinks to be undone).
+
+    A NEED_ROOM says what is lacking and how much (``rowkernel.ROOM_*``): that one buffer
+    grows, by doubling, and nothing else does. A call that made no progress and left
+    nothing to grow gives the event to the reference decoding instead of asking again."""
     p = e.pending
     prog_a, prog_b = _programs(e)
     buf = np.frombuffer(p.body, np.uint8)
     end = len(p.body)
     pos = p.pos
     kind = _KIND[e.kind]
-    state = np.zeros(3, np.int64)
+    state = rowkernel.new_state()
     decs = e.table.decoders()
     rows = 0
     fix = _fix_scratch()
@@ -102,19 +112,82 @@ def _compiled(e: ev.RowsEvent, before: ImageSink, after: ImageSink) -> int | Non
         pos, done, nfix = int(state[0]), int(state[1]), int(state[2])
         rows += done
         try:
-            for side, at, where, col in fix[:nfix].tolist():
-                (before if side == 0 else after).add_fixup(at, decs[col](p.body, where)[0])
+            _render_fixups(fix[:nfix], buf, p.body, decs, _doubles(e.table), before, after)
         except (DecodeError, IndexError, ValueError, struct.error):
             return None  # the reference decoding raises its own error for this row
         if outcome == rowkernel.DONE:
             return rows
-        if outcome == rowkernel.GIVE_UP:
+        if outcome != rowkernel.NEED_ROOM:
             return None
-        # NEED_ROOM: more rows, values, text bytes or fix-up slots
-        left = end - pos
-        for sink in (before, after):
-            sink.grow(rows=max(sink.lvalid.shape[0], 64),
-                      values=max(sink.vvalid.shape[0], 4 * e.table.column_count),
-                      data=max(sink.data.shape[0], 8 * left + 4096))
-        if nfix == fix.shape[0]:
-            fix = _fix_scratch(2 * fix.shape[0])
+        if int(state[3]) == rowkernel.ROOM_FIX:
+            if not done:  # one row has more fix-ups than the scratch holds
+                fix = _fix_scratch(2 * fix.shape[0])
+            continue  # the next call starts the scratch empty
+        if not _make_room(state, before, after) and not done:
+            return None
+
+
+def _doubles(tm) -> np.ndarray:
+    """Per column whether it is a DOUBLE (its fix-ups are rendered in one step)."""
+    cache = tm.image_cache()
+    found = cache.get("doubles")
+    if found is None:
+        found = cache["doubles"] = np.array([t == T.DOUBLE for t in tm.column_types], bool)
+    return found
+
+
+def _render_fixups(fix: np.ndarray, buf: np.ndarray, body: bytes, decs: list,
+                   doubles: np.ndarray, before: ImageSink, after: ImageSink) -> None:
+    """Render the values the loop only measured and put them in their sinks. DOUBLEs, the
+    most common, in one step: their 8 bytes gathered at once, each rendered as the column's
+    decoder does (``repr`` of the float: ``values._double``); the rest one by one."""
+    if not fix.shape[0]:
+        return
+    dbl = doubles[fix[:, 3]]
+    if dbl.any():
+        got = fix[dbl]
+        vals = buf[got[:, 2, None] + _EIGHT].view("<f8").ravel().tolist()
+        texts = " ".join(map(float.__repr__, vals)).encode("ascii").split(b" ")
+        sides = got[:, 0]
+        for side, sink in ((0, before), (1, after)):
+            mine = sides == side
+            if mine.all():
+                sink.add_fixups(got[:, 1].tolist(), texts)
+            elif mine.any():
+                sink.add_fixups(got[mine, 1].tolist(),
+                                [t for t, m in zip(texts, mine.tolist()) if m])
+        fix = fix[~dbl]
+    for side, at, where, col in fix.tolist():
+        (before if side == 0 else after).add_fixup(at, decs[col](body, where)[0])
+
+
+def _make_room(state: np.ndarray, before: ImageSink, after: ImageSink) -> bool:
+    """Grow the one buffer a NEED_ROOM lacks to the size it needs; whether it grew."""
+    what, side, size = (int(x) for x in state[3:6])
+    sink = before if side == 0 else after
+    if what == rowkernel.ROOM_ROWS:
+        return sink.reserve(rows=size)
+    if what == rowkernel.ROOM_VALUES:
+        return sink.reserve(values=size)
+    if what == rowkernel.ROOM_DATA:
+        return sink.reserve(data=size)
+    return False
+
+
+def _fast(e: ev.RowsEvent, before: ImageSink, after: ImageSink) -> int | None:
+    """:func:`_compiled`, or ``None`` (the reference decoding takes the event) when the
+    fast path fails in a way bad bytes cannot explain (a defect of the loop, not of the
+    binlog): logged once per process. An impossible size is no such failure: the reference
+    decoding would need it too, so :class:`ImageTooLargeError` goes to the caller."""
+    global _WARNED
+    try:
+        return _compiled(e, before, after)
+    except ImageTooLargeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any defect of the fast path: the reference decodes
+        if not _WARNED:
+            _WARNED = True
+            log.warning("bronze: the compiled row loop failed on %s at pos %s (%s: %s); the "
+                        "reference decoding takes such events", e.table.table,
+                        e.header.pos, type(exc).__name__, exc)
+        return None
