@@ -59,3 +59,9 @@ def test_a_worker_killed_mid_stream_ends_its_chunk_with_the_error_row() -> None:
         "decoder process exited with code -9 before the end")
     assert rows < whole  # the rows decoded before the kill, then the ERROR row
     assert all(r["event_type"] != "END" for b in rest for r in b.to_pylist())
+    # the state says exactly which positions are in: up to the end of the last event
+    # delivered (a batch ends at an event's end), not "pos 0"
+    delivered = [r for b in [first, *rest] for r in b.to_pylist()][:-1]
+    through = max(r["end_pos"] for r in delivered)
+    assert last["start_pos"] == through == json.loads(last["query"])["rows_through"]
+    assert through > 4

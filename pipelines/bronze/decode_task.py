@@ -18,6 +18,7 @@ import sys
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipelines.bronze import rowkernel
 from pipelines.bronze.parser import ChecksumPolicy
@@ -54,12 +55,32 @@ def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
     yield from file_batches(reader, batcher, reader)
 
 
-def _error_batch(path: str, source_id: str, message: str, chunk: int, chunks: int
-                 ) -> pa.RecordBatch:
+def _error_batch(path: str, source_id: str, message: str, chunk: int, chunks: int,
+                 through: int = 0) -> pa.RecordBatch:
+    """The chunk's ERROR row when decoding ended otherwise than at bad input. ``through``:
+    the end of the last event whose rows were all delivered (batches end at event ends), so
+    the file's state says exactly which positions are in bronze (``rows_through``)."""
     batcher = BronzeBatcher(source_id=source_id, binlog_file=os.path.basename(path))
-    batcher.add_closing(ok=False, pos=0, info={"error": message, "chunk": chunk,
-                                               "chunks": chunks}, chunk=chunk)
+    batcher.add_closing(ok=False, pos=through, info={"error": message, "chunk": chunk,
+                                                     "chunks": chunks,
+                                                     "rows_through": through}, chunk=chunk)
     return batcher.flush()
+
+
+class _Delivered:
+    """What a chunk's consumer has received: the end of the last event delivered whole and
+    whether the closing END/ERROR row came."""
+
+    def __init__(self) -> None:
+        self.through = 0
+        self.closed = False
+
+    def saw(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        self.closed = self.closed or _has_closing(batch)
+        if batch.num_rows and not self.closed:
+            end = pc.max(batch.column(BRONZE_SCHEMA.get_field_index("end_pos"))).as_py()
+            self.through = max(self.through, end or 0)
+        return batch
 
 
 def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = None,
@@ -93,11 +114,13 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str, source_id: str, chunk
     """Decoding in this process ends as a worker's does when something other than bad input
     goes wrong (a decoder bug): with the chunk's ERROR row, not a failed engine task, so the
     job's other files still commit and the file is redone on the next run."""
+    got = _Delivered()
     try:
-        yield from batches
+        for batch in batches:
+            yield got.saw(batch)
     except Exception as exc:  # noqa: BLE001 - anything a worker's death would have covered
         yield _error_batch(path, source_id, f"decoder failed: {type(exc).__name__}: {exc}",
-                           chunk, chunks)
+                           chunk, chunks, got.through)
 
 
 def _worker_body(conn, *args) -> None:
@@ -108,7 +131,7 @@ def _worker_body(conn, *args) -> None:
     try:
         with open(conn.fileno(), "wb", closefd=False) as sink, \
                 pa.ipc.new_stream(sink, BRONZE_SCHEMA) as out:
-            for batch in _inline(*args):
+            for batch in _guarded(_inline(*args), args[0], args[1], args[5], args[6]):
                 out.write_batch(batch)
     finally:
         conn.close()
@@ -127,22 +150,21 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
                              chunks, start_at, statement_text, columnar))
     proc.start()
     send.close()
-    closed = False
+    got = _Delivered()
     try:
         with open(receive.fileno(), "rb", closefd=False) as source, \
                 pa.ipc.open_stream(source) as stream:
             for batch in stream:
-                closed = closed or _has_closing(batch)
-                yield batch
+                yield got.saw(batch)
     except (pa.ArrowInvalid, OSError):
         pass  # the worker died mid-stream: its chunk ends with the ERROR row below
     finally:
         receive.close()
         proc.join()
-    if not closed:
+    if not got.closed:
         yield _error_batch(path, source_id,
                            f"decoder process exited with code {proc.exitcode} before the end",
-                           chunk, chunks)
+                           chunk, chunks, got.through)
 
 
 def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
@@ -162,12 +184,11 @@ def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, env=env)
-    closed = False
+    got = _Delivered()
     try:
         with pa.ipc.open_stream(proc.stdout) as stream:
             for batch in stream:
-                closed = closed or _has_closing(batch)
-                yield batch
+                yield got.saw(batch)
     except pa.ArrowInvalid:
         pass
     finally:
@@ -175,11 +196,11 @@ def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int
         err = proc.stderr.read().decode("utf-8", "replace")
         proc.stderr.close()
         code = proc.wait()
-    if not closed:
+    if not got.closed:
         tail = err.strip().splitlines()[-1:] or [""]
         yield _error_batch(path, source_id,
                            f"decoder process exited with code {code}: {tail[0][:500]}",
-                           chunk, chunks)
+                           chunk, chunks, got.through)
 
 
 def _has_closing(batch: pa.RecordBatch) -> bool:
@@ -203,9 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = pa.output_stream(sys.stdout.buffer)
     with pa.ipc.new_stream(out, BRONZE_SCHEMA) as writer:
-        for batch in _inline(args.path, args.source_id, args.server_uuid, args.batch_rows,
-                             args.checksum, args.chunk, args.chunks, args.start_at,
-                             args.statement_text, args.columnar):
+        for batch in _guarded(_inline(args.path, args.source_id, args.server_uuid,
+                                      args.batch_rows, args.checksum, args.chunk, args.chunks,
+                                      args.start_at, args.statement_text, args.columnar),
+                              args.path, args.source_id, args.chunk, args.chunks):
             writer.write_batch(batch)
     return 0
 
