@@ -22,7 +22,9 @@ def add_bronze_arguments(p: argparse.ArgumentParser) -> None:
     """The binlog files to index (``binlake bronze`` and ``binlake index``)."""
     p.add_argument("--binlog-dir", required=True, help="directory holding the binlog files")
     sel = p.add_mutually_exclusive_group(required=True)
-    sel.add_argument("--all", action="store_true", help="every *.NNNNNN file, in numeric order")
+    sel.add_argument("--all", action="store_true",
+                     help="the directory's binlogs in server order: those its <base>.index "
+                          "lists, else the *.NNNNNN files that begin with the binlog magic")
     sel.add_argument("--files", type=csv_list, help="comma-separated file names")
     p.add_argument("--schemas", type=csv_list, help="only these schemas' row changes")
     p.add_argument("--tables", type=csv_list, help="only these schema.table row changes")

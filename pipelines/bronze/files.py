@@ -31,7 +31,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
-from pipelines.binlog_names import binlog_order, is_binlog_file
+from pipelines.bronze.binlog_dir import check_binlog, list_binlogs
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake
@@ -76,20 +76,20 @@ class FileState:
 
 def select_files(binlog_dir: str, *, all_files: bool = False,
                  names: list[str] | None = None) -> list[str]:
-    """Paths to index: ``--all`` takes ``*.NNNNNN`` in numeric order; ``--files`` as given."""
+    """Paths to index: ``--all`` takes the directory's binlogs in server order (its index
+    file's, else the files beginning with the binlog magic: ``binlog_dir.list_binlogs``, so a
+    file that is not a binlog is left out); ``--files`` as given, each of which must be a
+    binlog (a :class:`ConfigError` names the one that is not)."""
     if not os.path.isdir(binlog_dir):
         raise ConfigError(f"--binlog-dir {binlog_dir}: not a directory")
     if all_files == bool(names):
         raise ConfigError("give exactly one of --all or --files")
     if all_files:
-        found = [n for n in os.listdir(binlog_dir) if is_binlog_file(n)]
-        found.sort(key=binlog_order)
-        return [os.path.join(binlog_dir, n) for n in found]
+        return list_binlogs(binlog_dir)
     out = []
     for n in names or []:
         path = n if os.path.isabs(n) else os.path.join(binlog_dir, n)
-        if not os.path.isfile(path):
-            raise ConfigError(f"--files: {path} does not exist")
+        check_binlog(path)
         out.append(path)
     return out
 
