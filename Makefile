@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/delta-jars
 
-.PHONY: setup demo test test-jvm test-soak mariadb chromium minio sample bench clean
+.PHONY: setup demo test test-jvm test-big test-soak mariadb chromium minio sample bench clean
 
 setup: $(STAMP) $(JARS)/.fetched
 
@@ -49,12 +49,17 @@ demo: setup
 
 # Everything but the tests that start a JVM Spark (marked `jvm` by tests/conftest.py).
 test: setup mariadb chromium minio
-	BINLAKE_MINIO_BIN=$(MINIO_DIR)/minio $(PY) -m pytest -q -m 'not soak and not jvm'
+	BINLAKE_MINIO_BIN=$(MINIO_DIR)/minio $(PY) -m pytest -q -m 'not soak and not jvm and not big'
+
+# Runs of 150 MB or more (issue 40: the compiled paths past their thresholds against the
+# reference, ~4 min). CI (.ci/run) runs it after make test.
+test-big: setup mariadb
+	$(PY) -m pytest -q -m 'big and not soak'
 
 # The JVM engines (issue 9): the engine matrix's local-Spark and Spark Connect legs, interop,
 # catalog tables, spark-submit, classic conformance. CI (.ci/run) runs it after `make test`.
 test-jvm: setup mariadb
-	$(PY) -m pytest -q -m 'jvm and not soak'
+	$(PY) -m pytest -q -m 'jvm and not soak and not big'
 
 # The long JVM Spark re-runs (concurrent JVM writers, history on JVM catalog tables).
 test-soak: setup mariadb

@@ -340,3 +340,27 @@ def test_random_valid_event_streams_decode(tmp_path_factory, rows, crc) -> None:
     got = [e for e in BinlogFileReader(str(path)) if isinstance(e, ev.RowsEvent)]
     assert [(e.kind, e.rows[0][0] or e.rows[0][1]) for e in got] == [
         (k, [str(v).encode(), t]) for v, t, k in rows]
+
+
+# A MariaDB 10.11 TABLE_MAP (binlog_row_metadata=FULL) of
+# ``CREATE TABLE d.t (b INT UNSIGNED, y YEAR, d INT)``, header and CRC32 left out.
+MARIA_YEAR_TABLE_MAP = bytes.fromhex(
+    "160000000000" "0100"  # table_id 22, flags 1
+    "01" "64" "00" "01" "74" "00"  # schema d, table t
+    "03" "03" "0d" "03"  # 3 columns: LONG YEAR LONG
+    "00"  # no type metadata
+    "07"  # all three nullable
+    "01" "01" "c0"  # SIGNEDNESS, 1 byte: bits 1 1 0 (b unsigned, y: the server's YEAR bit, d)
+    "04" "06" "016201790164")  # COLUMN_NAME: b, y, d
+
+
+@pytest.mark.parametrize("mariadb, unsigned", [
+    (True, [True, False, False]),  # the server's reading: d INT is signed
+    (False, [True, False, True]),  # without YEAR's bit, d took y's (mariadb-binlog's reading)
+])
+def test_mariadb_counts_year_in_the_signedness_bits(mariadb, unsigned) -> None:
+    from pipelines.bronze.table_map import decode_table_map
+
+    tm = decode_table_map(None, MARIA_YEAR_TABLE_MAP, 8, mariadb)
+    assert tm.column_names == ["b", "y", "d"]
+    assert tm.unsigned == unsigned

@@ -164,11 +164,12 @@ class BinlogParser:
         header and table_id), sharing its column lists and built row decoders.
         """
         id_len = 4 if post_header_len == 6 else 6
-        key = (post_header_len, body[id_len:])
+        mariadb = self.fde is not None and self.fde.is_mariadb
+        key = (post_header_len, mariadb, body[id_len:])
         known = self._tm_by_content.get(key)
         if known is not None:
             return known.rebound(h, int.from_bytes(body[:id_len], "little"))
-        tm = decode_table_map(h, body, post_header_len)
+        tm = decode_table_map(h, body, post_header_len, mariadb)
         if len(self._tm_by_content) >= _TM_CACHE_MAX:
             self._tm_by_content.clear()
         self._tm_by_content[key] = tm

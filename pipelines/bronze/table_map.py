@@ -159,10 +159,16 @@ def _strings(buf: bytes, pos: int, end: int) -> tuple[list[str], int]:
     return out, pos
 
 
-def _apply_optional(tm: TableMap, buf: bytes, pos: int, end: int) -> None:
+def _apply_optional(tm: TableMap, buf: bytes, pos: int, end: int,
+                    year_signedness: bool = False) -> None:
     types = tm.column_types
     n = len(types)
-    numeric = [i for i, t in enumerate(types) if t in T.NUMERIC_TYPES]
+    # MariaDB's server gives YEAR a bit of its own in SIGNEDNESS (its Field_year is an
+    # unsigned integer field) while its mariadb-binlog reads the bits without one: every
+    # numeric column after a YEAR printed with its neighbour's sign (measured on 10.11:
+    # ``b INT UNSIGNED, y YEAR, c INT UNSIGNED, d INT`` printed ``d INT UNSIGNED``).
+    signed_kinds = T.NUMERIC_TYPES | {T.YEAR} if year_signedness else T.NUMERIC_TYPES
+    numeric = [i for i, t in enumerate(types) if t in signed_kinds]
     character = [i for i, t in enumerate(types) if t in T.CHARACTER_TYPES]
     enumset = [i for i, t in enumerate(types) if t in (T.ENUM, T.SET)]
     while pos < end:
@@ -176,7 +182,7 @@ def _apply_optional(tm: TableMap, buf: bytes, pos: int, end: int) -> None:
             flags = _bits(val, len(numeric))
             uns: list[bool] = [False] * n
             for col, flag in zip(numeric, flags):
-                uns[col] = flag
+                uns[col] = flag and types[col] != T.YEAR
             tm.unsigned = uns
         elif ftype in (OptionalMeta.DEFAULT_CHARSET, OptionalMeta.ENUM_AND_SET_DEFAULT_CHARSET):
             cols = character if ftype == OptionalMeta.DEFAULT_CHARSET else enumset
@@ -244,8 +250,10 @@ def _merge_charsets(tm: TableMap, per: dict[int, int]) -> None:
         tm.charsets[col] = coll
 
 
-def decode_table_map(header: EventHeader, body: bytes, post_header_len: int) -> TableMap:
-    """Decode a TABLE_MAP body (checksum trailer removed). Raises :class:`DecodeError`."""
+def decode_table_map(header: EventHeader, body: bytes, post_header_len: int,
+                     mariadb: bool = False) -> TableMap:
+    """Decode a TABLE_MAP body (checksum trailer removed). ``mariadb``: written by a MariaDB
+    server (its SIGNEDNESS bits count YEAR columns). Raises :class:`DecodeError`."""
     try:
         id_len = 4 if post_header_len == 6 else 6
         table_id = int.from_bytes(body[:id_len], "little")
@@ -276,7 +284,7 @@ def decode_table_map(header: EventHeader, body: bytes, post_header_len: int) -> 
         pos += null_len
         tm = TableMap(header, table_id, schema, table, types, metas, nullable)
         if pos < len(body):
-            _apply_optional(tm, body, pos, len(body))
+            _apply_optional(tm, body, pos, len(body), year_signedness=mariadb)
         return tm
     except IndexError:
         raise TruncatedError("TABLE_MAP runs past the event end", preview=bytes(body[:32])) from None
