@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """binlake's bronze stage against stock mysql-replication, on the same binlog, in one run.
 
-``python bench/bronze_vs_mysql_replication.py [--mb 50] [--binlog-dir DIR] [--copies N]``
+``python bench/bronze_vs_mysql_replication.py [--mb 50] [--workload mixed|narrow|wide]
+[--binlog-dir DIR] [--copies N]``
 (``make bench``). Steps, each printed as it goes, then one table side by side:
 
 1. A binlog file of ``--mb`` MB: a throwaway MariaDB (``binlog_row_metadata=FULL``,
@@ -14,7 +15,8 @@
    over the replication protocol (from the start to the file's last transaction, row events
    only; see :func:`mysql_replication` for why not ``blocking=False``) and touches
    ``event.rows`` so every row is decoded.
-3. binlake's pure decode (``decode_file_batches(subprocess=False)``, in this process).
+3. binlake's pure decode (``decode_file_batches(subprocess=False)``, in this process), and
+   the same without the compiled row loop (the reference decoding, ``columnar=False``).
 4. The whole ``binlake bronze`` stage (``run_bronze``: decode in worker processes + Delta
    write on the embedded Sail engine) on that one file, into a fresh lake; the Spark session
    is started (and the engine warmed up on a small file) before the clock starts.
@@ -58,7 +60,7 @@ from pipelines.bronze.decode_task import decode_file_batches  # noqa: E402
 from pipelines.bronze.files import select_files  # noqa: E402
 from pipelines.config import Dsn, load_config  # noqa: E402
 from devtools.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
-from workload import fill_binlog  # noqa: E402
+from workload import WORKLOADS  # noqa: E402
 
 MAX_BINLOG_SIZE = 1 << 30  # the server's maximum: the whole workload stays in one file
 REPLICA_SERVER_ID = 4242
@@ -109,7 +111,8 @@ def mb(n_bytes: float) -> str:
 
 # -- 1. the binlog ------------------------------------------------------------------------
 
-def generate(work: Path, target_mb: float) -> tuple[MariaDBServer, Path]:
+def generate(work: Path, target_mb: float, workload: str = "mixed"
+             ) -> tuple[MariaDBServer, Path]:
     """Start a server, write the workload until its binlog holds ``target_mb``; copy it out."""
     server = MariaDBServer(binlog_row_metadata="FULL", max_binlog_size=MAX_BINLOG_SIZE)
     t0 = time.perf_counter()
@@ -128,7 +131,7 @@ def generate(work: Path, target_mb: float) -> tuple[MariaDBServer, Path]:
 
     conn = server.connect()
     try:
-        name, written = fill_binlog(conn, target, progress=progress)
+        name, written = WORKLOADS[workload](conn, target, progress=progress)
     finally:
         conn.close()
     if sys.stdout.isatty():
@@ -257,10 +260,12 @@ def mysql_replication(server: MariaDBServer, end_pos: int) -> int:
 
 # -- 3. binlake decode alone --------------------------------------------------------------
 
-def binlake_decode(path: Path) -> int:
-    """Row changes in the bronze batches of ``path``, decoded in this process."""
+def binlake_decode(path: Path, columnar: bool | None = None) -> int:
+    """Row changes in the bronze batches of ``path``, decoded in this process (``columnar``:
+    with the compiled row loop, without it, or None: as bronze decides by the file's size)."""
     rows = 0
-    for batch in decode_file_batches(str(path), source_id="b", subprocess=False):
+    for batch in decode_file_batches(str(path), source_id="b", subprocess=False,
+                                     columnar=columnar):
         kinds = batch.column("event_type")
         rows += pc.sum(pc.is_in(kinds, value_set=_ROW_KINDS)).as_py() or 0
         last = kinds[-1].as_py()
@@ -362,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=float, default=50.0,
                     help="size of the generated binlog file in MB (default 50)")
     ap.add_argument("--binlog-dir", help="use the largest binlog file of DIR instead")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="mixed",
+                    help="the generated binlog's tables (bench/workload.py): mixed, narrow "
+                         "or wide (issue 40's file)")
     ap.add_argument("--copies", type=int, default=os.cpu_count() or 1,
                     help="files in the multi-file run (default: the number of cores)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -383,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.binlog_dir:
             server, big = serve_existing(work, args.binlog_dir)
         else:
-            server, big = generate(work, args.mb)
+            server, big = generate(work, args.mb, args.workload)
         size = big.stat().st_size
 
         say("[2/6] mysql-replication: BinLogStreamReader over the replication protocol")
@@ -396,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         say("[3/6] binlake decode alone (decode_file_batches, subprocess=False)")
         dec = best("binlake decode only (1 file, in-process)", args.repeat,
                    lambda _i: timed(binlake_decode, big))
+        off = best("binlake decode, row loop off", args.repeat,
+                   lambda _i: timed(binlake_decode, big, False))
 
         say("[4/6] binlake bronze stage, 1 file (decode + Delta write, embedded Sail)")
         from pipelines.session import engine_name, get_spark
@@ -427,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  1/4 file ({mb(quarter.stat().st_size)}): peak RSS {mb(rss_q)} ({sec_q:.1f} s)")
         say(f"  full file ({mb(size)}): peak RSS {mb(rss_f)} ({sec_f:.1f} s)")
 
-        figures = [base, dec, one, many]
+        figures = [base, dec, off, one, many]
         say("")
         say(f"Results: {big.name}, {mb(size)}, {cores} cores")
         say(table(figures, base))
@@ -442,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             f"x{size / quarter.stat().st_size:.1f} data)")
         say(f"row counts: mysql-replication {base.rows:,}, binlake decode {dec.rows:,}, "
             f"bronze {one.rows:,}, bronze x{n} {many.rows:,}")
-        ok = base.rows == dec.rows == one.rows and many.rows == n * one.rows
+        ok = base.rows == dec.rows == off.rows == one.rows and many.rows == n * one.rows
         if not ok:
             say("ERROR: row counts disagree: the two sides did not decode the same rows")
         if args.profile:

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """The whole index path, stage by stage, side by side with its references, in one run.
 
-``python bench/pipeline.py [--mb 60] [--workload mixed|narrow] [--binlog-dir DIR] [--repeat 1]
+``python bench/pipeline.py [--mb 60] [--workload mixed|narrow|wide] [--binlog-dir DIR] [--repeat 1]
 [--keep] [--one-commit] [--stages bronze,silver,...]`` (``make bench``).
 
 1. Input: the binlog files of ``--binlog-dir`` or one file of ``--mb`` MB written by a
    throwaway MariaDB (``bench/binlog_server.py`` + ``bench/workload.py``): ``mixed``, four
-   ~10-column tables with TEXT (~390 bytes a row change), or ``narrow``, issue 13's measured
-   file (one 8-column table, ~140 bytes a row change: ``--mb 147`` holds ~1.03 M).
+   ~10-column tables with TEXT (~390 bytes a row change), ``narrow``, issue 13's measured
+   file (one 8-column table, ~140 bytes a row change: ``--mb 147`` holds ~1.03 M), or
+   ``wide``, issue 40's (one table with DOUBLE, DECIMAL, DATETIME(6) and a VARCHAR growing
+   on UPDATE: ``--mb 147`` holds 1.05 M row changes in ~157 MB).
+   ``bronze-loop-off``: bronze again without the compiled row loop (the reference decoding).
 2. Reference: ``mariadb-binlog --base64-output=decode-rows -v`` over every file (to /dev/null).
 3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand);
    with ``--one-commit`` also ``bronze (one commit)`` and ``silver (one commit)``
@@ -452,7 +455,7 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
-STAGES = ("mariadb-binlog", "silver", "silver-workers", "engine-writer", "key-history",
+STAGES = ("mariadb-binlog", "bronze-loop-off", "silver", "silver-workers", "engine-writer", "key-history",
           "quality", "index", "stage-commands", "index-command", "index-gold", "small-file",
           "small-command", "large-file", "batch", "many-runs")
 
@@ -463,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--binlog-dir", help="index the binlog files of DIR instead")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="mixed",
                     help="the generated binlog's tables: mixed (four ~10-column tables with "
-                         "TEXT) or narrow (issue 13's file: one 8-column table, ~140 bytes "
-                         "a row change)")
+                         "TEXT), narrow (issue 13's file: one 8-column table, ~140 bytes "
+                         "a row change) or wide (issue 40's: DOUBLE, DECIMAL, DATETIME(6), "
+                         "a growing VARCHAR)")
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs per stage")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--one-commit", action="store_true",
@@ -624,6 +628,9 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     plan: list[tuple[str, object, str]] = [("bronze", bronze(), "mariadb-binlog -v")]
     if "mariadb-binlog" in stages:
         plan.append(("mariadb-binlog -v", _mariadb_binlog(paths, rows), ""))
+    if "bronze-loop-off" in stages:  # the reference decoding: no compiled row loop
+        plan.append(("bronze, row loop off", bronze(**{"bronze.compiled_min_mb": 1e9}),
+                     "bronze"))
     if "silver" in stages:
         plan.append(("silver", silver(), "bronze"))
     if "silver-workers" in stages:
