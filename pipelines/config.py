@@ -147,7 +147,10 @@ class StreamConfig:
 
     batch_rows: int = 50000  # commit at the first transaction boundary after this many rows
     batch_interval_ms: int = 1000  # ... or once the open micro-batch is this old
-    silver_lag_seconds: int = 30  # run silver (and gold when configured) this often; 0 = never
+    silver_lag_seconds: int = 30  # 0: silver (mirror, gold) never follow; else freshness rules
+    freshness_seconds: float = 5.0  # a bronze commit is in silver/mirror/gold within this long
+    stop_seconds: int = 60  # on SIGTERM/Ctrl-C, their catch-up gets at most this long
+    log_interval: int = 10  # off a terminal, a progress line this often (seconds); 0 = never
     heartbeat_seconds: int = 1  # the server sends a heartbeat after this long without events
     read_timeout_seconds: int = 30  # no packet (not even a heartbeat) this long: reconnect
     reconnect_max_seconds: int = 60  # reconnect backoff doubles from 1 s up to this
@@ -379,9 +382,12 @@ def _validate_stream(s: StreamConfig) -> None:
                  "reconnect_max_seconds"):
         if getattr(s, name) < 1:
             raise ConfigError(f"stream.{name}: must be at least 1")
-    for name in ("silver_lag_seconds", "reconnect_attempts"):
+    for name in ("silver_lag_seconds", "reconnect_attempts", "stop_seconds", "log_interval"):
         if getattr(s, name) < 0:
             raise ConfigError(f"stream.{name}: must be 0 or more")
+    if s.freshness_seconds <= 0:
+        raise ConfigError("stream.freshness_seconds: must be more than 0 (silver_lag_seconds "
+                          "= 0 stops silver following)")
     if s.read_timeout_seconds < 2 * s.heartbeat_seconds:
         raise ConfigError("stream.read_timeout_seconds: must be at least twice "
                           "stream.heartbeat_seconds (heartbeats keep an idle stream alive)")

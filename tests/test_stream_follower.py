@@ -32,15 +32,27 @@ def _cfg(tmp_path: Path, lag: int = 30):
                                           "stream.silver_lag_seconds": lag})
 
 
-def test_due_only_with_pending_commits_and_after_the_lag(tmp_path: Path) -> None:
-    f = Follower(None, _cfg(tmp_path, lag=30), dsn=Dsn("127.0.0.1"))
-    t0 = f.last_silver
-    assert not f.due(t0 + 60)  # nothing committed
-    f.silver_pending = True
-    assert not f.due(t0 + 10) and f.due(t0 + 30)
+def test_due_before_the_oldest_commits_bound_by_the_follows_length(tmp_path: Path) -> None:
+    # freshness 5 s, heartbeat 1 s: a follow guessed at 2.5 s must start 3.5 s before the
+    # bound of the oldest commit a stage lacks; measured follows move that.
+    f = Follower(None, _cfg(tmp_path), dsn=Dsn("127.0.0.1"))
+    fresh = f.fresh
+    assert not f.due(10**6)  # nothing committed
+    fresh.committed(100.0, f.stages)
+    fresh.committed(103.0, f.stages)  # the oldest lack counts
+    assert not f.due(101.4) and f.due(101.5)
+    fresh.took(0.5)
+    fresh.runs.popleft()  # only the measured one
+    assert fresh.margin == 1.5 and not f.due(103.4) and f.due(103.5)
+    fresh.ran("silver", True, 104.0)
+    assert not f.silver_pending and fresh.lag("silver", 200.0) == 0.0
+    fresh.committed(300.0, ["silver", "gold"])
+    fresh.ran("gold", False, 300.0)  # a failed stage waits RETRY_SECONDS; silver does not
+    assert fresh.waiting(301.0) == ["silver"] and fresh.waiting(330.0) == ["silver", "gold"]
+    assert fresh.lag("gold", 310.0) == 10.0
     off = Follower(None, _cfg(tmp_path, lag=0), dsn=Dsn("127.0.0.1"))
-    off.silver_pending = True
-    assert not off.due(t0 + 3600)  # silver_lag_seconds = 0: never
+    off.committed(None)
+    assert off.stages == [] and not off.due(10**6)  # silver_lag_seconds = 0: never
 
 
 def test_a_following_stream_loads_silvers_loops_at_its_start(tmp_path: Path,
@@ -68,12 +80,13 @@ def test_follow_runs_silver_and_survives_a_dead_gold(spark, tmp_path: Path, corp
     run_bronze(spark, cfg, binlog_dir=str(binlogs), all_files=True)
     dead_gold = f"mysql://u:pw@127.0.0.1:{_closed_port()}/g"
     f = Follower(spark, cfg, dsn=Dsn("127.0.0.1"), gold_dsn=dead_gold)
-    f.silver_pending = True
-    before = time.monotonic()
+    f.committed(None)
     with caplog.at_level(logging.WARNING):
         assert f.follow() is False  # silver ran, gold failed: logged, not raised
-    assert "following silver/gold failed" in caplog.text and "pw" not in caplog.text
-    assert not f.silver_pending and f.last_silver >= before
+    assert "following gold failed" in caplog.text and "pw" not in caplog.text
+    # silver holds bronze; gold still lacks it and is tried again in RETRY_SECONDS
+    assert list(f.fresh.behind) == ["gold"] and f.fresh.waiting(time.monotonic()) == []
+    assert f.last_error[1] == "gold" and "pw" not in f.last_error[2]
     silver = spark.read.format("delta").load(cfg.table_path("silver", "binlog_events"))
     quarantine = spark.read.format("delta").load(cfg.table_path("silver", "quarantine"))
     assert silver.count() + quarantine.count() == 63  # MANIFEST: 63 row changes

@@ -33,6 +33,9 @@ def add_stream_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="stop cleanly after this many seconds")
     p.add_argument("--source", help="source name written as source_id (default from conf)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus text metrics at http://HOST:PORT/metrics "
+                        "(all interfaces; docs/stream.md)")
 
 
 def add_stream_options(p: argparse.ArgumentParser) -> None:
@@ -65,4 +68,5 @@ def cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
                           start_file=args.start_file, start_pos=args.start_pos,
                           start_gtid=args.start_gtid, gold_dsn=args.gold_dsn, reset=args.reset,
                           gap_fill=args.gap_fill, stop_after=args.stop_after,
-                          mirror=getattr(args, "mirror", False))
+                          mirror=getattr(args, "mirror", False),
+                          metrics_port=args.metrics_port)

@@ -1,9 +1,10 @@
-"""What follows a stream commit: silver (and gold when configured) every
-``stream.silver_lag_seconds``, and a schema snapshot after a commit that holds DDL.
+"""What follows a stream commit: silver (then mirror and gold when on) within
+``stream.freshness_seconds`` of every bronze commit (``freshness.py`` says when), and a
+schema snapshot after a commit that holds DDL.
 
-Following never stops the stream: bronze is the record, silver and gold are derived from it
-exactly once by their own watermarks, so a failed follow is logged and the next one catches
-up.
+Following never stops the stream: bronze is the record, silver, mirror and gold are derived
+from it exactly once by their own watermarks, so a failed stage is logged, tried again later
+(``freshness.RETRY_SECONDS``) and then catches up.
 
 A snapshot is owed while the last DDL streamed lies past the latest stored snapshot of the
 source. Each CHECKPOINT carries where that DDL ends (``Checkpoint.last_ddl``), in the same
@@ -23,12 +24,11 @@ from pipelines.binlog_names import position_key
 from pipelines.config import Config
 from pipelines.errors import SourceError
 from pipelines.mysql_client import Dsn
+from pipelines.stream.freshness import RETRY_SECONDS, Freshness
 
 __all__ = ["Follower"]
 
 log = logging.getLogger(__name__)
-
-RETRY_SECONDS = 30.0
 
 
 class Follower:
@@ -39,27 +39,39 @@ class Follower:
         self.cfg = cfg
         self.dsn = dsn
         self.gold_dsn = gold_dsn
-        self.lag_seconds = cfg.stream.silver_lag_seconds
-        self.silver_pending = False  # bronze holds commits silver has not seen
+        self.on = cfg.stream.silver_lag_seconds > 0  # 0: nothing follows bronze
+        self.fresh = Freshness(cfg.stream.freshness_seconds, tick=tick_seconds(cfg))
         self.snapshot_seq: int | None = None  # the latest stored snapshot's coordinate
         self.snapshots_read = False  # snapshot_seq was read from the lake
         self.retry_at = 0.0  # no snapshot attempt before (after a failed one)
-        self.last_silver = time.monotonic()
+        self.last_error: tuple[float, str, str] | None = None  # epoch, stage, message
         self.mirror = False  # `binlake stream --mirror`
+
+    @property
+    def stages(self) -> list[str]:
+        """What follows bronze, in the order it runs (mirror and gold read silver)."""
+        if not self.on:
+            return []
+        return ["silver"] + ["mirror"] * self.mirror + ["gold"] * bool(self.gold_dsn)
+
+    @property
+    def silver_pending(self) -> bool:
+        """Bronze holds commits some stage has not followed."""
+        return bool(self.fresh.behind)
 
     def start(self) -> None:
         """The stream is starting. When silver follows, its compiled render loops load now,
         on a thread of their own, where this process renders them (``render_warm``): a
         stream lives long, so every follow after the first few seconds renders with them
         whatever its size (``silver/job._compiled``)."""
-        if self.lag_seconds > 0:
+        if self.on:
             from pipelines.silver.render_warm import warm_in_background
 
             warm_in_background(self.cfg)
 
     def committed(self, last_ddl: tuple[str, int] | None) -> None:
-        """A commit happened: silver has something to follow; the snapshot a DDL owes."""
-        self.silver_pending = True
+        """A commit happened: the stages lack it from now; the snapshot a DDL owes."""
+        self.fresh.committed(time.monotonic(), self.stages)
         self.pay_snapshot(last_ddl)
 
     def snapshot_owed(self, last_ddl: tuple[str, int] | None) -> bool:
@@ -79,9 +91,8 @@ class Follower:
             self.snapshot(last_ddl)
 
     def due(self, now: float) -> bool:
-        """Follow now? Something is pending, following is on, and the lag has passed."""
-        return (self.silver_pending and self.lag_seconds > 0
-                and now - self.last_silver >= self.lag_seconds)
+        """Follow now? A stage lacks a commit whose bound comes close (``freshness.py``)."""
+        return self.fresh.due(now)
 
     def snapshot(self, last_ddl: tuple[str, int]) -> None:
         """A schema snapshot through the source; a failure is a warning (silver may
@@ -97,31 +108,52 @@ class Follower:
                      snap.binlog_pos)
         except SourceError as exc:
             self.retry_at = time.monotonic() + RETRY_SECONDS
+            self.last_error = (time.time(), "snapshot", str(exc)[:300])
             log.warning("schema snapshot after DDL failed (silver may quarantine until the "
                         "next one): %s", exc)
             return
         # Taken after the DDL's commit: past it even when the server names no coordinates.
         self.snapshot_seq = max(snap.seq or 0, position_key(*last_ddl), self.snapshot_seq or 0)
 
-    def follow(self) -> bool:
-        """Bring silver (and gold) up to date with bronze; True when it all succeeded."""
-        from pipelines.silver.job import run_silver
+    def follow(self, *, every: bool = False) -> bool:
+        """Bring the stages that lack bronze commits up to date (``every``: those waiting
+        out a failure too); True when all that ran succeeded. Silver failing, the stages
+        that read it wait for the next follow."""
+        started = time.monotonic()
+        stages = list(self.fresh.behind) if every else self.fresh.waiting(started)
+        ok = silver_ok = True
+        for stage in [s for s in self.stages if s in stages]:
+            done = silver_ok and self._run(stage)
+            self.fresh.ran(stage, done, time.monotonic())
+            ok = ok and done
+            silver_ok = silver_ok and (done or stage != "silver")
+        self.fresh.took(time.monotonic() - started)
+        return ok
 
-        ok = True
+    def _run(self, stage: str) -> bool:
         try:
-            res = run_silver(self.spark, self.cfg)
-            log.info("silver: %d appended, %d in quarantine", res.appended, res.quarantined)
-            if self.gold_dsn:
+            if stage == "silver":
+                from pipelines.silver.job import run_silver
+
+                res = run_silver(self.spark, self.cfg)
+                log.info("silver: %d appended, %d in quarantine", res.appended, res.quarantined)
+            elif stage == "gold":
                 from pipelines.gold.job import run_gold
 
                 run_gold(self.spark, self.cfg, gold_dsn=self.gold_dsn)
-            if self.mirror:
+            else:
                 from pipelines.mirror.job import run_mirror
 
                 run_mirror(self.spark, self.cfg)
         except Exception as exc:  # noqa: BLE001 - following must not stop the stream
-            log.warning("following silver/gold failed (bronze keeps streaming): %s", exc)
-            ok = False
-        self.silver_pending = False
-        self.last_silver = time.monotonic()
-        return ok
+            self.last_error = (time.time(), stage, str(exc).strip().split("\n")[0][:300])
+            log.warning("following %s failed (bronze keeps streaming; tried again in %.0f s): "
+                        "%s", stage, RETRY_SECONDS, exc)
+            return False
+        return True
+
+
+def tick_seconds(cfg: Config) -> float:
+    """The longest the stream's loop goes without looking at the clock while following: the
+    server's heartbeat period, at most half the freshness bound (``job.py`` asks for it)."""
+    return min(float(cfg.stream.heartbeat_seconds), cfg.stream.freshness_seconds / 2)

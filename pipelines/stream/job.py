@@ -4,22 +4,25 @@ Flow: check the source (``source.py``), find where to start (the latest checkpoi
 flags only on a first run or with ``reset``), detect purged binlogs, then read the dump
 (``protocol.py``) event by event through file mode's decoder and row builder. At each
 transaction boundary (XID, COMMIT, a standalone DDL) the micro-batch may be committed: its
-rows and a CHECKPOINT row in ONE Delta append (``checkpoint.py``). Silver (and gold when
-configured) follow every ``stream.silver_lag_seconds``; after a batch holding DDL a schema
-snapshot is taken through the source.
+rows and a CHECKPOINT row in ONE Delta append (``checkpoint.py``). Silver (then mirror and
+gold when on) hold every commit within ``stream.freshness_seconds`` of it, busy or idle: the
+loop looks at the follow deadline after every event, heartbeats included; after a batch
+holding DDL a schema snapshot is taken through the source.
 
 Failure model: SIGKILL at any moment loses only uncommitted work, which the restart reads
 again from the checkpoint; SIGTERM/SIGINT cut the micro-batch back to the last boundary,
-commit it and stop (exit 0). A dropped connection is retried with exponential backoff from
+commit it, bring silver (mirror, gold) up to it within ``stream.stop_seconds`` (one line on
+stderr says so; ``stopping.py``) and stop (exit 0). A dropped connection is retried with exponential backoff from
 the last boundary. A decoding error commits what is complete, then stops (exit 1).
 
 Pieces, each with its own tests: :class:`~pipelines.stream.position.StreamPosition` (where
 the stream is: pure), :class:`~pipelines.stream.reader.EventReader` (what one event does to
 the micro-batch and the position), :class:`~pipelines.stream.committer.Committer` (when and
 how a micro-batch becomes one Delta commit), :class:`~pipelines.stream.follower.Follower`
-(silver/gold and post-DDL snapshots), :class:`~pipelines.stream.startup.Startup` (start,
+(silver/gold and post-DDL snapshots; ``freshness.py``: when),
+:class:`~pipelines.stream.startup.Startup` (start,
 takeover, gaps), :class:`~pipelines.stream.backoff.Backoff` (reconnect waits) and
-:class:`~pipelines.stream.progress.Liveness` (progress line, live file). This module is the
+:class:`~pipelines.stream.progress.Liveness` (progress line, live file, metrics). This module is the
 loop that reads the dump and hands each event to those pieces.
 """
 
@@ -41,13 +44,14 @@ from pipelines.stream.backoff import Backoff
 from pipelines.stream.checkpoint import gap_batch
 from pipelines.stream.committer import Committer, Identity
 from pipelines.stream.files_state import StreamFiles, compact_if_free
-from pipelines.stream.follower import Follower
+from pipelines.stream.follower import Follower, tick_seconds
 from pipelines.stream.position import StreamPosition
-from pipelines.stream.progress import Liveness, live_path
+from pipelines.stream.progress import Liveness, ProgressLine, live_path
 from pipelines.stream.protocol import BinlogGone, ConnectionLost, ReplicationConnection, StartAt
 from pipelines.stream.reader import EventReader
 from pipelines.stream.source import Gap, SourceServer
 from pipelines.stream.startup import Startup
+from pipelines.stream.stopping import CutShort, bounded
 
 __all__ = ["run_stream", "StreamJob"]
 
@@ -58,12 +62,14 @@ def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
                start_file: str | None = None, start_pos: int | None = None,
                start_gtid: str | None = None, gold_dsn: str | None = None, reset: bool = False,
                gap_fill: bool = True, stop_after: float | None = None,
-               mirror: bool = False) -> int:
+               mirror: bool = False, metrics_port: int | None = None) -> int:
     """Stream ``source_dsn`` into the lake until stopped; return the exit code.
 
-    ``stop_after`` (seconds) stops cleanly after that long (tests, benchmarks). Raises
-    :class:`ConfigError` for contradictory flags and :class:`SourceError` when the source
-    is refused (checks, grants, a gap with ``gap_fill=False``) or unreachable at start.
+    ``stop_after`` (seconds) stops cleanly after that long (tests, benchmarks);
+    ``metrics_port`` serves Prometheus metrics there (``metrics.py``). Raises
+    :class:`ConfigError` for contradictory flags or a port it cannot listen on and
+    :class:`SourceError` when the source is refused (checks, grants, a gap with
+    ``gap_fill=False``) or unreachable at start.
     """
     if start_gtid and (start_file or start_pos):
         raise ConfigError("--start-gtid excludes --start-file/--start-pos")
@@ -73,10 +79,10 @@ def run_stream(spark, cfg: Config, *, source_dsn: str, server_id: int,
         raise ConfigError(f"--server-id: expected 1..4294967295, got {server_id}")
     dsn = resolve_dsn(source_dsn, cfg.source, section="source", setting="--source-dsn")
     job = StreamJob(spark, cfg, dsn=dsn, server_id=server_id,
-                    gold_dsn=gold_dsn or cfg.gold.dsn or None, gap_fill=gap_fill,
-                    stop_after=stop_after)
+                    gold_dsn=gold_dsn or cfg.gold.dsn or None, gap_fill=gap_fill)
     job.follower.mirror = mirror  # `--mirror`: the typed mirror tables follow silver
-    return job.run(start=_flags(start_file, start_pos, start_gtid), reset=reset)
+    return job.run(start=_flags(start_file, start_pos, start_gtid), reset=reset,
+                   stop_after=stop_after, metrics_port=metrics_port)
 
 
 def _flags(file: str | None, pos: int | None, gtid: str | None) -> StartAt | None:
@@ -92,13 +98,9 @@ class StreamJob:
     that feeds them; :meth:`run` drives it."""
 
     def __init__(self, spark, cfg: Config, *, dsn: Dsn, server_id: int,
-                 gold_dsn: str | None = None, gap_fill: bool = True,
-                 stop_after: float | None = None) -> None:
+                 gold_dsn: str | None = None, gap_fill: bool = True) -> None:
         self.cfg = cfg
-        self.dsn = dsn
-        self.server_id = server_id
         self.gap_fill = gap_fill
-        self.stop_after = stop_after
         self.src = SourceServer(dsn)
         lake, source_id = Lake.of(cfg), cfg.source.name
         self.files = StreamFiles(spark, lake, source_id, f"stream://{dsn.host}:{dsn.port}",
@@ -113,6 +115,9 @@ class StreamJob:
                                    batch_rows=cfg.stream.batch_rows,
                                    batch_interval_ms=cfg.stream.batch_interval_ms)
         self.follower = Follower(spark, cfg, dsn=dsn, gold_dsn=gold_dsn)
+        self.conn = ReplicationConnection(  # the flavour is known once the source is loaded
+            dsn, server_id, is_mariadb=False, read_timeout=cfg.stream.read_timeout_seconds,
+            heartbeat=tick_seconds(cfg) if self.follower.on else cfg.stream.heartbeat_seconds)
         self.reader = EventReader(
             self.pos, self.committer, source_id=source_id,
             server_uuid=cfg.source.server_uuid or None, batch_rows=cfg.bronze.batch_rows,
@@ -122,7 +127,8 @@ class StreamJob:
                                max_seconds=cfg.stream.reconnect_max_seconds)
         self.liveness = Liveness(live_path(cfg.lake_root, source_id), source_id=source_id,
                                  server=f"{dsn.host}:{dsn.port}", pos=self.pos,
-                                 committer=self.committer)
+                                 committer=self.committer, follower=self.follower,
+                                 line=ProgressLine(interval=cfg.stream.log_interval))
         self.stop_requested = threading.Event()
 
     # -- start-up -----------------------------------------------------------------------------
@@ -131,11 +137,12 @@ class StreamJob:
         self.src.load()
         ident = self.committer.identity
         self.committer.identity = Identity(
-            ident.source_id, ident.server_uuid, self.server_id,
+            ident.source_id, ident.server_uuid, self.conn.server_id,
             flavor="mariadb" if self.src.is_mariadb else "mysql",
             source_server_id=self.src.server_id)
         self.reader.server_crc = self.src.checksum
-        checks = self.src.checks(self.server_id)
+        self.conn.is_mariadb = self.src.is_mariadb
+        checks = self.src.checks(self.conn.server_id)
         for c in checks:
             if c.level == "warn":
                 log.warning("source check %s: %s", c.name, c.detail)
@@ -161,16 +168,19 @@ class StreamJob:
         return resume
 
     # -- the run ------------------------------------------------------------------------------
-    def run(self, *, start: StartAt | None = None, reset: bool = False) -> int:
+    def run(self, *, start: StartAt | None = None, reset: bool = False,
+            stop_after: float | None = None, metrics_port: int | None = None) -> int:
+        """Stream until stopped (a signal, ``stop_after`` seconds); the exit code."""
         restore = self._install_signals()
         try:
-            return self._run(start, reset)
+            self.liveness.serve(metrics_port)
+            return self._run(start, reset, stop_after)
         finally:
             self.liveness.done()
             restore()
             self.src.close()
 
-    def _run(self, flags: StartAt | None, reset: bool) -> int:
+    def _run(self, flags: StartAt | None, reset: bool, stop_after: float | None) -> int:
         self._validate()
         self.follower.start()
         want, self.committer.seq, self.reader.takeover_pending = self.startup.plan(
@@ -182,10 +192,8 @@ class StreamJob:
         want = self._check_gap(want)
         log.info("streaming %s from %s (%s mode)", self.committer.identity.source_id, want,
                  self.pos.mode)
-        deadline = time.monotonic() + self.stop_after if self.stop_after else None
-        conn = ReplicationConnection(self.dsn, self.server_id, is_mariadb=self.src.is_mariadb,
-                                     heartbeat=float(self.cfg.stream.heartbeat_seconds),
-                                     read_timeout=float(self.cfg.stream.read_timeout_seconds))
+        deadline = time.monotonic() + stop_after if stop_after else None
+        conn = self.conn
         code = 0
         try:
             while not self.stop_requested.is_set():
@@ -203,16 +211,18 @@ class StreamJob:
                     self.reader.rollback()
                     wait = self.backoff.failed(exc)
                     log.warning("%s; reconnecting in %ss", exc, wait)
-                    self.liveness.write("reconnecting", error=str(exc))
+                    self.liveness.reconnecting(str(exc))
                     self.stop_requested.wait(wait)
         except DecodeError as exc:
             log.error("decoding stopped the stream: %s", exc)
+            self.liveness.failed("bronze", str(exc))
             self.reader.rollback()
             code = 1
         finally:
             conn.close()
         self._commit(final=True)
         self.files.save()
+        self._catch_up()
         self.liveness.write("stopped")
         return code
 
@@ -229,19 +239,42 @@ class StreamJob:
                 raise ConnectionLost("the server ended the binlog dump")
             self.backoff.ok()
             self.reader.on_event(se)
-            if not self.reader.in_transaction:
-                self._maybe_commit()
+            if not self.reader.in_transaction and self.committer.due(
+                    len(self.reader), self.pos.moved, time.monotonic()):
+                self._commit()
+            self._maybe_follow()
             self.liveness.tick()
 
-    # -- commits ------------------------------------------------------------------------------
-    def _maybe_commit(self) -> None:
-        now = time.monotonic()
-        if self.committer.due(len(self.reader), self.pos.moved, now):
-            self._commit()
-            # Right after a commit nothing is pending: silver may follow.
-            if self.follower.due(now):
-                self.files.save()
-                self.follower.follow()
+    # -- commits and what follows them ---------------------------------------------------------
+    def _maybe_follow(self) -> None:
+        """Silver (mirror, gold) when a commit's freshness bound comes close. Inside a
+        transaction too: they read only what is committed, and the files' entries saved
+        first describe the commits (``Committer._record_files``)."""
+        if self.follower.due(time.monotonic()):
+            self.files.save()
+            self.follower.follow()
+
+    def _catch_up(self) -> None:
+        """Stopping: the stages lacking bronze commits run once more (failed ones too),
+        within ``stream.stop_seconds``; one line on stderr says what and how it ended."""
+        stages = [s for s in self.follower.stages if s in self.follower.fresh.behind]
+        bound = self.cfg.stream.stop_seconds
+        if not stages or not bound:
+            return
+        line, started = self.liveness.line, time.monotonic()
+        line.note(f"stream {self.committer.identity.source_id}: stopping: "
+                  f"{' and '.join(stages)} catching up with bronze (at most {bound} s; "
+                  "Ctrl-C again stops now) ...", end="")
+        try:
+            with bounded(bound):
+                ok = self.follower.follow(every=True)
+            took = time.monotonic() - started
+            line.note(f" caught up in {took:.1f} s" if ok else
+                      f" {self.follower.last_error[1]} failed after {took:.1f} s (logged "
+                      "above; the next run catches up)")
+        except CutShort as cut:
+            line.note(f" cut short after {time.monotonic() - started:.1f} s ({cut.reason}): "
+                      "the next run catches up")
 
     def _commit(self, *, final: bool = False) -> None:
         """One Delta append: the micro-batch's rows (complete transactions) + a CHECKPOINT."""
