@@ -15,16 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from typing import Sequence, TextIO
 
 from pipelines.bronze import command as bronze_command
 from pipelines.bronze.command import add_bronze_arguments, cmd_bronze
 from pipelines.config import Config
-from pipelines.entry import add_global_options, csv_list, own_process, run
+from pipelines.entry import Handler, add_global_options, csv_list, own_process, run
+from pipelines.errors import ConfigError
 from pipelines.silver import command as silver_command
 from pipelines.silver.command import cmd_silver, report_silver
+from pipelines.text_table import FORMATS
 
-__all__ = ["main", "command", "build_parser"]
+__all__ = ["main", "command", "build_parser", "write_result", "SQL_TABLE_ROWS"]
+
+SQL_TABLE_ROWS = 50  # a one-shot `binlake sql` table's rows unless --limit says otherwise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sql", help="run SQL with the lake's tables registered as views "
                                    "(no query: an interactive shell)")
     p.add_argument("query", nargs="?")
-    p.add_argument("--limit", type=int, default=None, help="rows shown (50; shell: 1000)")
+    p.add_argument("--limit", type=int, default=None,
+                   help=f"at most this many rows (table: {SQL_TABLE_ROWS}, csv and jsonl: all; "
+                        "shell: 1000)")
+    p.add_argument("--format", choices=list(FORMATS), default=None,
+                   help="one-shot query's output (default table; the shell prints tables)")
     return ap
 
 
@@ -187,23 +195,46 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
     from pipelines.views import register_views
 
+    if args.limit is not None and args.limit <= 0:
+        raise ConfigError("--limit must be positive")
+    if args.query is None and args.format not in (None, "table"):
+        raise ConfigError(f"--format {args.format} is for a one-shot query (binlake sql "
+                          "\"SELECT ...\"); the shell prints tables")
     spark = get_spark(cfg.engine)
     register_views(spark, cfg)
     if args.query is None:
         from pipelines.shell import run_shell
         return run_shell(spark, limit=args.limit or 1000)
-    df = spark.sql(args.query)
-    print(_show_string(df, args.limit or 50))
+    write_result(spark.sql(args.query), args.format or "table", args.limit, sys.stdout)
     return 0
 
 
-def _show_string(df, limit: int) -> str:
-    rows = df.limit(limit).collect()
-    cols = df.columns
-    from pipelines.text_table import ascii_table
+def write_result(df, fmt: str, limit: int | None, out: TextIO) -> int:
+    """A one-shot query's result in ``fmt`` (``text_table``): at most ``limit`` rows (None: a
+    table's :data:`SQL_TABLE_ROWS`, csv and jsonl every row, streamed). A table ends with
+    its row count and how many rows it left out, csv and jsonl say that on stderr (their
+    output stays data); a statement without a result prints ``OK`` as a table. Returns the
+    rows written. Counting the rows left out runs the query once more, only when some were."""
+    from pipelines.text_table import CELL_WIDTH, rows_line, write_rows
 
-    return ascii_table(cols, [["NULL" if r[c] is None else str(r[c])[:60] for c in cols]
-                              for r in rows])
+    columns = df.columns
+    if not columns:
+        if fmt == "table":
+            print("OK", file=out)
+        return 0
+    if limit is None and fmt == "table":
+        limit = SQL_TABLE_ROWS
+    if limit is None:
+        return write_rows(columns, df.toLocalIterator(), fmt, out)
+    rows = df.limit(limit + 1).collect()
+    left_out = df.count() - limit if len(rows) > limit else 0
+    n = write_rows(columns, rows[:limit], fmt, out, width=CELL_WIDTH)
+    if fmt == "table":
+        print(rows_line(n, left_out), file=out)
+    elif left_out:
+        print(f"sql: {n} row{'s' if n != 1 else ''} written, {left_out} left out: raise "
+              "--limit", file=sys.stderr)
+    return n
 
 
 def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
@@ -254,10 +285,33 @@ def command() -> int:
     return main()
 
 
+# Commands that only read the lake: its root must be there (pipelines/lake_root.py). With the
+# ones that write it, a root that is not a directory is refused before anything runs.
+_READS_LAKE = frozenset({"status", "quality", "silver", "mirror", "repair", "optimize",
+                         "vacuum"})
+_USES_LAKE = _READS_LAKE | {"bronze", "index", "snapshot", "stream", "sql", "serve"}
+
+
+def _on_the_lake(command: str, handler: Handler) -> Handler:
+    """``handler``, after :func:`~pipelines.lake_root.check_lake_root` when ``command`` uses
+    the lake."""
+    if command not in _USES_LAKE:
+        return handler
+
+    def checked(args: argparse.Namespace, cfg: Config) -> int:
+        from pipelines.lake_root import check_lake_root
+
+        check_lake_root(cfg, must_exist=command in _READS_LAKE)
+        return handler(args, cfg)
+
+    return checked
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``binlake``; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    return run(args, _COMMANDS.get(args.command, getattr(args, "handler", None)))
+    handler = _COMMANDS.get(args.command, getattr(args, "handler", None))
+    return run(args, _on_the_lake(args.command, handler))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, TextIO
 
-from pipelines.text_table import ascii_table
+from pipelines.text_table import CELL_WIDTH, ascii_table, fit, plain_text, rows_line
 
 __all__ = ["Shell", "split_statements", "render_table", "run_shell"]
 
@@ -65,19 +65,11 @@ def split_statements(text: str) -> tuple[list[str], str]:
 
 def render_table(columns: list[str], rows: list[list[str]], *, more: bool) -> str:
     """An ASCII table; a footer counts the rows (and says when more were left out)."""
-    out = [ascii_table(columns, rows)]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''}"
-               + (", more not shown: raise --limit)" if more else ")"))
-    return "\n".join(out)
+    return ascii_table(columns, rows) + "\n" + rows_line(len(rows), None if more else 0)
 
 
 def _cell(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, (bytes, bytearray)):
-        return "0x" + bytes(value).hex()
-    text = str(value).replace("\n", "\\n").replace("\t", "\\t")
-    return text if len(text) <= 80 else text[:77] + "..."
+    return "NULL" if value is None else fit(plain_text("", value), CELL_WIDTH)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -144,6 +144,7 @@ def test_the_command_keeps_ipython_out(tmp_path: Path) -> None:
     """``binlake`` (``cli.command``) runs without IPython: the Connect client imports it,
     when installed, only to size a progress bar (with ipykernel on the first DataFrame call:
     ~0.14 s of every command). ``main`` called from a notebook keeps it."""
+    (tmp_path / "lake").mkdir()  # status reads a lake that is there (test_lake_root.py)
     code = ("import sys\n"
             "from pipelines import cli\n"
             f"sys.argv = ['binlake', '--lake', {str(tmp_path / 'lake')!r}, 'status']\n"
@@ -164,6 +165,7 @@ def test_a_command_of_its_own_skips_the_interpreter_teardown(tmp_path: Path, pla
     The handler registered before the command runs after its freeze."""
     import os
 
+    (tmp_path / "lake").mkdir()
     code = ("import atexit, gc, sys\n"
             "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
             "from pipelines import cli\n"

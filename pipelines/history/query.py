@@ -10,7 +10,6 @@ are JSON objects with values in silver's forms (``docs/types.md``), copied as st
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import hashlib
 import json
@@ -22,7 +21,7 @@ from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
-from pipelines.text_table import ascii_table
+from pipelines.text_table import write_rows
 
 __all__ = ["OUTPUT_COLUMNS", "GOLD_OUTPUT_COLUMNS", "query_silver", "query_gold",
            "write_changes", "check_names", "before_history"]
@@ -202,46 +201,23 @@ def _ts(value: Any) -> str | None:
     return str(value)
 
 
-def _jsonl(r: dict[str, Any], columns: list[str]) -> str:
-    parts = []
-    for c in columns:
-        v = r[c]
-        if c in ("changed_columns", "row_before", "row_after"):
-            text = v if v is not None else "null"  # already JSON text: copied as stored
-        elif c == "event_timestamp":
-            text = json.dumps(_ts(v))
-        else:
-            text = json.dumps(v, ensure_ascii=False)
-        parts.append(f"{json.dumps(c)}: {text}")
-    return "{" + ", ".join(parts) + "}"
+def _json_text(c: str, v: Any) -> str:
+    if c in ("changed_columns", "row_before", "row_after"):
+        return v if v is not None else "null"  # already JSON text: copied as stored
+    if c == "event_timestamp":
+        return json.dumps(_ts(v))
+    return json.dumps(v, ensure_ascii=False)
 
 
-def _cell(c: str, v: Any, width: int | None) -> str:
-    text = "NULL" if v is None else (_ts(v) if c == "event_timestamp" else str(v))
-    if width is not None and len(text) > width:
-        text = text[:width - 1] + "…"
-    return text
+def _text(c: str, v: Any) -> str:
+    return _ts(v) if c == "event_timestamp" else str(v)
 
 
 def write_changes(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO,
                   columns: list[str] | None = None) -> int:
-    """Print the changes in ``fmt`` (table|jsonl|csv) with ``columns`` (default
-    :data:`OUTPUT_COLUMNS`); return how many were printed."""
+    """Print the changes in ``fmt`` (table|jsonl|csv, ``text_table.write_rows``) with
+    ``columns`` (default :data:`OUTPUT_COLUMNS`); return how many were printed."""
     columns = columns or OUTPUT_COLUMNS
-    n = 0
-    if fmt == "jsonl":
-        for r in rows:
-            out.write(_jsonl(r, columns) + "\n")
-            n += 1
-        return n
-    if fmt == "csv":
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(columns)
-        for r in rows:
-            w.writerow(["" if r[c] is None else _cell(c, r[c], None) for c in columns])
-            n += 1
-        return n
-    cells = [[_cell(c, r[c], 70) for c in columns] for r in rows]
-    out.write(ascii_table(columns, cells) + "\n")
-    return len(cells)
+    return write_rows(columns, ([r[c] for c in columns] for r in rows), fmt, out,
+                      text=_text, as_json=_json_text, width=70)
 
