@@ -11,7 +11,7 @@ from typing import Callable
 
 from pipelines.config import Config
 from pipelines.entry import csv_list
-from pipelines.errors import BinlakeError
+from pipelines.errors import BinlakeError, ConfigError
 
 __all__ = ["HELP", "add_bronze_arguments", "cmd_bronze"]
 
@@ -64,12 +64,16 @@ def cmd_bronze(args: argparse.Namespace, cfg: Config,
 
 
 def _binlog_paths(args: argparse.Namespace) -> list[str]:
-    """The files a bronze run will consider (empty when they cannot be listed: the run
-    itself reports why)."""
+    """The files a bronze run will consider. A :class:`ConfigError` (no such directory, a
+    ``--files`` name that is not a binlog) is raised here, before the engine starts or the
+    lake is touched; empty when the directory cannot be listed otherwise (the run itself
+    reports why)."""
     from pipelines.bronze.files import select_files
 
     try:
         return select_files(args.binlog_dir, all_files=args.all, names=args.files)
+    except ConfigError:
+        raise
     except (BinlakeError, OSError):
         return []
 
