@@ -95,6 +95,20 @@ def test_a_named_file_that_is_not_a_binlog_is_an_error_naming_it(datadir: Path) 
     assert select_files(d, names=["mariadb-bin.000002"]) == [f"{d}/mariadb-bin.000002"]
 
 
+@pytest.mark.parametrize("command", ["bronze", "index"])
+def test_the_command_names_a_file_that_is_not_a_binlog_and_creates_no_lake(
+        tmp_path: Path, datadir: Path, capsys, command: str) -> None:
+    from pipelines.cli import main
+
+    lake = tmp_path / "lake"
+    assert main(["--lake", str(lake), command, "--binlog-dir", str(datadir), "--files",
+                 "mariadb-bin.000001,aria_log.00000001"]) == 2
+    assert capsys.readouterr() == ("", (
+        f"binlake: configuration error: --files: {datadir}/aria_log.00000001 is not a binlog "
+        "(it begins with 0xfefe0b01, a binlog with 0xfe62696e)\n"))
+    assert not lake.exists()
+
+
 @pytest.mark.spark
 @pytest.mark.mariadb
 def test_index_all_on_a_real_mariadb_data_directory(spark, tmp_path: Path, capsys) -> None:
