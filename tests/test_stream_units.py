@@ -4,6 +4,8 @@ to transaction boundaries, checkpoint rows."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -205,3 +207,68 @@ def test_liveness_writes_the_live_file_without_the_dsn(tmp_path: Path) -> None:
             doc["error"], doc["server"]) == ("reconnecting", "bin.000002", 200, "0-1-9", 3,
                                              "lost", "db:3306")
     assert "stream s bin.000002:200 gtid 0-1-9" in live.status_line()
+
+
+def test_a_bounded_catch_up_is_cut_by_its_bound_or_a_second_signal() -> None:
+    import os
+    import signal
+
+    from pipelines.stream.stopping import CutShort, bounded
+
+    before = signal.getsignal(signal.SIGTERM)
+    started = time.monotonic()
+    with pytest.raises(CutShort, match="its bound passed"):
+        with bounded(0.3):
+            time.sleep(5)
+    assert 0.25 < time.monotonic() - started < 2
+    with pytest.raises(CutShort, match="SIGTERM again"):
+        with bounded(30):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    with bounded(30):
+        pass  # within the bound: nothing raised, no alarm left behind
+    time.sleep(0.05)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_off_a_terminal_the_progress_line_comes_every_interval_on_its_grid(monkeypatch) -> None:
+    import io
+
+    from pipelines.stream import progress
+
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()  # no terminal
+    line = progress.ProgressLine(out, interval=10)
+    for t in (100.0, 105.0, 110.4, 119.0, 120.9, 125.0, 131.0, 175.0):
+        clock[0] = t
+        line.show(f"at {t}", force=True)
+    shown = [s.split(" ", 1)[1] for s in out.getvalue().splitlines()]
+    # 110.4 is on time for 110, 120.9 for 120 (not pushed to 130.4); after a long pause the
+    # grid starts again
+    assert shown == ["at 100.0", "at 110.4", "at 120.9", "at 131.0", "at 175.0"]
+    assert "\r" not in out.getvalue()
+    quiet = io.StringIO()
+    progress.ProgressLine(quiet, interval=0).show("x", force=True)
+    assert quiet.getvalue() == ""  # log_interval = 0: none
+
+
+def test_metrics_render_prometheus_text_with_escaped_labels() -> None:
+    from pipelines.stream.metrics import render
+
+    text = render({"source": "shop", "lags": {"bronze": 0.0, "silver": 1.25},
+                   "row_changes": 51, "rows_per_second": 3.5, "events_per_second": 10.0,
+                   "commits": 4, "reconnects": 2, "state": "reconnecting",
+                   "error": (1_700_000_000.5, "gold", 'can\'t "connect"\nat all')})
+    lines = text.splitlines()
+    assert 'binlake_stream_lag_seconds{source="shop",stage="silver"} 1.250' in lines
+    assert 'binlake_stream_reconnects_total{source="shop"} 2' in lines
+    assert 'binlake_stream_running{source="shop"} 0' in lines
+    assert ('binlake_stream_last_error_info{source="shop",stage="gold",'
+            'message="can\'t \\"connect\\"\\nat all"} 1') in lines
+    assert "# TYPE binlake_stream_row_changes_total counter" in lines
+    # every sample line is `name{labels} number`, every family announced once
+    samples = [ln for ln in lines if not ln.startswith("#")]
+    assert all(re.fullmatch(r'binlake_stream_\w+\{.*\} -?[\d.]+', ln) for ln in samples)
+    assert len({ln.split()[2] for ln in lines if ln.startswith("# TYPE")}) == 9

@@ -115,14 +115,18 @@ class Follower:
         # Taken after the DDL's commit: past it even when the server names no coordinates.
         self.snapshot_seq = max(snap.seq or 0, position_key(*last_ddl), self.snapshot_seq or 0)
 
-    def follow(self, *, every: bool = False) -> bool:
-        """Bring the stages that lack bronze commits up to date (``every``: those waiting
-        out a failure too); True when all that ran succeeded. Silver failing, the stages
-        that read it wait for the next follow."""
+    def behind(self, *, waiting: bool = False) -> list[str]:
+        """The stages lacking bronze commits, in run order (``waiting``: only those not
+        waiting out a failure)."""
+        lacking = self.fresh.waiting(time.monotonic()) if waiting else self.fresh.behind
+        return [s for s in self.stages if s in lacking]
+
+    def follow(self, stages: list[str] | None = None) -> bool:
+        """Bring ``stages`` (default: all that follow bronze) up to date with bronze; True
+        when all succeeded. Silver failing, the stages that read it wait for the next try."""
         started = time.monotonic()
-        stages = list(self.fresh.behind) if every else self.fresh.waiting(started)
         ok = silver_ok = True
-        for stage in [s for s in self.stages if s in stages]:
+        for stage in [s for s in self.stages if stages is None or s in stages]:
             done = silver_ok and self._run(stage)
             self.fresh.ran(stage, done, time.monotonic())
             ok = ok and done

@@ -252,12 +252,12 @@ class StreamJob:
         first describe the commits (``Committer._record_files``)."""
         if self.follower.due(time.monotonic()):
             self.files.save()
-            self.follower.follow()
+            self.follower.follow(self.follower.behind(waiting=True))
 
     def _catch_up(self) -> None:
         """Stopping: the stages lacking bronze commits run once more (failed ones too),
         within ``stream.stop_seconds``; one line on stderr says what and how it ended."""
-        stages = [s for s in self.follower.stages if s in self.follower.fresh.behind]
+        stages = self.follower.behind()
         bound = self.cfg.stream.stop_seconds
         if not stages or not bound:
             return
@@ -267,7 +267,7 @@ class StreamJob:
                   "Ctrl-C again stops now) ...", end="")
         try:
             with bounded(bound):
-                ok = self.follower.follow(every=True)
+                ok = self.follower.follow(stages)
             took = time.monotonic() - started
             line.note(f" caught up in {took:.1f} s" if ok else
                       f" {self.follower.last_error[1]} failed after {took:.1f} s (logged "
