@@ -166,7 +166,7 @@ def _warm_silver(cfg: Config):
     from pipelines.silver.render_warm import warm_in_background
 
     def on_todo(todo: list[str]) -> None:
-        if todo and megabytes(todo) >= cfg.silver.compiled_min_mb:
+        if todo and megabytes(todo, cfg.storage) >= cfg.silver.compiled_min_mb:
             warm_in_background(cfg)
 
     return on_todo

@@ -1,9 +1,10 @@
-"""A small S3 client: the five calls the object-store lease needs, signed with AWS SigV4.
+"""A small S3 client: the calls the object-store lease and binlogs on a store need (SigV4).
 
 Speaks the S3 REST API (AWS, MinIO, Cloudflare R2, Ceph RGW …) over ``http.client``:
 conditional ``PutObject`` (``If-None-Match: *`` creates only when absent, ``If-Match: ETAG``
-replaces only the version we wrote), ``GetObject``, ``ListObjectsV2`` and ``DeleteObject``.
-No SDK: the package list is fixed, and these calls are all the lease needs.
+replaces only the version we wrote), ``GetObject`` (whole, or a byte range: binlogs are
+read in place, ``bronze/binlog_store.py``), ``ListObjectsV2`` and ``DeleteObject``. No SDK:
+the package list is fixed.
 
 Settings (:class:`S3Settings`), each from the ``[storage]`` section of the configuration,
 else the usual AWS environment variable:
@@ -134,6 +135,19 @@ class S3Settings:
         return cls(f"{ep.scheme}://{ep.netloc}", region, key_id, secret, token, path_style,
                    env.get("AWS_CA_BUNDLE", ""))
 
+    def environment(self) -> dict[str, str]:
+        """These settings as the AWS variables :meth:`resolve` reads (for a child process
+        only: the values include the secret)."""
+        env = {"AWS_REGION": self.region, "AWS_ACCESS_KEY_ID": self.access_key_id,
+               "AWS_SECRET_ACCESS_KEY": self.secret_access_key}
+        if self.path_style:  # an explicit endpoint (AWS's own is derived from the region)
+            env["AWS_ENDPOINT_URL"] = self.endpoint
+        if self.session_token:
+            env["AWS_SESSION_TOKEN"] = self.session_token
+        if self.ca_bundle:
+            env["AWS_CA_BUNDLE"] = self.ca_bundle
+        return env
+
 
 def export_engine_env(storage: object, root: str, env: dict[str, str] | None = None) -> None:
     """Hand the ``[storage]`` settings of an ``s3://`` lake to the engine and delta-rs.
@@ -248,6 +262,21 @@ class S3Client:
         """GetObject: (body, ETag), or None when there is no such key."""
         ans = self._call("GET", key, ok=(200,), soft=(404,))
         return None if ans.status == 404 else (ans.body, ans.headers.get("etag", ""))
+
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """GetObject of ``length`` bytes from ``start`` (fewer at the object's end, none past
+        it), or None when there is no such key."""
+        if length <= 0:
+            return b""
+        ans = self._call("GET", key, headers={"range": f"bytes={start}-{start + length - 1}"},
+                         ok=(200, 206), soft=(404, 416))
+        if ans.status == 404:
+            return None
+        if ans.status == 416:  # the range starts at or past the end
+            return b""
+        if ans.status == 200:  # a store that ignores Range sends the whole object
+            return ans.body[start:start + length]
+        return ans.body
 
     def copy(self, source_key: str, key: str) -> None:
         """CopyObject within the bucket (server side: the bytes do not travel here)."""

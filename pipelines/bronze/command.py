@@ -20,7 +20,9 @@ HELP = "decode binlog files into the bronze Delta table"
 
 def add_bronze_arguments(p: argparse.ArgumentParser) -> None:
     """The binlog files to index (``binlake bronze`` and ``binlake index``)."""
-    p.add_argument("--binlog-dir", required=True, help="directory holding the binlog files")
+    p.add_argument("--binlog-dir", required=True,
+                   help="directory holding the binlog files, or s3://bucket/prefix (read in "
+                        "place with the [storage] settings)")
     sel = p.add_mutually_exclusive_group(required=True)
     sel.add_argument("--all", action="store_true",
                      help="the directory's binlogs in server order: those its <base>.index "
@@ -39,7 +41,7 @@ def cmd_bronze(args: argparse.Namespace, cfg: Config,
     from pipelines.lake import BRONZE_EVENTS, Lake
     from pipelines.session import get_spark
 
-    paths = _binlog_paths(args)
+    paths = _binlog_paths(args, cfg)
     _start_decoders(cfg, paths)
     spark = get_spark(cfg.engine)
     res = run_bronze(spark, cfg, binlog_dir=args.binlog_dir, all_files=args.all,
@@ -63,7 +65,7 @@ def cmd_bronze(args: argparse.Namespace, cfg: Config,
     return 1 if res.failed else 0
 
 
-def _binlog_paths(args: argparse.Namespace) -> list[str]:
+def _binlog_paths(args: argparse.Namespace, cfg: Config) -> list[str]:
     """The files a bronze run will consider. A :class:`ConfigError` (no such directory, a
     ``--files`` name that is not a binlog) is raised here, before the engine starts or the
     lake is touched; empty when the directory cannot be listed otherwise (the run itself
@@ -71,7 +73,8 @@ def _binlog_paths(args: argparse.Namespace) -> list[str]:
     from pipelines.bronze.files import select_files
 
     try:
-        return select_files(args.binlog_dir, all_files=args.all, names=args.files)
+        return select_files(args.binlog_dir, all_files=args.all, names=args.files,
+                            storage=cfg.storage)
     except ConfigError:
         raise
     except (BinlakeError, OSError):

@@ -20,16 +20,18 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze import rowkernel
+from pipelines.bronze import binlog_store, rowkernel
 from pipelines.bronze.parser import ChecksumPolicy
 from pipelines.bronze.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
+from pipelines.s3_client import S3Settings
 from pipelines.workers import forkserver, forkserver_is_safe, widen
 
 __all__ = ["decode_file_batches", "main"]
 
 
-def _columnar(path: str, chunks: int, columnar: bool | None) -> bool:
+def _columnar(path: str, chunks: int, columnar: bool | None, storage: object | None = None
+              ) -> bool:
     """Whether to decode rows with the compiled loop (``rowkernel``): when asked, or (None)
     when this process has it loaded already or the chunk is big enough to pay for loading."""
     if columnar is not None:
@@ -37,19 +39,20 @@ def _columnar(path: str, chunks: int, columnar: bool | None) -> bool:
     if rowkernel.warmed():
         return True
     try:
-        return os.path.getsize(path) // max(chunks, 1) >= rowkernel.MIN_BYTES
+        return binlog_store.size(path, storage) // max(chunks, 1) >= rowkernel.MIN_BYTES
     except OSError:
         return False
 
 
 def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
             checksum: str, chunk: int = 0, chunks: int = 1, start_at: int = 4,
-            statement_text: bool = False, columnar: bool | None = None
-            ) -> Iterator[pa.RecordBatch]:
+            statement_text: bool = False, columnar: bool | None = None,
+            storage: object | None = None) -> Iterator[pa.RecordBatch]:
     name = os.path.basename(path)
     reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name, chunk=chunk,
                               chunks=chunks, start_at=start_at,
-                              columnar=_columnar(path, chunks, columnar))
+                              columnar=_columnar(path, chunks, columnar, storage),
+                              storage=storage)
     batcher = BronzeBatcher(source_id=source_id, binlog_file=name, server_uuid=server_uuid,
                             batch_rows=batch_rows, statement_text=statement_text)
     yield from file_batches(reader, batcher, reader)
@@ -87,24 +90,27 @@ def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = 
                         batch_rows: int = 20000, checksum: str = "raise",
                         subprocess: bool = True, chunk: int = 0, chunks: int = 1,
                         start_at: int = 4, statement_text: bool = False,
-                        columnar: bool | None = None) -> Iterator[pa.RecordBatch]:
+                        columnar: bool | None = None, storage: object | None = None
+                        ) -> Iterator[pa.RecordBatch]:
     """Bronze batches of one file; the last batch ends with the file's END/ERROR row.
 
     ``start_at``: a known event start at or before the chunk (``reader.chunk_start``).
     ``statement_text``: keep ROWS_QUERY/ANNOTATE_ROWS text per row change (``bronze.statement_text``).
     ``columnar``: decode rows with the compiled loop (``rowkernel``; same bronze either way);
     ``None`` decides by the chunk's size and whether the loop is loaded (:func:`_columnar`).
+    ``storage``: the ``[storage]`` settings when ``path`` is on an object store
+    (``binlog_store``; the task, or its worker, reads the object's bytes itself).
 
     Never raises for bad input: a decoding failure, or a worker that dies, becomes the ERROR
     row so the other files of the job still commit.
     """
     if not subprocess:
         yield from _guarded(_inline(path, source_id, server_uuid, batch_rows, checksum, chunk,
-                                    chunks, start_at, statement_text, columnar),
+                                    chunks, start_at, statement_text, columnar, storage),
                             path, source_id, chunk, chunks)
         return
     args = (path, source_id, server_uuid, batch_rows, checksum, chunk, chunks, start_at,
-            statement_text, columnar)
+            statement_text, columnar, storage)
     run = _forked if forkserver_is_safe() else _spawned
     yield from run(*args)
 
@@ -139,7 +145,7 @@ def _worker_body(conn, *args) -> None:
 
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
             checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool,
-            columnar: bool | None) -> Iterator[pa.RecordBatch]:
+            columnar: bool | None, storage: object | None) -> Iterator[pa.RecordBatch]:
     """Decode in a worker forked from the preloaded forkserver; its batches come back as an
     Arrow IPC stream on a pipe, read into Arrow's memory without a copy in Python."""
     ctx = forkserver()
@@ -147,7 +153,7 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
     widen(receive)
     proc = ctx.Process(target=_worker_body, daemon=True,
                        args=(send, path, source_id, server_uuid, batch_rows, checksum, chunk,
-                             chunks, start_at, statement_text, columnar))
+                             chunks, start_at, statement_text, columnar, storage))
     proc.start()
     send.close()
     got = _Delivered()
@@ -169,7 +175,7 @@ def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
 
 def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
              checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool,
-             columnar: bool | None) -> Iterator[pa.RecordBatch]:
+             columnar: bool | None, storage: object | None) -> Iterator[pa.RecordBatch]:
     """Decode in a fresh ``python -m pipelines.bronze.decode_worker`` (Arrow IPC on stdout)."""
     cmd = [sys.executable, "-m", "pipelines.bronze.decode_worker", path, "--source-id",
            source_id, "--batch-rows", str(batch_rows), "--checksum", checksum, "--chunk",
@@ -183,6 +189,8 @@ def _spawned(path: str, source_id: str, server_uuid: str | None, batch_rows: int
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    if binlog_store.is_remote(path):  # the store's settings travel as AWS_* variables
+        env.update(S3Settings.resolve(storage).environment())
     proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.PIPE, env=env)
     got = _Delivered()
     try:

@@ -31,7 +31,9 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
+from pipelines.bronze import binlog_store
 from pipelines.bronze.binlog_dir import check_binlog, list_binlogs
+from pipelines.bronze.framing import MAGIC
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake
@@ -75,11 +77,14 @@ class FileState:
 
 
 def select_files(binlog_dir: str, *, all_files: bool = False,
-                 names: list[str] | None = None) -> list[str]:
+                 names: list[str] | None = None, storage: object | None = None) -> list[str]:
     """Paths to index: ``--all`` takes the directory's binlogs in server order (its index
     file's, else the files beginning with the binlog magic: ``binlog_dir.list_binlogs``, so a
     file that is not a binlog is left out); ``--files`` as given, each of which must be a
-    binlog (a :class:`ConfigError` names the one that is not)."""
+    binlog (a :class:`ConfigError` names the one that is not). ``binlog_dir`` may be an
+    ``s3://`` URL (``binlog_store``; ``storage``: the ``[storage]`` settings)."""
+    if binlog_store.is_remote(binlog_dir):
+        return _select_remote(binlog_dir, all_files, names, storage)
     if not os.path.isdir(binlog_dir):
         raise ConfigError(f"--binlog-dir {binlog_dir}: not a directory")
     if all_files == bool(names):
@@ -94,12 +99,32 @@ def select_files(binlog_dir: str, *, all_files: bool = False,
     return out
 
 
-def megabytes(paths: list[str]) -> float:
+def _select_remote(binlog_dir: str, all_files: bool, names: list[str] | None,
+                   storage: object | None) -> list[str]:
+    if all_files == bool(names):
+        raise ConfigError("give exactly one of --all or --files")
+    if all_files:
+        return binlog_store.remote_binlogs(binlog_dir, storage)
+    objects = binlog_store.list_objects(binlog_dir, storage)
+    out = []
+    for n in names or []:
+        path = binlog_store.join(binlog_dir, n)
+        if n not in objects:
+            raise ConfigError(f"--files: {path} does not exist")
+        first = binlog_store.head(path, len(MAGIC), storage)
+        if first != MAGIC:
+            raise ConfigError(f"--files: {path} is not a binlog (it begins with "
+                              f"0x{first.hex()}, a binlog with 0xfe62696e)")
+        out.append(path)
+    return out
+
+
+def megabytes(paths: list[str], storage: object | None = None) -> float:
     """The files' size in MiB (a file that cannot be read counts 0: its run reports it)."""
     total = 0
     for path in paths:
         try:
-            total += os.path.getsize(path)
+            total += binlog_store.size(path, storage)
         except OSError:
             pass
     return total / 2**20

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
-from pipelines.bronze import rowkernel
+from pipelines.bronze import binlog_store, rowkernel
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, megabytes,
                                    save_states, select_files)
@@ -89,17 +89,18 @@ def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = Tr
                     path, source_id=source_id, server_uuid=server_uuid,
                     batch_rows=b.batch_rows, checksum=b.checksum,
                     subprocess=in_workers, chunk=chunk or 0, chunks=chunks or 1,
-                    start_at=_start_at(path, chunk or 0, chunks or 1),
-                    statement_text=b.statement_text, columnar=compiled)
+                    start_at=_start_at(path, chunk or 0, chunks or 1, cfg.storage),
+                    statement_text=b.statement_text, columnar=compiled,
+                    storage=cfg.storage if binlog_store.is_remote(path) else None)
 
     return run
 
 
-def _start_at(path: str, chunk: int, chunks: int) -> int:
+def _start_at(path: str, chunk: int, chunks: int, storage: object | None = None) -> int:
     """Where chunk ``chunk`` may begin framing (``reader.chunk_start``); 4 (the file's start,
     the reader then reports the problem) when the file cannot be read here."""
     try:
-        return chunk_start(path, chunk, chunks)
+        return chunk_start(path, chunk, chunks, storage)
     except OSError:
         return 4
 
@@ -125,7 +126,8 @@ def _in_workers(cfg: Config, paths: list[str]) -> bool:
     """Whether a run decoding ``paths`` uses worker processes: when asked
     (``bronze.decode_in_subprocess``) and the files hold at least ``bronze.inline_max_mb``
     (below it, starting a worker costs more than the decoding it would take over)."""
-    return cfg.bronze.decode_in_subprocess and megabytes(paths) >= cfg.bronze.inline_max_mb
+    return (cfg.bronze.decode_in_subprocess
+            and megabytes(paths, cfg.storage) >= cfg.bronze.inline_max_mb)
 
 
 def start_decoders(cfg: Config, paths: list[str], *, here: bool) -> bool:
@@ -137,7 +139,8 @@ def start_decoders(cfg: Config, paths: list[str], *, here: bool) -> bool:
     costs only the server's own process). ``binlake bronze``/``index`` call it before
     starting the engine, so that the server boots on the other core meanwhile;
     :func:`run_bronze` calls it again (a no-op then)."""
-    compiled = rowkernel.installed() and megabytes(paths) >= cfg.bronze.compiled_min_mb
+    compiled = (rowkernel.installed()
+                and megabytes(paths, cfg.storage) >= cfg.bronze.compiled_min_mb)
     if here and _in_workers(cfg, paths) and forkserver_is_safe():
         forkserver(row_kernel=compiled, start=True)
     return compiled
@@ -201,7 +204,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     started = time.monotonic()
     source_id = cfg.source.name
     lake = Lake.of(cfg)
-    paths = select_files(binlog_dir, all_files=all_files, names=files)
+    paths = select_files(binlog_dir, all_files=all_files, names=files, storage=cfg.storage)
+    sizes = {p: binlog_store.size(p, cfg.storage) for p in paths}
     compiled = start_decoders(cfg, paths, here=engine_name() == "sail")
     states = load_states(spark, lake)
     todo, result = [], BronzeResult()
@@ -211,7 +215,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         if st is not None and st.status == "streaming":
             result.skipped.append(name)  # being written by `binlake stream` (docs/stream.md)
             continue
-        if st is not None and st.status == "completed" and st.size == os.path.getsize(path):
+        if st is not None and st.status == "completed" and st.size == sizes[path]:
             result.skipped.append(name)
             continue
         todo.append(path)
@@ -221,8 +225,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         return result
     for path in todo:
         name = os.path.basename(path)
-        states[(source_id, name)] = FileState(source_id, name, os.path.abspath(path),
-                                              os.path.getsize(path), "in_progress")
+        states[(source_id, name)] = FileState(source_id, name, binlog_store.absolute(path),
+                                              sizes[path], "in_progress")
     mine = [(source_id, os.path.basename(p)) for p in todo]
     save_states(spark, lake, [states[k] for k in mine])
 
@@ -236,7 +240,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
     in_workers = _in_workers(cfg, todo)
     if not in_workers:  # decoded in this process: the loop only if loaded or worth loading
         compiled = compiled and (rowkernel.warmed()
-                                 or megabytes(todo) >= cfg.bronze.compiled_min_mb)
+                                 or megabytes(todo, cfg.storage) >= cfg.bronze.compiled_min_mb)
     if on_todo is not None:
         on_todo(todo)
     cores = cfg.bronze.parallelism or engine_cores(spark)
@@ -246,9 +250,10 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         lake.file_spec(spark, BRONZE_EVENTS, cfg.bronze.target_file_mb,
                        embedded=engine_name() == "sail")
     commit = commit_bytes(spark, cfg.bronze.commit_mb, engine_writes=files is None)
-    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit)
+    plan = plan_chunks(todo, cores, cfg.bronze.min_chunk_mb << 20, commit, sizes=sizes)
     for wave in plan_commits(plan, commit):
-        tasks = task_frame(spark, [(os.path.abspath(p), source_id, c, n) for p, c, n, _ in wave],
+        tasks = task_frame(spark, [(binlog_store.absolute(p), source_id, c, n)
+                                   for p, c, n, _ in wave],
                            min(len(wave), cores))
         if files is not None:
             lake.commit_files(BRONZE_EVENTS, decode_files(tasks, cfg, compiled, in_workers,
@@ -263,7 +268,7 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         release_freed_memory()
 
     outcome = _outcomes(spark, lake.ident(BRONZE_EVENTS), source_id, in_list)
-    followed = _followed_by_later_file(binlog_dir, todo)
+    followed = _followed_by_later_file(binlog_dir, todo, cfg.storage)
     for path in todo:
         name = os.path.basename(path)
         st = states[(source_id, name)]
@@ -317,15 +322,17 @@ def _may_hold(spark, lake: Lake, source_id: str, names: list[str],
     return found is None or found > 0
 
 
-def _followed_by_later_file(binlog_dir: str, paths: list[str]) -> set[str]:
+def _followed_by_later_file(binlog_dir: str, paths: list[str], storage: object | None = None
+                            ) -> set[str]:
     """The paths for which a later-numbered binlog file exists in the same directory."""
-    numbered = select_files(binlog_dir, all_files=True)
-    index = {os.path.abspath(p): i for i, p in enumerate(numbered)}
-    return {p for p in paths if index.get(os.path.abspath(p), len(numbered)) < len(numbered) - 1}
+    numbered = select_files(binlog_dir, all_files=True, storage=storage)
+    index = {binlog_store.absolute(p): i for i, p in enumerate(numbered)}
+    last = len(numbered) - 1
+    return {p for p in paths if index.get(binlog_store.absolute(p), last + 1) < last}
 
 
-def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int, commit_bytes: int = 0
-                ) -> list[tuple[str, int, int, int]]:
+def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int, commit_bytes: int = 0,
+                sizes: dict[str, int] | None = None) -> list[tuple[str, int, int, int]]:
     """(path, chunk, chunks, bytes) decoding tasks: a file is split among idle cores when
     fewer files than cores are indexed, in chunks of at least ``min_chunk_bytes``; with
     ``commit_bytes``, also into chunks of at most ``commit_bytes / cores`` (at least
@@ -334,7 +341,7 @@ def plan_chunks(paths: list[str], cores: int, min_chunk_bytes: int, commit_bytes
     min_chunk = max(min_chunk_bytes, 1)
     out = []
     for p in paths:
-        size = os.path.getsize(p)
+        size = sizes[p] if sizes is not None else os.path.getsize(p)
         n = max(1, min(per_file, size // min_chunk))
         if commit_bytes > 0:
             most = max(commit_bytes // max(cores, 1), min_chunk)

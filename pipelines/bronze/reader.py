@@ -1,4 +1,5 @@
-"""Read a binlog file from disk as decoded events, one at a time (bounded memory)."""
+"""Read a binlog file as decoded events, one at a time (bounded memory): from disk, or from an
+object store in place (``binlog_store``: an ``s3://`` path and the ``[storage]`` settings)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from pipelines.bronze import binlog_store
 from pipelines.bronze.events import Event, FormatDescription, TransactionPayload
 from pipelines.bronze.framing import (LOG_EVENT_BINLOG_IN_USE_F, event_starts_before,
                                      iter_raw_events)
@@ -49,6 +51,7 @@ class BinlogFileReader:
     chunks: int = 1
     start_at: int = 4
     columnar: bool = False  # rows left for the bronze batcher to decode (BinlogParser)
+    storage: object | None = None  # the [storage] settings, for an s3:// path
     end_pos: int = 4
     events: int = 0
     inner_events: int = 0
@@ -64,7 +67,9 @@ class BinlogFileReader:
 
     def __iter__(self) -> Iterator[Event]:
         try:
-            fh = open(self.path, "rb", buffering=_BUFFER)
+            size = binlog_store.size(self.path, self.storage)
+            fh = binlog_store.open_binlog(self.path, self.storage, buffering=_BUFFER,
+                                          known_size=size)
         except OSError as exc:
             raise DecodeError(f"cannot read file: {exc.strerror or exc}", file=self.name,
                               pos=0) from exc
@@ -73,7 +78,6 @@ class BinlogFileReader:
             raw_iter = iter_raw_events(fh, file=self.name)
             lo = hi = None
             if self.chunks > 1:
-                size = os.fstat(fh.fileno()).st_size
                 lo = size * self.chunk // self.chunks
                 hi = size * (self.chunk + 1) // self.chunks if self.chunk + 1 < self.chunks else None
             started = self.chunk == 0
@@ -123,7 +127,7 @@ class BinlogFileReader:
 _STARTS: dict[tuple, list[int]] = {}
 
 
-def chunk_start(path: str, chunk: int, chunks: int) -> int:
+def chunk_start(path: str, chunk: int, chunks: int, storage: object | None = None) -> int:
     """A known event start at or before chunk ``chunk``'s byte range (``start_at``).
 
     One header pass per file finds them for every chunk; it is remembered (for the file's
@@ -132,12 +136,17 @@ def chunk_start(path: str, chunk: int, chunks: int) -> int:
     """
     if chunk <= 0 or chunks <= 1:
         return 4
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, chunks)
+    if binlog_store.is_remote(path):
+        size, stamp = binlog_store.size(path, storage), 0
+    else:
+        st = os.stat(path)
+        size, stamp = st.st_size, st.st_mtime_ns
+    key = (binlog_store.absolute(path), size, stamp, chunks)
     starts = _STARTS.get(key)
     if starts is None:
-        with open(path, "rb", buffering=1 << 16) as fh:
-            starts = event_starts_before(fh, [st.st_size * k // chunks for k in range(chunks)])
+        with binlog_store.open_binlog(path, storage, buffering=1 << 16,
+                                      known_size=size) as fh:
+            starts = event_starts_before(fh, [size * k // chunks for k in range(chunks)])
         if len(_STARTS) >= 16:
             _STARTS.clear()
         _STARTS[key] = starts
