@@ -155,3 +155,48 @@ def test_index_all_on_a_real_mariadb_data_directory(spark, tmp_path: Path, capsy
     assert "aria_log" not in out
     assert [(f["binlog_file"], f["status"], f["row_changes"]) for f in st["files"]] == [
         (listed[0], "completed", 3), (listed[1], "partial", 2)]
+
+
+@pytest.mark.spark
+def test_a_failed_entry_an_older_run_left_for_a_non_binlog_is_retracted(
+        spark, tmp_path: Path, datadir: Path, capsys, monkeypatch) -> None:
+    """A lake an older binlake indexed the directory into (every ``<base>.NNNNNN`` name
+    taken: aria_log.00000001 decoded, ``failed`` at pos 0, its ERROR row in bronze): the next
+    bronze run retracts that entry and the row, once; status then shows only binlogs."""
+    from pipelines.binlog_names import binlog_order, is_binlog_file
+    from pipelines.bronze import job
+    from pipelines.cli import main
+    from pipelines.config import load_config
+
+    def older_selection(binlog_dir: str, *, all_files: bool = False, names=None, **_) -> list:
+        found = sorted((n for n in os.listdir(binlog_dir) if is_binlog_file(n)),
+                       key=binlog_order)
+        return [os.path.join(binlog_dir, n) for n in found]
+
+    lake = str(tmp_path / "lake")
+    cfg = load_config(env={}, overrides={"lake.root": lake})
+    with monkeypatch.context() as m:
+        m.setattr(job, "select_files", older_selection)
+        res = job.run_bronze(spark, cfg, binlog_dir=str(datadir), all_files=True)
+    assert [(f.binlog_file, f.status) for f in res.failed] == [("aria_log.00000001", "failed"),
+                                                               ("notes.000001", "failed")]
+    capsys.readouterr()
+    assert main(["--lake", lake, "bronze", "--binlog-dir", str(datadir), "--all"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    retracted = "not a binlog: the failed entry an older run left retracted"
+    assert out[:5] == ["bronze: mariadb-bin.000001: already completed, skipped",
+                       "bronze: mariadb-bin.000002: already completed, skipped",
+                       "bronze: mariadb-bin.000003: already completed, skipped",
+                       f"bronze: aria_log.00000001: {retracted}",
+                       f"bronze: notes.000001: {retracted}"]
+    assert main(["--lake", lake, "status", "--format", "json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert [(f["binlog_file"], f["status"]) for f in st["files"]] == [
+        ("mariadb-bin.000001", "completed"), ("mariadb-bin.000002", "completed"),
+        ("mariadb-bin.000003", "completed")]
+    files = spark.sql(f"SELECT DISTINCT binlog_file FROM delta.`{lake}/bronze/binlog_events` "
+                      "ORDER BY 1").collect()
+    assert [r[0] for r in files] == ["mariadb-bin.000001", "mariadb-bin.000002",
+                                     "mariadb-bin.000003"]
+    assert main(["--lake", lake, "bronze", "--binlog-dir", str(datadir), "--all"]) == 0
+    assert "retracted" not in capsys.readouterr().out

@@ -55,6 +55,8 @@ def cmd_bronze(args: argparse.Namespace, cfg: Config,
         print(line)
     for name in res.skipped:
         print(f"bronze: {name}: already completed, skipped")
+    for name in _retract_not_binlogs(spark, cfg, args.binlog_dir):
+        print(f"bronze: {name}: not a binlog: the failed entry an older run left retracted")
     if res.compacted:
         c = res.compacted
         print(f"bronze: bronze/files compacted: {c.rows_before} -> {c.rows_after} rows "
@@ -79,6 +81,16 @@ def _binlog_paths(args: argparse.Namespace, cfg: Config) -> list[str]:
         raise
     except (BinlakeError, OSError):
         return []
+
+
+def _retract_not_binlogs(spark, cfg: Config, binlog_dir: str) -> list[str]:
+    """The files an older run indexed that are not binlogs, their entries retracted
+    (``not_binlogs.py``; the ``bronze`` lease is taken only when there are some)."""
+    from pipelines.bronze.not_binlogs import retract_not_binlogs, stale_entries
+
+    if not stale_entries(spark, cfg, binlog_dir):
+        return []
+    return retract_not_binlogs(spark, cfg, binlog_dir=binlog_dir)
 
 
 def _start_decoders(cfg: Config, paths: list[str]) -> None:
