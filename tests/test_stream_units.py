@@ -272,3 +272,14 @@ def test_metrics_render_prometheus_text_with_escaped_labels() -> None:
     samples = [ln for ln in lines if not ln.startswith("#")]
     assert all(re.fullmatch(r'binlake_stream_\w+\{.*\} -?[\d.]+', ln) for ln in samples)
     assert len({ln.split()[2] for ln in lines if ln.startswith("# TYPE")}) == 9
+
+
+def test_status_shows_each_following_stages_lag() -> None:
+    from pipelines.stream.status import render_stream_status
+
+    lines = render_stream_status({"source_id": "s", "state": "running", "mode": "gtid",
+                                  "stage_lag_seconds": {"bronze": 0.2, "silver": 1.26,
+                                                        "gold": 31.0}})
+    assert "  following: silver 1.3s behind the source, gold 31.0s behind the source" in lines
+    assert not any("following" in ln for ln in render_stream_status(
+        {"source_id": "s", "state": "stopped", "mode": "gtid"}))

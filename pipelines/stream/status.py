@@ -61,6 +61,7 @@ def stream_status(spark, cfg: Config) -> dict[str, Any]:
         "read_position": (f"{live['file']}:{live['pos']}" if live.get("file") else None),
         "events_per_second": live.get("events_per_second", ck.events_per_second if ck else None),
         "lag_seconds": live.get("lag_seconds", ck.lag_seconds if ck else None),
+        "stage_lag_seconds": live.get("stage_lag_seconds"),  # bronze, silver, mirror, gold
         "events": ck.events if ck else None,
         "row_changes": ck.row_changes if ck else None,
         "last_checkpoint": ({"seq": ck.seq, "at": ck.committed_at, "file": ck.file,
@@ -88,6 +89,10 @@ def render_stream_status(st: dict[str, Any]) -> list[str]:
     lines.append(f"  {st.get('events_per_second') or 0:,.0f} events/s, lag "
                  f"{st.get('lag_seconds') or 0:.1f}s, {st.get('events') or 0:,} events and "
                  f"{st.get('row_changes') or 0:,} row changes streamed")
+    stages = {k: v for k, v in (st.get("stage_lag_seconds") or {}).items() if k != "bronze"}
+    if stages:
+        lines.append("  following: " + ", ".join(f"{k} {v:.1f}s behind the source"
+                                                 for k, v in stages.items()))
     if st.get("error"):
         lines.append(f"  last error: {st['error']}")
     for g in st.get("gaps", []):
