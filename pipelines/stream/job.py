@@ -12,18 +12,19 @@ holding DDL a schema snapshot is taken through the source.
 Failure model: SIGKILL at any moment loses only uncommitted work, which the restart reads
 again from the checkpoint; SIGTERM/SIGINT cut the micro-batch back to the last boundary,
 commit it, bring silver (mirror, gold) up to it within ``stream.stop_seconds`` (one line on
-stderr says so; ``stopping.py``) and stop (exit 0). A dropped connection is retried with exponential backoff from
-the last boundary. A decoding error commits what is complete, then stops (exit 1).
+stderr says so; ``stopping.py``) and stop (exit 0). A dropped connection is retried with
+exponential backoff from the last boundary. A decoding error commits what is complete, then
+stops (exit 1).
 
 Pieces, each with its own tests: :class:`~pipelines.stream.position.StreamPosition` (where
 the stream is: pure), :class:`~pipelines.stream.reader.EventReader` (what one event does to
 the micro-batch and the position), :class:`~pipelines.stream.committer.Committer` (when and
 how a micro-batch becomes one Delta commit), :class:`~pipelines.stream.follower.Follower`
-(silver/gold and post-DDL snapshots; ``freshness.py``: when),
-:class:`~pipelines.stream.startup.Startup` (start,
-takeover, gaps), :class:`~pipelines.stream.backoff.Backoff` (reconnect waits) and
-:class:`~pipelines.stream.progress.Liveness` (progress line, live file, metrics). This module is the
-loop that reads the dump and hands each event to those pieces.
+(silver, mirror, gold and post-DDL snapshots; ``freshness.py``: when),
+:class:`~pipelines.stream.startup.Startup` (start, takeover, gaps),
+:class:`~pipelines.stream.backoff.Backoff` (reconnect waits) and
+:class:`~pipelines.stream.progress.Liveness` (progress line, live file, metrics). This
+module is the loop that reads the dump and hands each event to those pieces.
 """
 
 from __future__ import annotations
@@ -270,8 +271,8 @@ class StreamJob:
                 ok = self.follower.follow(stages)
             took = time.monotonic() - started
             line.note(f" caught up in {took:.1f} s" if ok else
-                      f" {self.follower.last_error[1]} failed after {took:.1f} s (logged "
-                      "above; the next run catches up)")
+                      f" {self.follower.last_error[1]} failed after {took:.1f} s (see its "
+                      "warning; the next run catches up)")
         except CutShort as cut:
             line.note(f" cut short after {time.monotonic() - started:.1f} s ({cut.reason}): "
                       "the next run catches up")
