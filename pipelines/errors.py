@@ -51,6 +51,7 @@ __all__ = [
     "EngineError",
     "SourceError",
     "SchemaMismatchError",
+    "EventIdError",
     "LeaseHeldError",
     "LeaseLostError",
     "LakeFaultError",
@@ -72,6 +73,12 @@ class SchemaMismatchError(BinlakeError, ValueError):
 
     Silver sends such rows to quarantine with this message as the reason.
     """
+
+
+class EventIdError(BinlakeError, ValueError):
+    """A row change's source, file number, position or row index does not fit gold's
+    ``event_id`` layout (``pipelines/gold/event_ids.py``); the export stops, nothing is
+    renumbered or skipped."""
 
 
 class EngineError(BinlakeError, RuntimeError):
