@@ -283,3 +283,21 @@ def test_status_shows_each_following_stages_lag() -> None:
     assert "  following: silver 1.3s behind the source, gold 31.0s behind the source" in lines
     assert not any("following" in ln for ln in render_stream_status(
         {"source_id": "s", "state": "stopped", "mode": "gtid"}))
+
+
+def test_the_freshness_settings_and_their_refusals(tmp_path: Path) -> None:
+    from pipelines.config import load_config
+    from pipelines.errors import ConfigError
+    from pipelines.stream.follower import tick_seconds
+
+    cfg = load_config(env={"BINLAKE_STREAM_FRESHNESS_SECONDS": "1.5",
+                           "BINLAKE_STREAM_LOG_INTERVAL": "0"})
+    assert (cfg.stream.freshness_seconds, cfg.stream.log_interval, cfg.stream.stop_seconds) \
+        == (1.5, 0, 60)
+    assert tick_seconds(cfg) == 0.75  # the heartbeat asked for: at most half the bound
+    assert tick_seconds(load_config(env={})) == 1.0
+    for key, value, words in (("freshness_seconds", 0, "more than 0"),
+                              ("stop_seconds", -1, "0 or more"),
+                              ("log_interval", -5, "0 or more")):
+        with pytest.raises(ConfigError, match=f"stream.{key}: must be {words}"):
+            load_config(env={}, overrides={f"stream.{key}": value})
