@@ -138,6 +138,7 @@ def _rows(seed: int, n: int) -> pa.RecordBatch:
         return None if t is None else '{"v":' + _json_string(t) + "}"
 
     return pa.RecordBatch.from_pydict({
+        "event_id": pa.array([rnd.randint(1, 2**63 - 1) for _ in range(n)], pa.int64()),
         "source_id": ["default"] * n, "binlog_file": ["mariadb-bin.000001"] * n,
         "start_pos": list(range(4, 4 + n)), "end_pos": [10**12 + i for i in range(n)],
         "row_in_event": [rnd.randint(0, 2**31) for _ in range(n)],

@@ -15,6 +15,7 @@ from pipelines.errors import ConfigError
 from pipelines.gold.ddl import (Partition, create_events_sql, partition_clause, partition_hour,
                                 partition_name, plan_partitions)
 from pipelines.gold.rotate import epoch_hour, plan_rotation
+from pipelines.gold.event_ids import event_id
 from pipelines.gold.rows import (PK_MARK, gold_pk_values, sql_rows, sql_values, to_gold,
                                  tsv_rows)
 
@@ -123,8 +124,10 @@ def _silver_batch(**over) -> pa.RecordBatch:
 def test_sql_tuple_escapes_quotes_and_backslashes() -> None:
     gold, marked = to_gold(_silver_batch())
     assert marked == 0
+    # event_id: source 1, file 1, position 256, row 1 (pipelines/gold/event_ids.py)
+    assert event_id(1, "mysql-bin.000001", 256, 556, 1) == ((1 << 20 | 1) << 32 | 256) << 8 | 1
     assert sql_rows(gold) == [
-        "('default','mysql-bin.000001',256,556,1,'2024-03-10 12:30:05',NULL,NULL,'shop',"
+        f"({event_id(1, 'mysql-bin.000001', 256, 556, 1)},'default','mysql-bin.000001',256,556,1,'2024-03-10 12:30:05',NULL,NULL,'shop',"
         "'orders',2,'7|a\\\\|b\\\\\\\\c','[\"note\"]',"
         "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog',"
         "'UPDATE orders SET note = \\'it\\'\\'s\\'',NULL,1703581289681456)"]
@@ -135,10 +138,10 @@ def test_load_data_line_escapes_tabs_newlines_and_backslashes() -> None:
     line = tsv_rows(gold).decode()
     assert line.endswith("\n") and line.count("\n") == 1
     fields = line[:-1].split("\t")
-    assert len(fields) == 19
-    assert fields[6] == fields[7] == "\\N"
-    assert fields[11] == "7|a\\\\|b\\\\\\\\c"
-    assert fields[14] == '{"a":"x\\ty\\nz"}'
+    assert len(fields) == 20
+    assert fields[7] == fields[8] == "\\N"
+    assert fields[12] == "7|a\\\\|b\\\\\\\\c"
+    assert fields[15] == '{"a":"x\\ty\\nz"}'
 
 
 

@@ -1,5 +1,6 @@
 """Gold objects in MySQL/MariaDB: ``binlog_events`` (bintrail-compatible, hourly partitions),
-``schema_snapshots``, ``binlake_export_state``; and hourly partition management.
+``schema_snapshots``, ``binlake_export_state``, ``binlake_sources`` (the source numbers in
+``event_id``, ``event_ids.py``); and hourly partition management.
 
 The DDL sticks to what MySQL 8.0/8.4 and MariaDB 10.6+ both accept: a STORED generated
 column, JSON columns (MariaDB: LONGTEXT with a ``json_valid`` CHECK, text kept verbatim),
@@ -21,9 +22,11 @@ import re
 from dataclasses import dataclass, field
 
 from pipelines.gold.client import quote_ident
+from pipelines.gold.event_ids import FIRST_ID, MAX_SOURCES, EventIdError, event_id_sql
 
 __all__ = [
-    "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "EVENT_COLUMNS", "EVENT_TYPE_CODES",
+    "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "SOURCES_TABLE", "EVENT_COLUMNS",
+    "EVENT_TYPE_CODES", "CREATE_SOURCES", "source_numbers", "renumber_events",
     "MAX_PARTITIONS", "Partition", "PartitionPlan", "hour_floor", "partition_name",
     "partition_hour", "partition_clause", "create_events_sql", "CREATE_SNAPSHOTS",
     "CREATE_STATE", "ADDED_COLUMNS", "add_missing_columns", "read_partitions",
@@ -33,15 +36,18 @@ __all__ = [
 EVENTS_TABLE = "binlog_events"
 SNAPSHOTS_TABLE = "schema_snapshots"
 STATE_TABLE = "binlake_export_state"
+SOURCES_TABLE = "binlake_sources"
 FUTURE = "p_future"
 # MySQL allows 8192 partitions per table (p_future included); keep a margin for rotate's
 # top-up between exports.
 MAX_PARTITIONS = 8000
 EVENT_TYPE_CODES = {"INSERT": 1, "UPDATE": 2, "DELETE": 3}
 
-# The columns an export writes, in order (event_id is AUTO_INCREMENT, pk_hash generated).
+# The columns an export writes, in order (pk_hash is generated). event_id is computed from
+# the row's binlog coordinates (event_ids.py); the column stays AUTO_INCREMENT, as bintrail
+# declares it, so a row written without one (by hand, by another tool) still gets one.
 EVENT_COLUMNS = (
-    "source_id", "binlog_file", "start_pos", "end_pos", "row_in_event", "event_timestamp",
+    "event_id", "source_id", "binlog_file", "start_pos", "end_pos", "row_in_event", "event_timestamp",
     "gtid", "connection_id", "schema_name", "table_name", "event_type", "pk_values",
     "changed_columns", "row_before", "row_after", "schema_version",
     "query_text", "query_hash", "commit_ts_us",
@@ -113,6 +119,14 @@ CREATE_SNAPSHOTS = f"""CREATE TABLE IF NOT EXISTS {quote_ident(SNAPSHOTS_TABLE)}
     UNIQUE KEY uq_snapshot_column (source_id, snapshot_id, schema_name, table_name, column_name),
     INDEX idx_snapshot_id    (snapshot_id),
     INDEX idx_snapshot_table (snapshot_id, schema_name, table_name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+# The number each source_id has in this gold database's event_ids (event_ids.py): assigned
+# once, 1 up, never reused; a database filled again from scratch numbers afresh.
+CREATE_SOURCES = f"""CREATE TABLE IF NOT EXISTS {quote_ident(SOURCES_TABLE)} (
+    source_number TINYINT UNSIGNED NOT NULL PRIMARY KEY COMMENT 'top bits of event_id',
+    source_id     VARCHAR(64)      NOT NULL,
+    UNIQUE KEY uq_source_id (source_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
 # One row per exported Delta table. silver_version is the watermark: every row of that
@@ -198,6 +212,49 @@ def add_missing_columns(conn, database: str) -> list[str]:
                         raise
             after = name
     return added
+
+
+def source_numbers(conn, source_ids) -> dict[str, int]:
+    """Each of ``source_ids`` with its number in ``binlake_sources``, numbering the new ones
+    after the highest (committed on ``conn``). Raises EventIdError past
+    :data:`~pipelines.gold.event_ids.MAX_SOURCES` sources. Callers hold the gold lock, so
+    two exports never number at once (a race would fail on the primary key, not reuse)."""
+    t = quote_ident(SOURCES_TABLE)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT source_id, source_number FROM {t}")
+        have = {str(s): int(n) for s, n in cur.fetchall()}
+        new = sorted({str(s) for s in source_ids} - set(have))
+        for sid in new:
+            number = max(have.values(), default=0) + 1
+            if number > MAX_SOURCES:
+                raise EventIdError(f"gold's event_id holds {MAX_SOURCES} sources; source_id "
+                                   f"{sid!r} would be the {number}th ({SOURCES_TABLE})")
+            cur.execute(f"INSERT INTO {t} (source_number, source_id) VALUES (%s, %s)",
+                        (number, sid))
+            have[sid] = number
+    if new:
+        conn.commit()
+    return have
+
+
+def renumber_events(conn) -> int:
+    """Give the rows a ``binlog_events`` numbered by AUTO_INCREMENT (binlake before issue 43,
+    or rows written without an id) their computed ``event_id`` (``event_ids.py``); idempotent
+    (only ids below :data:`~pipelines.gold.event_ids.FIRST_ID` change). Returns the rows
+    renumbered."""
+    t = quote_ident(EVENTS_TABLE)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT DISTINCT source_id FROM {t} WHERE event_id < %s", (FIRST_ID,))
+        sources = [str(r[0]) for r in cur.fetchall()]
+    if not sources:
+        return 0
+    source_numbers(conn, sources)
+    with conn.cursor() as cur:
+        n = cur.execute(f"UPDATE {t} e JOIN {quote_ident(SOURCES_TABLE)} s USING (source_id) "
+                        f"SET e.event_id = {event_id_sql('s.source_number')} "
+                        f"WHERE e.event_id < %s", (FIRST_ID,))
+    conn.commit()
+    return int(n)
 
 
 def create_events_sql(first_hour: dt.datetime, count: int) -> str:

@@ -105,15 +105,17 @@ def run_init(cfg: Config, *, gold_dsn: str | None = None,
             cur.execute(ddl.create_events_sql(now, n))
             cur.execute(ddl.CREATE_SNAPSHOTS)
             cur.execute(ddl.CREATE_STATE)
+            cur.execute(ddl.CREATE_SOURCES)
         ddl.add_missing_columns(conn, db)
+        ddl.renumber_events(conn)
         added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=n - 1))
         total = len(ddl.read_partitions(conn, db))
     except pymysql.err.MySQLError as exc:
         raise _sql_error(dsn, "creating gold tables", exc) from exc
     finally:
         conn.close()
-    return InitResult(db, created, [ddl.EVENTS_TABLE, ddl.SNAPSHOTS_TABLE, ddl.STATE_TABLE],
-                      added, total)
+    return InitResult(db, created, [ddl.EVENTS_TABLE, ddl.SNAPSHOTS_TABLE, ddl.STATE_TABLE,
+                                    ddl.SOURCES_TABLE], added, total)
 
 
 # -- export ----------------------------------------------------------------------------
@@ -223,12 +225,15 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             if st.rotated_before is not None:
                 cut = int((st.rotated_before - _EPOCH).total_seconds())
                 df = df.where(F.col("event_timestamp").cast("long") >= F.lit(cut))
-            res.partitions_added = _partitions_for(conn, res.database, df, cfg, st.rotated_before)
+            res.partitions_added, source_ids = _partitions_for(conn, res.database, df, cfg,
+                                                               st.rotated_before)
+            sources = ddl.source_numbers(conn, source_ids)
             state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
                                target=target)
             res.tasks = tasks
             opts = ExportOptions(replace(dsn, database=res.database).url(), res.database,
-                                 res.method, cfg.gold.batch_rows)
+                                 res.method, cfg.gold.batch_rows,
+                                 tuple(sorted(sources.items())))
             try:
                 # Rows dealt to the tasks in turn: equal shares, whatever the rows' times
                 # (each task cuts its batches into hourly chunks, exporter.hour_chunks).
@@ -272,13 +277,17 @@ def _try(fn) -> None:
         pass
 
 
-def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | None) -> int:
+def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | None
+                    ) -> tuple[int, list[str]]:
     """Add partitions for every hour the rows fall in, then the future ones (so nothing
-    lands in ``p_future``); return how many were added."""
+    lands in ``p_future``); return how many were added, and the rows' source_ids (one pass
+    over the rows for both)."""
     from pyspark.sql import functions as F
 
     secs = F.col("event_timestamp").cast("long")
-    b = df.agg(F.min(secs).alias("lo"), F.max(secs).alias("hi")).collect()[0]
+    b = df.agg(F.min(secs).alias("lo"), F.max(secs).alias("hi"),
+               F.collect_set(F.coalesce(F.col("source_id"), F.lit("default"))).alias("sources")
+               ).collect()[0]
     added = 0
     if b["lo"] is not None:
         lo = _EPOCH + dt.timedelta(seconds=int(b["lo"]))
@@ -287,7 +296,7 @@ def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | N
     now = ddl.hour_floor(ddl.utc_now())
     added += _ensure_partitions(conn, database, now,
                                 now + dt.timedelta(hours=cfg.gold.partitions_ahead))
-    return added
+    return added, sorted(b["sources"] or [])
 
 
 _SNAPSHOT_COLS = ("snapshot_id", "snapshot_time", "source_id", "schema_name", "table_name",

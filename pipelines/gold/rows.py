@@ -6,6 +6,8 @@
   escaping (``\\`` → ``\\\\``, ``|`` → ``\\|``) never puts a backslash before ``#``, so a
   marked value cannot equal any real one, and the full value's hash stays recoverable:
   ``RIGHT(pk_values, 64)``. Nothing is silently truncated; the count is reported.
+* ``event_id`` is computed from the row's place in its binlog (``event_ids.py``), so it
+  follows binlog order whichever task writes the row, and a re-export writes the same id.
 * JSON columns go out as silver's text, byte for byte: no parse, so big integers and
   decimals keep every digit (MariaDB stores the text; MySQL's JSON type keeps 64-bit integers
   exact and turns other numbers into doubles — silver renders DECIMAL as strings).
@@ -28,19 +30,23 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
 from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, gold_query_text
+from pipelines.gold.event_ids import event_ids, source_numbers
 
-__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "INT_COLUMNS", "gold_pk_values", "to_gold",
+__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "DEFAULT_SOURCES", "INT_COLUMNS", "gold_pk_values", "to_gold",
            "sql_rows", "sql_values", "tsv_rows", "byte_slices", "concat_body"]
 
-# What the export reads from silver: gold's columns less query_hash (asked of the server).
-SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c != "query_hash")
+# What the export reads from silver: gold's columns less event_id (computed) and query_hash
+# (asked of the server).
+SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c not in ("event_id", "query_hash"))
+# The source numbers of event_id when the caller gives none (tests, benches): one source.
+DEFAULT_SOURCES = {"default": 1}
 
 PK_MAX_CHARS = 512
 PK_MARK = "\\#"
 _PREFIX_CHARS = PK_MAX_CHARS - len(PK_MARK) - 64
 
 # Gold's integer columns: unquoted in the INSERT text, LONGLONG in the bulk protocol (bulk.py).
-INT_COLUMNS = {"start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
+INT_COLUMNS = {"event_id", "start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
                 "commit_ts_us"}
 
 
@@ -103,16 +109,24 @@ def _query_text(arr: pa.Array) -> pa.Array:
 Digests = Callable[[Iterable[str | None]], Mapping[str, str | None]]
 
 
-def to_gold(batch: pa.RecordBatch, digests: Digests | None = None
-            ) -> tuple[pa.RecordBatch, int]:
+def to_gold(batch: pa.RecordBatch, digests: Digests | None = None,
+            sources: Mapping[str, int] | None = None) -> tuple[pa.RecordBatch, int]:
     """Silver columns (at least :data:`SILVER_INPUT`) → gold values; and how many
     ``pk_values`` were marked. ``digests`` maps statement texts to their query_hash
-    (``digest.StatementDigests.lookup``; without it query_hash is NULL). Raises ValueError
-    on an event_type gold cannot code."""
+    (``digest.StatementDigests.lookup``; without it query_hash is NULL); ``sources`` each
+    ``source_id`` to its number in gold (``ddl.source_numbers``; default
+    :data:`DEFAULT_SOURCES`). Raises ValueError on an event_type gold cannot code and
+    EventIdError on a row ``event_id`` cannot place."""
     cols = []
     marked = 0
     texts = None
     for name in EVENT_COLUMNS:
+        if name == "event_id":
+            cols.append(event_ids(
+                batch.column("binlog_file"), batch.column("start_pos"),
+                batch.column("end_pos"), batch.column("row_in_event"),
+                source_numbers(batch.column("source_id"), sources or DEFAULT_SOURCES)))
+            continue
         if name == "query_hash":
             found = digests(texts.to_pylist()) if digests is not None else {}
             cols.append(pa.array([found.get(t) if t is not None else None
