@@ -229,3 +229,45 @@ def test_sigterm_finishes_the_catch_up_and_says_so_on_one_line(server, tmp_path)
     assert re.fullmatch(r"stream default: stopping: silver catching up with bronze \(at most "
                         r"\d+ s; Ctrl-C again stops now\) \.\.\. caught up in \d+\.\d s",
                         lines[0]), lines
+
+
+def test_a_restarted_stream_brings_silver_up_to_what_bronze_held_before(server, tmp_path):
+    """A stream killed with silver behind, restarted on an idle source (nothing new to
+    commit): silver holds every bronze row change within freshness_seconds of the restart
+    (before: silver waited for a new commit, and an idle source made none)."""
+    _table(server, "again")
+    lake, log = tmp_path / "lake", tmp_path / "stream.log"
+    proc = _stream(server, lake, log, freshness_seconds="120")
+    try:
+        _wait(lambda: (read_live(live_path(str(lake), "default")) or {}).get("state")
+              == "running", 120, "the stream to run", proc, log)
+        _writes(server, "again", 8, 0.05)
+        end = tuple(server.execute("SHOW MASTER STATUS")[0][:2])
+        _wait(lambda: (lambda live: (live.get("file"), live.get("pos")) == end
+                       and live.get("commits", 0) > 0)(
+                  read_live(live_path(str(lake), "default")) or {}),
+              60, "bronze to reach the server's end", proc, log)
+        time.sleep(1.5)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    bronze, silver = _lags(lake)
+    assert len(bronze) > len(silver)
+    proc = _stream(server, lake, log)
+    try:
+        _wait(lambda: (read_live(live_path(str(lake), "default")) or {}).get("pid") == proc.pid,
+              120, "the restarted stream to run", proc, log)
+        running = time.time()
+
+        def caught_up() -> bool:
+            b, s = _lags(lake)
+            return set(b) <= set(s)
+
+        _wait(caught_up, 30, "silver to catch up with bronze", proc, log)
+        took = time.time() - running
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(120)
+    assert rc == 0, log.read_text()[-3000:]
+    print(f"restart running -> silver caught up: {took:.2f} s")
+    assert took <= FRESHNESS

@@ -60,10 +60,13 @@ class Follower:
         return bool(self.fresh.behind)
 
     def start(self) -> None:
-        """The stream is starting. When silver follows, its compiled render loops load now,
-        on a thread of their own, where this process renders them (``render_warm``): a
-        stream lives long, so every follow after the first few seconds renders with them
-        whatever its size (``silver/job._compiled``)."""
+        """The stream is starting. Bronze may hold commits of earlier runs the stages lack
+        (a kill, a cut catch-up): they count as made now, so the stages hold them within
+        the bound even when the source stays idle. When silver follows, its compiled render
+        loops load now, on a thread of their own, where this process renders them
+        (``render_warm``): a stream lives long, so every follow after the first few seconds
+        renders with them whatever its size (``silver/job._compiled``)."""
+        self.fresh.committed(time.monotonic(), self.stages)
         if self.on:
             from pipelines.silver.render_warm import warm_in_background
 
