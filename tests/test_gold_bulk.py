@@ -153,7 +153,7 @@ def _rows(seed: int, n: int) -> pa.RecordBatch:
         "changed_columns": [json_text() for _ in range(n)],
         "row_before": [json_text() for _ in range(n)],
         "row_after": [json_text() for _ in range(n)],
-        "schema_version": [str(rnd.randint(0, 9)) for _ in range(n)],
+        "schema_version": pa.array([rnd.randint(0, 9) for _ in range(n)], pa.int64()),
         "query_text": [text() for _ in range(n)],
         "query_hash": [None] * n,
         "commit_ts_us": pa.array([None if rnd.random() < 0.5 else rnd.randint(0, 2**62)

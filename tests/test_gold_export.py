@@ -93,7 +93,8 @@ def test_init_creates_database_and_is_idempotent(tmp_path, mariadb, gold_db) -> 
     assert not again.created_database and again.partitions_added == 0
     assert one(mariadb, gold_db, "SHOW CREATE TABLE binlog_events")[1] == create
     tables = {r[0] for r in mariadb.execute("SHOW TABLES", db=gold_db)}
-    assert tables == {"binlog_events", "schema_snapshots", "binlake_export_state"}
+    assert tables == {"binlog_events", "schema_snapshots", "binlake_export_state",
+                      "binlake_sources", "index_state"}
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, minute=0, second=0, microsecond=0)
     assert [n for n, _ in partitions(mariadb, gold_db)] == \
         [f"p_{now + dt.timedelta(hours=i):%Y%m%d%H}" for i in range(5)] + ["p_future"]

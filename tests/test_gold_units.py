@@ -129,7 +129,7 @@ def test_sql_tuple_escapes_quotes_and_backslashes() -> None:
     assert sql_rows(gold) == [
         f"({event_id(1, 'mysql-bin.000001', 256, 556, 1)},'default','mysql-bin.000001',256,556,1,'2024-03-10 12:30:05',NULL,NULL,'shop',"
         "'orders',2,'7|a\\\\|b\\\\\\\\c','[\"note\"]',"
-        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,'binlog',"
+        "'{\"big\":18446744073709551615,\"note\":\"it\\'s\\\\t\\\\\\\\\"}',NULL,0,"
         "'UPDATE orders SET note = \\'it\\'\\'s\\'',NULL,1703581289681456)"]
 
 

@@ -28,7 +28,7 @@ __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "SOURCES_TABLE", "EVENT_COLUMNS",
     "EVENT_TYPE_CODES", "CREATE_SOURCES", "source_numbers", "renumber_events",
     "MAX_PARTITIONS", "Partition", "PartitionPlan", "hour_floor", "partition_name",
-    "partition_hour", "partition_clause", "create_events_sql", "CREATE_SNAPSHOTS",
+    "partition_hour", "partition_clause", "create_events_sql",
     "CREATE_STATE", "ADDED_COLUMNS", "add_missing_columns", "read_partitions",
     "plan_partitions", "apply_plan", "utc_now",
 ]
@@ -68,8 +68,8 @@ ADDED_COLUMNS = (
 # bintrail's binlog_events plus what exactly-once needs: source_id and row_in_event, and the
 # UNIQUE key uq_event_row naming one row change (it must include the partitioning column).
 # Widened from bintrail: connection_id BIGINT (silver's type), pk_values NULL (tables without
-# a primary key), schema_version VARCHAR(64) (silver's snapshot ids are text; numeric ids still
-# compare equal to integers).
+# a primary key). schema_version is bintrail's INT: schema_snapshots.snapshot_id, the gold
+# number of a silver snapshot (snapshots.py).
 _EVENTS_BODY = """(
     event_id        BIGINT UNSIGNED  NOT NULL AUTO_INCREMENT,
     source_id       VARCHAR(64)      NOT NULL DEFAULT 'default' COMMENT 'binlake source.name',
@@ -88,37 +88,13 @@ _EVENTS_BODY = """(
     changed_columns JSON             DEFAULT NULL,
     row_before      JSON             DEFAULT NULL,
     row_after       JSON             DEFAULT NULL,
-    schema_version  VARCHAR(64)      NOT NULL DEFAULT '0',
+    schema_version  INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT 'schema_snapshots.snapshot_id; 0 = named from the binlog',
 """ + "".join(f"    {name:<15} {definition},\n" for name, definition in ADDED_COLUMNS) + """\
     PRIMARY KEY (event_id, event_timestamp),
     UNIQUE KEY uq_event_row (source_id, binlog_file, start_pos, row_in_event, event_timestamp),
     INDEX idx_row_lookup (schema_name, table_name, event_timestamp),
     INDEX idx_pk_hash    (schema_name, table_name, pk_hash, event_timestamp),
     INDEX idx_gtid       (gtid)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
-
-# bintrail's schema_snapshots, with snapshot_id as text (silver's ids) plus source_id and a
-# unique key so an export of silver's snapshots is idempotent.
-CREATE_SNAPSHOTS = f"""CREATE TABLE IF NOT EXISTS {quote_ident(SNAPSHOTS_TABLE)} (
-    id               INT UNSIGNED AUTO_INCREMENT PRIMARY KEY,
-    snapshot_id      VARCHAR(64)  NOT NULL,
-    snapshot_time    DATETIME     NOT NULL,
-    source_id        VARCHAR(64)  NOT NULL DEFAULT 'default',
-    schema_name      VARCHAR(64)  NOT NULL,
-    table_name       VARCHAR(64)  NOT NULL,
-    column_name      VARCHAR(64)  NOT NULL,
-    ordinal_position INT UNSIGNED NOT NULL,
-    column_key       VARCHAR(3)   NOT NULL COMMENT 'PRI, UNI, MUL, or empty',
-    data_type        VARCHAR(64)  NOT NULL,
-    column_type      TEXT         DEFAULT NULL,
-    is_nullable      VARCHAR(3)   NOT NULL,
-    column_default   TEXT         DEFAULT NULL,
-    is_generated     TINYINT(1)   NOT NULL DEFAULT 0,
-    pg_type_oid      INT UNSIGNED DEFAULT NULL,
-    pg_type_mod      INT          DEFAULT NULL,
-    UNIQUE KEY uq_snapshot_column (source_id, snapshot_id, schema_name, table_name, column_name),
-    INDEX idx_snapshot_id    (snapshot_id),
-    INDEX idx_snapshot_table (snapshot_id, schema_name, table_name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
 # The number each source_id has in this gold database's event_ids (event_ids.py): assigned

@@ -65,13 +65,15 @@ _CHUNK_NAME = "binlake-gold-chunk.tsv"  # the name LOAD DATA asks for; the body 
 @dataclass(frozen=True)
 class ExportOptions:
     """What a task needs (pickled to the engine's workers): the DSN URL, its database,
-    the method, the chunk size, and each source_id's number in gold (``event_id``)."""
+    the method, the chunk size, each source_id's number in gold (``event_id``) and each
+    silver snapshot's (``schema_version``)."""
 
     dsn_url: str
     database: str
     method: str
     batch_rows: int
     sources: tuple[tuple[str, int], ...] = (("default", 1),)
+    snapshots: tuple[tuple[str, int], ...] = ()  # silver snapshot id → schema_version
 
     def __repr__(self) -> str:  # the URL holds the password
         return f"ExportOptions(database={self.database!r}, method={self.method!r}, " \
@@ -216,13 +218,13 @@ def _task(opts: ExportOptions):
         if method == "bulk" and not conn.bulk_operations:
             method = "insert"  # the server did not offer bulk operations
         digests = StatementDigests(conn)
-        sources = dict(opts.sources)
+        sources, versions = dict(opts.sources), dict(opts.snapshots)
         try:
             limit = statement_limit(conn)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                gold, marked = to_gold(batch, digests.lookup, sources)
+                gold, marked = to_gold(batch, digests.lookup, sources, versions)
                 counts.rows_read += gold.num_rows
                 counts.pk_marked += marked
                 for chunk in hour_chunks(gold, opts.batch_rows):

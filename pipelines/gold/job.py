@@ -24,7 +24,7 @@ from pipelines.delta_ops import (current_version, files_added, set_retention, ta
                                  vacuum_table, version_files)
 from pipelines.mysql_client import Dsn, error_text, offers_bulk_operations
 from pipelines.errors import ConfigError, SourceError
-from pipelines.gold import ddl, state
+from pipelines.gold import ddl, index_state, snapshots, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.gold.lock import holds_gold_lock
@@ -103,10 +103,12 @@ def run_init(cfg: Config, *, gold_dsn: str | None = None,
     try:
         with conn.cursor() as cur:
             cur.execute(ddl.create_events_sql(now, n))
-            cur.execute(ddl.CREATE_SNAPSHOTS)
+            cur.execute(snapshots.CREATE_SNAPSHOTS)
             cur.execute(ddl.CREATE_STATE)
             cur.execute(ddl.CREATE_SOURCES)
+            cur.execute(index_state.CREATE_INDEX_STATE)
         ddl.add_missing_columns(conn, db)
+        snapshots.migrate(conn, db)
         ddl.renumber_events(conn)
         added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=n - 1))
         total = len(ddl.read_partitions(conn, db))
@@ -115,7 +117,8 @@ def run_init(cfg: Config, *, gold_dsn: str | None = None,
     finally:
         conn.close()
     return InitResult(db, created, [ddl.EVENTS_TABLE, ddl.SNAPSHOTS_TABLE, ddl.STATE_TABLE,
-                                    ddl.SOURCES_TABLE], added, total)
+                                    ddl.SOURCES_TABLE, index_state.INDEX_STATE_TABLE],
+                      added, total)
 
 
 # -- export ----------------------------------------------------------------------------
@@ -194,6 +197,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    run_started = ddl.utc_now().replace(microsecond=0)
     dsn = resolve_dsn(cfg, gold_dsn)
     res = GoldResult(database=database_of(dsn))
     lake = Lake.of(cfg)
@@ -212,7 +216,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             log.warning("silver was re-created (table id changed): exporting it all again")
             watermark = -1
         res.from_version, res.to_version = watermark, target
-        res.snapshot_rows = _export_snapshots(spark, cfg, conn)
+        res.snapshot_rows, versions = _export_snapshots(spark, cfg, conn)
         if target is None or watermark >= target:
             res.note = "gold is up to date"
             res.seconds = time.monotonic() - started
@@ -225,15 +229,16 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             if st.rotated_before is not None:
                 cut = int((st.rotated_before - _EPOCH).total_seconds())
                 df = df.where(F.col("event_timestamp").cast("long") >= F.lit(cut))
-            res.partitions_added, source_ids = _partitions_for(conn, res.database, df, cfg,
-                                                               st.rotated_before)
+            res.partitions_added, source_ids, files = _partitions_for(
+                conn, res.database, df, cfg, st.rotated_before)
             sources = ddl.source_numbers(conn, source_ids)
             state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
                                target=target)
             res.tasks = tasks
             opts = ExportOptions(replace(dsn, database=res.database).url(), res.database,
                                  res.method, cfg.gold.batch_rows,
-                                 tuple(sorted(sources.items())))
+                                 tuple(sorted(sources.items())),
+                                 tuple(sorted(versions.items())))
             try:
                 # Rows dealt to the tasks in turn: equal shares, whatever the rows' times
                 # (each task cuts its batches into hourly chunks, exporter.hour_chunks).
@@ -246,6 +251,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
                                   f"{watermark}): {msg}") from None
             res.rows_read, res.rows_inserted = counts.rows_read, counts.rows_inserted
             res.pk_marked, res.retries = counts.pk_marked, counts.retries
+            index_state.refresh(conn, sources, files, run_started)
         state.mark_done(conn, table_id=tid, version=target, rows_read=res.rows_read,
                         inserted=res.rows_inserted, pk_marked=res.pk_marked,
                         method=res.method or "none")
@@ -278,16 +284,16 @@ def _try(fn) -> None:
 
 
 def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | None
-                    ) -> tuple[int, list[str]]:
+                    ) -> tuple[int, list[str], list[str]]:
     """Add partitions for every hour the rows fall in, then the future ones (so nothing
-    lands in ``p_future``); return how many were added, and the rows' source_ids (one pass
-    over the rows for both)."""
+    lands in ``p_future``); return how many were added, and the rows' source_ids and
+    binlog files (one pass over the rows for all three)."""
     from pyspark.sql import functions as F
 
     secs = F.col("event_timestamp").cast("long")
     b = df.agg(F.min(secs).alias("lo"), F.max(secs).alias("hi"),
-               F.collect_set(F.coalesce(F.col("source_id"), F.lit("default"))).alias("sources")
-               ).collect()[0]
+               F.collect_set(F.coalesce(F.col("source_id"), F.lit("default"))).alias("sources"),
+               F.collect_set("binlog_file").alias("files")).collect()[0]
     added = 0
     if b["lo"] is not None:
         lo = _EPOCH + dt.timedelta(seconds=int(b["lo"]))
@@ -296,50 +302,22 @@ def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | N
     now = ddl.hour_floor(ddl.utc_now())
     added += _ensure_partitions(conn, database, now,
                                 now + dt.timedelta(hours=cfg.gold.partitions_ahead))
-    return added, sorted(b["sources"] or [])
+    return added, sorted(b["sources"] or []), sorted(b["files"] or [])
 
 
-_SNAPSHOT_COLS = ("snapshot_id", "snapshot_time", "source_id", "schema_name", "table_name",
-                  "column_name", "ordinal_position", "column_key", "data_type", "column_type",
-                  "is_nullable", "column_default", "is_generated")
-
-
-def _yes_no(v: Any) -> str:
-    if isinstance(v, bool):
-        return "YES" if v else "NO"
-    return str(v) if v is not None else "NO"
-
-
-def _export_snapshots(spark, cfg: Config, conn) -> int:
-    """Copy silver's schema_snapshots (small) into gold's; existing rows are no-ops."""
+def _export_snapshots(spark, cfg: Config, conn) -> tuple[int, dict[str, int]]:
+    """Copy silver's schema_snapshots (small) into gold's, numbered (``snapshots.py``);
+    existing rows are no-ops. Returns the rows added and every snapshot's gold number."""
     from pyspark.sql import functions as F
 
     lake = Lake.of(cfg)
     if not lake.exists(spark, SCHEMA_SNAPSHOTS):
-        return 0
+        return 0, snapshots.numbers(conn)
     df = lake.read(spark, SCHEMA_SNAPSHOTS)
     secs = F.col("snapshot_time").cast("long").alias("snapshot_time")
-    rows = df.select(*[secs if c == "snapshot_time" else F.col(c) for c in _SNAPSHOT_COLS]
-                     ).collect()
-    values = []
-    for r in rows:
-        values.append((str(r["snapshot_id"]), _EPOCH + dt.timedelta(seconds=int(r["snapshot_time"] or 0)),
-                       r["source_id"] or "default", r["schema_name"], r["table_name"],
-                       r["column_name"], int(r["ordinal_position"] or 0), r["column_key"] or "",
-                       r["data_type"] or "", r["column_type"], _yes_no(r["is_nullable"]),
-                       r["column_default"], 1 if r["is_generated"] in (True, 1, "1", "YES") else 0))
-    if not values:
-        return 0
-    cols = ", ".join(quote_ident(c) for c in _SNAPSHOT_COLS)
-    marks = ", ".join(["%s"] * len(_SNAPSHOT_COLS))
-    inserted = 0
-    with conn.cursor() as cur:
-        for i in range(0, len(values), 1000):
-            inserted += cur.executemany(
-                f"INSERT INTO {quote_ident(ddl.SNAPSHOTS_TABLE)} ({cols}) VALUES ({marks}) "
-                "ON DUPLICATE KEY UPDATE id = id", values[i:i + 1000]) or 0
-    conn.commit()
-    return inserted
+    rows = df.select(*[secs if c == "snapshot_time" else F.col(c)
+                       for c in snapshots.SNAPSHOT_COLUMNS]).collect()
+    return snapshots.copy_snapshots(conn, [r.asDict() for r in rows])
 
 
 # -- rotate ----------------------------------------------------------------------------

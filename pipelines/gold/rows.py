@@ -46,7 +46,7 @@ PK_MARK = "\\#"
 _PREFIX_CHARS = PK_MAX_CHARS - len(PK_MARK) - 64
 
 # Gold's integer columns: unquoted in the INSERT text, LONGLONG in the bulk protocol (bulk.py).
-INT_COLUMNS = {"event_id", "start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
+INT_COLUMNS = {"event_id", "schema_version", "start_pos", "end_pos", "row_in_event", "connection_id", "event_type",
                 "commit_ts_us"}
 
 
@@ -109,13 +109,25 @@ def _query_text(arr: pa.Array) -> pa.Array:
 Digests = Callable[[Iterable[str | None]], Mapping[str, str | None]]
 
 
+def _schema_version(arr: pa.Array, versions: Mapping[str, int]) -> pa.Array:
+    """Silver's snapshot ids → their gold numbers (``snapshots.py``); 0 for ``binlog`` (the
+    binlog's own metadata) and for an id gold holds no snapshot of."""
+    enc = pc.dictionary_encode(arr.cast(pa.string()))
+    nums = np.array([versions.get(v, 0) if v is not None else 0
+                     for v in enc.dictionary.to_pylist()] or [0], dtype=np.int64)
+    idx = pc.fill_null(enc.indices, 0).to_numpy(zero_copy_only=False)
+    return pa.array(nums[idx])
+
+
 def to_gold(batch: pa.RecordBatch, digests: Digests | None = None,
-            sources: Mapping[str, int] | None = None) -> tuple[pa.RecordBatch, int]:
+            sources: Mapping[str, int] | None = None,
+            versions: Mapping[str, int] | None = None) -> tuple[pa.RecordBatch, int]:
     """Silver columns (at least :data:`SILVER_INPUT`) → gold values; and how many
     ``pk_values`` were marked. ``digests`` maps statement texts to their query_hash
     (``digest.StatementDigests.lookup``; without it query_hash is NULL); ``sources`` each
     ``source_id`` to its number in gold (``ddl.source_numbers``; default
-    :data:`DEFAULT_SOURCES`). Raises ValueError on an event_type gold cannot code and
+    :data:`DEFAULT_SOURCES`); ``versions`` each silver snapshot id to its gold number
+    (``snapshots.copy_snapshots``; without it every schema_version is 0). Raises ValueError on an event_type gold cannot code and
     EventIdError on a row ``event_id`` cannot place."""
     cols = []
     marked = 0
@@ -141,6 +153,8 @@ def to_gold(batch: pa.RecordBatch, digests: Digests | None = None,
             arr = _event_type(arr)
         elif name == "pk_values":
             arr, marked = _pk_column(arr)
+        elif name == "schema_version":
+            arr = _schema_version(arr, versions or {})
         cols.append(arr)
     return pa.RecordBatch.from_arrays(cols, names=list(EVENT_COLUMNS)), marked
 
