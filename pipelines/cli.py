@@ -20,7 +20,7 @@ from typing import Sequence, TextIO
 from pipelines.bronze import command as bronze_command
 from pipelines.bronze.command import add_bronze_arguments, cmd_bronze
 from pipelines.config import Config
-from pipelines.entry import Handler, add_global_options, csv_list, own_process, run
+from pipelines.entry import add_global_options, csv_list, own_process, run
 from pipelines.errors import ConfigError
 from pipelines.silver import command as silver_command
 from pipelines.silver.command import cmd_silver, report_silver
@@ -285,33 +285,10 @@ def command() -> int:
     return main()
 
 
-# Commands that only read the lake: its root must be there (pipelines/lake_root.py). With the
-# ones that write it, a root that is not a directory is refused before anything runs.
-_READS_LAKE = frozenset({"status", "quality", "silver", "mirror", "repair", "optimize",
-                         "vacuum"})
-_USES_LAKE = _READS_LAKE | {"bronze", "index", "snapshot", "stream", "sql", "serve"}
-
-
-def _on_the_lake(command: str, handler: Handler) -> Handler:
-    """``handler``, after :func:`~pipelines.lake_root.check_lake_root` when ``command`` uses
-    the lake."""
-    if command not in _USES_LAKE:
-        return handler
-
-    def checked(args: argparse.Namespace, cfg: Config) -> int:
-        from pipelines.lake_root import check_lake_root
-
-        check_lake_root(cfg, must_exist=command in _READS_LAKE)
-        return handler(args, cfg)
-
-    return checked
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``binlake``; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    handler = _COMMANDS.get(args.command, getattr(args, "handler", None))
-    return run(args, _on_the_lake(args.command, handler))
+    return run(args, _COMMANDS.get(args.command, getattr(args, "handler", None)))
 
 
 if __name__ == "__main__":

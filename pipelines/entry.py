@@ -77,13 +77,17 @@ def engine_message(exc: BaseException) -> str | None:
 
 
 def run(args: argparse.Namespace, handler: Handler) -> int:
-    """Run ``handler`` with the configuration ``args`` give; the process's exit code: 2 for a
+    """Run ``handler`` with the configuration ``args`` give (after
+    :func:`~pipelines.lake_root.check_command_lake`); the process's exit code: 2 for a
     configuration error, 75 when another writer holds the stage, 1 for any other error (one
     line each; ``-v``: an engine error's whole traceback)."""
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_of(args)
+        from pipelines.lake_root import check_command_lake
+
+        check_command_lake(getattr(args, "command", ""), cfg)  # a --lake naming no lake
         from pipelines.s3_client import export_engine_env
 
         export_engine_env(cfg.storage, cfg.lake.root)  # an s3:// lake: the engine's AWS_* env

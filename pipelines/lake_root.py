@@ -23,7 +23,13 @@ from pipelines.config import Config
 from pipelines.errors import ConfigError
 from pipelines.lake import is_url_root
 
-__all__ = ["check_lake_root"]
+__all__ = ["READS_LAKE", "USES_LAKE", "check_lake_root", "check_command_lake"]
+
+# The commands that only read the lake (its root must be there), and every command that uses
+# it (those that write it create a root that is not there; one that is a file is refused).
+READS_LAKE = frozenset({"status", "quality", "silver", "mirror", "repair", "optimize",
+                        "vacuum"})
+USES_LAKE = READS_LAKE | {"bronze", "index", "snapshot", "stream", "sql", "serve"}
 
 
 def _local_path(root: str) -> str | None:
@@ -43,3 +49,10 @@ def check_lake_root(cfg: Config, *, must_exist: bool) -> None:
     if must_exist and not cfg.lake.catalog and not os.path.exists(path):
         raise ConfigError(f"lake {path}: no such directory (--lake, lake.root); `binlake "
                           "index --binlog-dir DIR --all` creates a lake")
+
+
+def check_command_lake(command: str, cfg: Config) -> None:
+    """:func:`check_lake_root` as ``command`` needs it (nothing for one that does not use the
+    lake: ``decode``, ``init``, ``rotate``, ``gold``'s own server …)."""
+    if command in USES_LAKE:
+        check_lake_root(cfg, must_exist=command in READS_LAKE)

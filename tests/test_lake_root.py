@@ -69,3 +69,21 @@ def test_an_existing_empty_lake_is_read_and_a_writer_creates_a_missing_one(
     # a lake given as a file:// URL is checked as its path
     assert main(["--lake", f"file://{tmp_path / 'none'}", "status"]) == 2
     assert capsys.readouterr().err == _missing(tmp_path / "none")
+
+
+@pytest.mark.parametrize("stage, expect", [("silver", "missing"), ("bronze", "file")])
+def test_a_stage_entry_point_checks_the_lake_as_binlake_does(tmp_path: Path, stage: str,
+                                                             expect: str) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    lake = tmp_path / "lake"
+    if expect == "file":
+        lake.write_text("")
+    extra = ["--binlog-dir", str(tmp_path), "--all"] if stage == "bronze" else []
+    proc = subprocess.run([sys.executable, "-m", f"pipelines.{stage}", "--lake", str(lake),
+                           *extra], capture_output=True, text=True, cwd=root, timeout=120)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (_missing(lake) if expect == "missing" else _file(lake))
+    assert [p.name for p in tmp_path.iterdir()] == ([] if expect == "missing" else ["lake"])
