@@ -64,7 +64,7 @@ def test_an_index_may_list_files_at_their_own_path(tmp_path: Path, datadir: Path
     elsewhere.mkdir()
     shutil.copy(SAMPLES / "mariadb-bin.000005", elsewhere / "mariadb-bin.000005")
     (datadir / "mariadb-bin.index").write_text(
-        f"./mariadb-bin.000002\n{elsewhere / 'mariadb-bin.000005'}\n"
+        f".\\mariadb-bin.000002\n{elsewhere / 'mariadb-bin.000005'}\n"  # a Windows line
         "./mariadb-bin.000010\n")  # 10 after 5: server order, not text order
     shutil.copy(SAMPLES / "mariadb-bin.000001", datadir / "mariadb-bin.000010")
     assert list_binlogs(str(datadir)) == [str(datadir / "mariadb-bin.000002"),

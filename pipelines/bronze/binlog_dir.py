@@ -37,9 +37,10 @@ INDEX_SUFFIX = ".index"
 
 
 def read_index(path: str) -> list[str]:
-    """The entries of a binlog index file, in its order (blank lines left out)."""
+    """The entries of a binlog index file, in its order (blank lines left out; a Windows
+    server's ``.\\mysql-bin.000001`` read as ``./mysql-bin.000001``)."""
     with open(path, encoding="utf-8", errors="replace") as f:
-        return [line.strip() for line in f if line.strip()]
+        return [line.strip().replace("\\", "/") for line in f if line.strip()]
 
 
 def begins_with_magic(path: str) -> bool:
