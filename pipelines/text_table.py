@@ -54,10 +54,13 @@ def rows_line(shown: int, left_out: int | None = 0) -> str:
     return text + ")"
 
 
-def plain_text(_column: str, value: Any) -> str:
-    """A value's text: bytes as ``0x`` and hex digits, anything else as ``str`` gives it."""
+def plain_text(column: str, value: Any) -> str:
+    """A value's text: bytes as ``0x`` and hex digits, a struct, array or map as its JSON text
+    (:func:`json_text`), anything else as ``str`` gives it."""
     if isinstance(value, (bytes, bytearray)):
         return "0x" + bytes(value).hex()
+    if hasattr(value, "asDict") or isinstance(value, (list, tuple, dict)):
+        return json_text(column, value)
     return str(value)
 
 

@@ -47,6 +47,19 @@ def test_the_three_formats_of_one_row() -> None:
     assert json_text("s", Decimal("1E+2")) == "1E+2"
 
 
+@pytest.mark.spark
+def test_structs_arrays_and_maps_print_as_json_text(spark) -> None:
+    df = spark.sql("SELECT named_struct('a', 1, 'b', CAST(2.5 AS DECIMAL(3,1))) AS s, "
+                   "array(1, 2) AS arr, map('k', 'v') AS m")
+    out = io.StringIO()
+    write_rows(df.columns, df.collect(), "csv", out)
+    assert out.getvalue() == ('s,arr,m\n"{""a"": 1, ""b"": ""2.5""}","[1, 2]","{""k"": '
+                              '""v""}"\n')
+    out = io.StringIO()
+    write_rows(df.columns, df.collect(), "jsonl", out)
+    assert out.getvalue() == '{"s": {"a": 1, "b": "2.5"}, "arr": [1, 2], "m": {"k": "v"}}\n'
+
+
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> str:
     lake = str(tmp_path_factory.mktemp("sql") / "lake")
