@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from pipelines.errors import EventIdError
-from pipelines.gold.event_ids import FIRST_ID, MAX_SOURCES, event_id, event_ids, event_id_sql
+from pipelines.gold.event_ids import (FIRST_ID, MAX_SOURCES, binlog_base, event_id, event_id_sql,
+                                      event_ids, source_numbers)
 
 # (file, start_pos, end_pos, row_in_event), in binlog order
 ORDERED = [
@@ -51,3 +52,19 @@ def test_the_sql_form_computes_the_same_ids() -> None:
     ids = event_ids(files, pa.array([r[1] for r in ORDERED]), pa.array([r[2] for r in ORDERED]),
                     pa.array([r[3] for r in ORDERED]), pa.array([1] * len(ORDERED)))
     assert ids.to_pylist() == [event_id(1, *r) for r in ORDERED]
+
+
+def test_a_source_number_names_a_source_and_its_binlog_base_name() -> None:
+    """mysql-bin.000042 and relay-bin.000042 of one source would share every id: each base
+    name has a number of its own; without numbers only one (source, base) may come."""
+    sids = pa.array(["default", None, "default", "eu"])
+    files = pa.array(["mysql-bin.000042", "mysql-bin.000001", "relay-bin.000042",
+                      "mysql-bin.000042"])
+    numbers = {("default", "mysql-bin"): 1, ("default", "relay-bin"): 2, ("eu", "mysql-bin"): 3}
+    assert source_numbers(sids, files, numbers).to_pylist() == [1, 1, 2, 3]
+    assert [binlog_base(f) for f in ("a.b.000001", "mysql-bin", "x.7")] == ["a.b", "mysql-bin", "x"]
+    with pytest.raises(EventIdError, match="3 sources/binlog names"):
+        source_numbers(sids, files, None)
+    with pytest.raises(EventIdError, match="'eu' with binlogs 'mysql-bin' has no number"):
+        source_numbers(sids, files, {k: v for k, v in numbers.items() if k[0] != "eu"})
+    assert source_numbers(sids.slice(0, 2), files.slice(0, 2), None).to_pylist() == [1, 1]

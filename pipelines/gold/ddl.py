@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from pipelines.gold.client import quote_ident
-from pipelines.gold.event_ids import FIRST_ID, MAX_SOURCES, EventIdError, event_id_sql
+from pipelines.gold.event_ids import (FIRST_ID, MAX_SOURCES, EventIdError, SourceKey,
+                                      binlog_base, binlog_base_sql, event_id_sql)
 
 __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "SOURCES_TABLE", "EVENT_COLUMNS",
@@ -97,12 +98,14 @@ _EVENTS_BODY = """(
     INDEX idx_gtid       (gtid)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
-# The number each source_id has in this gold database's event_ids (event_ids.py): assigned
-# once, 1 up, never reused; a database filled again from scratch numbers afresh.
+# The number each (source_id, binlog base name) has in this gold database's event_ids
+# (event_ids.py): assigned once, 1 up, never reused; a database filled again from scratch
+# numbers afresh.
 CREATE_SOURCES = f"""CREATE TABLE IF NOT EXISTS {quote_ident(SOURCES_TABLE)} (
     source_number TINYINT UNSIGNED NOT NULL PRIMARY KEY COMMENT 'top bits of event_id',
     source_id     VARCHAR(64)      NOT NULL,
-    UNIQUE KEY uq_source_id (source_id)
+    binlog_base   VARCHAR(255)     NOT NULL COMMENT 'binlog name before .NNNNNN',
+    UNIQUE KEY uq_source_binlogs (source_id, binlog_base)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
 # One row per exported Delta table. silver_version is the watermark: every row of that
@@ -190,24 +193,25 @@ def add_missing_columns(conn, database: str) -> list[str]:
     return added
 
 
-def source_numbers(conn, source_ids) -> dict[str, int]:
-    """Each of ``source_ids`` with its number in ``binlake_sources``, numbering the new ones
-    after the highest (committed on ``conn``). Raises EventIdError past
-    :data:`~pipelines.gold.event_ids.MAX_SOURCES` sources. Callers hold the gold lock, so
-    two exports never number at once (a race would fail on the primary key, not reuse)."""
+def source_numbers(conn, keys) -> dict[SourceKey, int]:
+    """Every ``(source_id, binlog base)`` of ``binlake_sources`` with its number, ``keys``
+    numbered after the highest when new (committed on ``conn``). Raises EventIdError past
+    :data:`~pipelines.gold.event_ids.MAX_SOURCES`. Callers hold the gold lock, so two
+    exports never number at once (a race would fail on the primary key, not reuse one)."""
     t = quote_ident(SOURCES_TABLE)
     with conn.cursor() as cur:
-        cur.execute(f"SELECT source_id, source_number FROM {t}")
-        have = {str(s): int(n) for s, n in cur.fetchall()}
-        new = sorted({str(s) for s in source_ids} - set(have))
-        for sid in new:
+        cur.execute(f"SELECT source_id, binlog_base, source_number FROM {t}")
+        have = {(str(s), str(b)): int(n) for s, b, n in cur.fetchall()}
+        new = sorted({(str(s), str(b)) for s, b in keys} - set(have))
+        for key in new:
             number = max(have.values(), default=0) + 1
             if number > MAX_SOURCES:
                 raise EventIdError(f"gold's event_id holds {MAX_SOURCES} sources; source_id "
-                                   f"{sid!r} would be the {number}th ({SOURCES_TABLE})")
-            cur.execute(f"INSERT INTO {t} (source_number, source_id) VALUES (%s, %s)",
-                        (number, sid))
-            have[sid] = number
+                                   f"{key[0]!r} with binlogs {key[1]!r} would be the "
+                                   f"{number}th ({SOURCES_TABLE})")
+            cur.execute(f"INSERT INTO {t} (source_number, source_id, binlog_base) "
+                        "VALUES (%s, %s, %s)", (number, *key))
+            have[key] = number
     if new:
         conn.commit()
     return have
@@ -220,13 +224,15 @@ def renumber_events(conn) -> int:
     renumbered."""
     t = quote_ident(EVENTS_TABLE)
     with conn.cursor() as cur:
-        cur.execute(f"SELECT DISTINCT source_id FROM {t} WHERE event_id < %s", (FIRST_ID,))
-        sources = [str(r[0]) for r in cur.fetchall()]
-    if not sources:
+        cur.execute(f"SELECT DISTINCT source_id, binlog_file FROM {t} WHERE event_id < %s",
+                    (FIRST_ID,))
+        keys = {(str(s), binlog_base(str(f))) for s, f in cur.fetchall()}
+    if not keys:
         return 0
-    source_numbers(conn, sources)
+    source_numbers(conn, keys)
     with conn.cursor() as cur:
-        n = cur.execute(f"UPDATE {t} e JOIN {quote_ident(SOURCES_TABLE)} s USING (source_id) "
+        n = cur.execute(f"UPDATE {t} e JOIN {quote_ident(SOURCES_TABLE)} s ON s.source_id = "
+                        f"e.source_id AND s.binlog_base = {binlog_base_sql('e.binlog_file')} "
                         f"SET e.event_id = {event_id_sql('s.source_number')} "
                         f"WHERE e.event_id < %s", (FIRST_ID,))
     conn.commit()

@@ -12,8 +12,9 @@ re-export::
 
 63 bits (it stays a positive signed 64-bit integer: Arrow, Spark and the bulk protocol's
 LONGLONG carry it unchanged): 3 bits of source number (1–7, ``binlake_sources``: a gold
-database numbers the lake's ``source_id`` values it receives), 20 bits of the binlog file's
-number (``mysql-bin.000042`` → 42; up to 1,048,575), 32 bits of the event's start position
+database numbers each ``(source_id, binlog base name)`` it receives, so ``mysql-bin.000042``
+and ``relay-bin.000042`` of one source never share ids), 20 bits of the binlog file's number
+(``mysql-bin.000042`` → 42; up to 1,048,575), 32 bits of the event's start position
 (positions are 32-bit in the event header), then 8 bits of room *per byte of the event*.
 
 Why ``<< 8 + row_in_event`` and not ``<< 8 | row_in_event``: the rows of one event number
@@ -26,7 +27,7 @@ event whose rows shrank more than 256-fold. A row outside any of these bounds ra
 :class:`EventIdError` (the export stops, nothing is silently renumbered or lost).
 
 Rows of different sources never share an id (the source number is the top bits); within a
-source, ``event_id`` ascends with ``(file number, start_pos, row_in_event)``.
+source's binlogs, ``event_id`` ascends with ``(file number, start_pos, row_in_event)``.
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.binlog_names import file_number
+from pipelines.binlog_names import file_number, split_binlog_name
 from pipelines.errors import EventIdError
 
 __all__ = ["SOURCE_BITS", "FILE_BITS", "POS_BITS", "ROW_SHIFT", "MAX_SOURCES", "FIRST_ID",
-           "EventIdError", "event_id", "event_ids", "source_numbers", "event_id_sql"]
+           "EventIdError", "SourceKey", "binlog_base", "event_id", "event_ids", "source_numbers",
+           "event_id_sql", "binlog_base_sql"]
+
+SourceKey = tuple[str, str]  # (source_id, binlog base name): what a source number names
 
 SOURCE_BITS, FILE_BITS, POS_BITS, ROW_SHIFT = 3, 20, 32, 8
 MAX_SOURCES = (1 << SOURCE_BITS) - 1
@@ -67,15 +71,35 @@ def _numbers(files: pa.Array) -> np.ndarray:
     return nums[enc.indices.to_numpy(zero_copy_only=False)]
 
 
-def source_numbers(source_ids: pa.Array, numbers: Mapping[str, int]) -> pa.Array:
-    """``source_id`` → its gold number; EventIdError for one the mapping lacks."""
-    enc = pc.dictionary_encode(pc.fill_null(source_ids.cast(pa.string()), "default"))
-    names = enc.dictionary.to_pylist()
-    missing = [n for n in names if n not in numbers]
+def binlog_base(name: str) -> str:
+    """``mysql-bin.000042`` → ``mysql-bin``; a name without a number is its own base."""
+    parts = split_binlog_name(name or "")
+    return parts[0] if parts else (name or "")
+
+
+def source_numbers(source_ids: pa.Array, binlog_files: pa.Array,
+                   numbers: Mapping[SourceKey, int] | None) -> pa.Array:
+    """Each row's source number: its ``(source_id, binlog base)`` in ``numbers``
+    (``ddl.source_numbers``). Without ``numbers`` (tests, benches) a batch of one such key
+    is source 1. EventIdError for a key the mapping lacks."""
+    sid = pc.dictionary_encode(pc.fill_null(source_ids.cast(pa.string()), "default"))
+    fil = pc.dictionary_encode(binlog_files.cast(pa.string()))
+    sid_names, file_names = sid.dictionary.to_pylist(), fil.dictionary.to_pylist()
+    pair = (sid.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(file_names)
+            + fil.indices.to_numpy(zero_copy_only=False))
+    codes, inverse = np.unique(pair, return_inverse=True)  # one lookup per distinct pair
+    keys = [(sid_names[c // len(file_names)], binlog_base(file_names[c % len(file_names)]))
+            for c in codes.tolist()]
+    if numbers is None:
+        if len(set(keys)) > 1:
+            raise EventIdError(f"rows of {len(set(keys))} sources/binlog names and no source "
+                               "numbers given")
+        numbers = {k: 1 for k in keys}
+    missing = [k for k in keys if k not in numbers]
     if missing:
-        raise EventIdError(f"source_id {missing[0]!r} has no number in gold's binlake_sources")
-    nums = np.array([numbers[n] for n in names], dtype=np.int64)
-    return pa.array(nums[enc.indices.to_numpy(zero_copy_only=False)])
+        raise EventIdError(f"source_id {missing[0][0]!r} with binlogs {missing[0][1]!r} has "
+                           "no number in gold's binlake_sources")
+    return pa.array(np.array([numbers[k] for k in keys], np.int64)[inverse.reshape(-1)])
 
 
 def event_ids(binlog_file: pa.Array, start_pos: pa.Array, end_pos: pa.Array,
@@ -102,6 +126,12 @@ def event_ids(binlog_file: pa.Array, start_pos: pa.Array, end_pos: pa.Array,
             f"2^{POS_BITS} and {1 << ROW_SHIFT} rows per byte of an event (docs/gold.md)")
     ids = ((((src << FILE_BITS) | files) << POS_BITS | start) << ROW_SHIFT) + row
     return pa.array(ids, pa.int64())
+
+
+def binlog_base_sql(column: str = "binlog_file") -> str:
+    """:func:`binlog_base` in SQL (the text before the last dot when a number follows it)."""
+    return (f"CASE WHEN {column} REGEXP '\\\\.[0-9]+$' THEN LEFT({column}, CHAR_LENGTH({column}) "
+            f"- CHAR_LENGTH(SUBSTRING_INDEX({column}, '.', -1)) - 1) ELSE {column} END")
 
 
 def event_id_sql(source_number: str = "s.source_number") -> str:

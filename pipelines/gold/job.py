@@ -26,6 +26,7 @@ from pipelines.mysql_client import Dsn, error_text, offers_bulk_operations
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, index_state, snapshots, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
+from pipelines.gold.event_ids import binlog_base
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.gold.lock import holds_gold_lock
 from pipelines.lease import holds_lease
@@ -229,9 +230,9 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
             if st.rotated_before is not None:
                 cut = int((st.rotated_before - _EPOCH).total_seconds())
                 df = df.where(F.col("event_timestamp").cast("long") >= F.lit(cut))
-            res.partitions_added, source_ids, files = _partitions_for(
-                conn, res.database, df, cfg, st.rotated_before)
-            sources = ddl.source_numbers(conn, source_ids)
+            res.partitions_added, files = _partitions_for(conn, res.database, df, cfg,
+                                                          st.rotated_before)
+            sources = ddl.source_numbers(conn, {(s, binlog_base(f)) for s, f in files})
             state.mark_running(conn, table_id=tid, path=silver_path or lake.where(SILVER_EVENTS),
                                target=target)
             res.tasks = tasks
@@ -251,7 +252,8 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
                                   f"{watermark}): {msg}") from None
             res.rows_read, res.rows_inserted = counts.rows_read, counts.rows_inserted
             res.pk_marked, res.retries = counts.pk_marked, counts.retries
-            index_state.refresh(conn, sources, files, run_started)
+            index_state.refresh(conn, {s for s, _ in sources}, {f for _, f in files},
+                                run_started)
         state.mark_done(conn, table_id=tid, version=target, rows_read=res.rows_read,
                         inserted=res.rows_inserted, pk_marked=res.pk_marked,
                         method=res.method or "none")
@@ -284,16 +286,16 @@ def _try(fn) -> None:
 
 
 def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | None
-                    ) -> tuple[int, list[str], list[str]]:
+                    ) -> tuple[int, set[tuple[str, str]]]:
     """Add partitions for every hour the rows fall in, then the future ones (so nothing
-    lands in ``p_future``); return how many were added, and the rows' source_ids and
-    binlog files (one pass over the rows for all three)."""
+    lands in ``p_future``); return how many were added, and the rows' distinct
+    ``(source_id, binlog_file)`` pairs (one pass over the rows for both)."""
     from pyspark.sql import functions as F
 
     secs = F.col("event_timestamp").cast("long")
     b = df.agg(F.min(secs).alias("lo"), F.max(secs).alias("hi"),
-               F.collect_set(F.coalesce(F.col("source_id"), F.lit("default"))).alias("sources"),
-               F.collect_set("binlog_file").alias("files")).collect()[0]
+               F.collect_set(F.array(F.coalesce(F.col("source_id"), F.lit("default")),
+                                     F.col("binlog_file"))).alias("files")).collect()[0]
     added = 0
     if b["lo"] is not None:
         lo = _EPOCH + dt.timedelta(seconds=int(b["lo"]))
@@ -302,7 +304,7 @@ def _partitions_for(conn, database: str, df, cfg: Config, floor: dt.datetime | N
     now = ddl.hour_floor(ddl.utc_now())
     added += _ensure_partitions(conn, database, now,
                                 now + dt.timedelta(hours=cfg.gold.partitions_ahead))
-    return added, sorted(b["sources"] or []), sorted(b["files"] or [])
+    return added, {(str(s), str(f)) for s, f in b["files"] or []}
 
 
 def _export_snapshots(spark, cfg: Config, conn) -> tuple[int, dict[str, int]]:

@@ -32,14 +32,13 @@ from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
 from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, gold_query_text
 from pipelines.gold.event_ids import event_ids, source_numbers
 
-__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "DEFAULT_SOURCES", "INT_COLUMNS", "gold_pk_values", "to_gold",
+__all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "INT_COLUMNS", "gold_pk_values", "to_gold",
            "sql_rows", "sql_values", "tsv_rows", "byte_slices", "concat_body"]
 
 # What the export reads from silver: gold's columns less event_id (computed) and query_hash
 # (asked of the server).
 SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c not in ("event_id", "query_hash"))
-# The source numbers of event_id when the caller gives none (tests, benches): one source.
-DEFAULT_SOURCES = {"default": 1}
+
 
 PK_MAX_CHARS = 512
 PK_MARK = "\\#"
@@ -120,13 +119,13 @@ def _schema_version(arr: pa.Array, versions: Mapping[str, int]) -> pa.Array:
 
 
 def to_gold(batch: pa.RecordBatch, digests: Digests | None = None,
-            sources: Mapping[str, int] | None = None,
+            sources: Mapping[tuple[str, str], int] | None = None,
             versions: Mapping[str, int] | None = None) -> tuple[pa.RecordBatch, int]:
     """Silver columns (at least :data:`SILVER_INPUT`) → gold values; and how many
     ``pk_values`` were marked. ``digests`` maps statement texts to their query_hash
     (``digest.StatementDigests.lookup``; without it query_hash is NULL); ``sources`` each
-    ``source_id`` to its number in gold (``ddl.source_numbers``; default
-    :data:`DEFAULT_SOURCES`); ``versions`` each silver snapshot id to its gold number
+    ``(source_id, binlog base)`` to its number in gold (``ddl.source_numbers``; without it a
+    batch of one such key is source 1); ``versions`` each silver snapshot id to its gold number
     (``snapshots.copy_snapshots``; without it every schema_version is 0). Raises ValueError on an event_type gold cannot code and
     EventIdError on a row ``event_id`` cannot place."""
     cols = []
@@ -137,7 +136,8 @@ def to_gold(batch: pa.RecordBatch, digests: Digests | None = None,
             cols.append(event_ids(
                 batch.column("binlog_file"), batch.column("start_pos"),
                 batch.column("end_pos"), batch.column("row_in_event"),
-                source_numbers(batch.column("source_id"), sources or DEFAULT_SOURCES)))
+                source_numbers(batch.column("source_id"), batch.column("binlog_file"),
+                               sources)))
             continue
         if name == "query_hash":
             found = digests(texts.to_pylist()) if digests is not None else {}
