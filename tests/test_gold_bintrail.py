@@ -90,6 +90,7 @@ def test_bintrail_readers_sql_on_binlake_gold(spark, mariadb, tmp_path: Path,
     types = dict(q("SELECT CONCAT(TABLE_NAME, '.', COLUMN_NAME), COLUMN_TYPE FROM "
                    "information_schema.COLUMNS WHERE TABLE_SCHEMA = %s", (db,)))
     assert types["binlog_events.schema_version"] == "int(10) unsigned"
+    assert types["binlog_events.connection_id"] == "int(10) unsigned"
     assert types["schema_snapshots.snapshot_id"] == "int(10) unsigned"
 
     # recover's resolver: the latest snapshot is an integer naming shop.products' columns.
@@ -170,7 +171,7 @@ def test_init_migrates_an_older_gold_in_place(mariadb, tmp_path: Path) -> None:
     hour = dt.datetime(2026, 12, 1, 10)
     mariadb.execute(ddl.create_events_sql(hour, 2), db=db)
     mariadb.execute("ALTER TABLE binlog_events MODIFY schema_version VARCHAR(64) NOT NULL "
-                    "DEFAULT '0'", db=db)
+                    "DEFAULT '0', MODIFY connection_id BIGINT UNSIGNED DEFAULT NULL", db=db)
     mariadb.execute(_OLD_SNAPSHOTS, db=db)
     for sid, when in (("20261201T101500Z-bbbb", "2026-12-01 10:15:00"),
                       ("20261201T100000Z-aaaa", "2026-12-01 10:00:00")):
@@ -195,6 +196,7 @@ def test_init_migrates_an_older_gold_in_place(mariadb, tmp_path: Path) -> None:
             "SELECT CONCAT(TABLE_NAME, '.', COLUMN_NAME), COLUMN_TYPE FROM "
             "information_schema.COLUMNS WHERE TABLE_SCHEMA = %s", (db,)))
         assert types["binlog_events.schema_version"] == "int(10) unsigned"
+        assert types["binlog_events.connection_id"] == "int(10) unsigned"
         assert types["schema_snapshots.snapshot_id"] == "int(10) unsigned"
         assert mariadb.execute("SELECT binlake_snapshot_id, snapshot_id FROM schema_snapshots "
                                "ORDER BY snapshot_id", db=db) == [

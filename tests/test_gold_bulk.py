@@ -144,8 +144,8 @@ def _rows(seed: int, n: int) -> pa.RecordBatch:
         "row_in_event": [rnd.randint(0, 2**31) for _ in range(n)],
         "event_timestamp": ["2024-03-10 12:30:05"] * n,
         "gtid": [text(250) for _ in range(n)],
-        "connection_id": pa.array([None if rnd.random() < 0.3 else rnd.randint(0, 2**63 - 1)
-                                   for _ in range(n)], pa.int64()),
+        "connection_id": pa.array([None if rnd.random() < 0.3 else rnd.randint(0, 2**32 - 1)
+                                   for _ in range(n)], pa.int64()),  # INT UNSIGNED
         "schema_name": [(text(60) or "s")[:60] for _ in range(n)],
         "table_name": ["t"] * n, "event_type": pa.array([1, 2, 3] * (n // 3) + [1] * (n % 3),
                                                           pa.int8()),

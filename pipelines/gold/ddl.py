@@ -27,7 +27,8 @@ from pipelines.gold.event_ids import (FIRST_ID, MAX_SOURCES, EventIdError, Sourc
 
 __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "SOURCES_TABLE", "EVENT_COLUMNS",
-    "EVENT_TYPE_CODES", "CREATE_SOURCES", "source_numbers", "renumber_events",
+    "EVENT_TYPE_CODES", "CREATE_SOURCES", "source_numbers", "renumber_events", "BINTRAIL_TYPES",
+    "match_bintrail_types",
     "MAX_PARTITIONS", "Partition", "PartitionPlan", "hour_floor", "partition_name",
     "partition_hour", "partition_clause", "create_events_sql",
     "CREATE_STATE", "ADDED_COLUMNS", "add_missing_columns", "read_partitions",
@@ -68,9 +69,10 @@ ADDED_COLUMNS = (
 
 # bintrail's binlog_events plus what exactly-once needs: source_id and row_in_event, and the
 # UNIQUE key uq_event_row naming one row change (it must include the partitioning column).
-# Widened from bintrail: connection_id BIGINT (silver's type), pk_values NULL (tables without
-# a primary key). schema_version is bintrail's INT: schema_snapshots.snapshot_id, the gold
-# number of a silver snapshot (snapshots.py).
+# Widened from bintrail: pk_values NULL (tables without a primary key). schema_version is
+# bintrail's INT: schema_snapshots.snapshot_id, the gold number of a silver snapshot
+# (snapshots.py); connection_id bintrail's INT UNSIGNED (a binlog's pseudo_thread_id is 4
+# bytes, so silver's BIGINT values fit).
 _EVENTS_BODY = """(
     event_id        BIGINT UNSIGNED  NOT NULL AUTO_INCREMENT,
     source_id       VARCHAR(64)      NOT NULL DEFAULT 'default' COMMENT 'binlake source.name',
@@ -80,7 +82,7 @@ _EVENTS_BODY = """(
     row_in_event    INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT '0-based row index in its rows event',
     event_timestamp DATETIME         NOT NULL,
     gtid            VARCHAR(255)     DEFAULT NULL,
-    connection_id   BIGINT UNSIGNED  DEFAULT NULL,
+    connection_id   INT UNSIGNED     DEFAULT NULL COMMENT 'pseudo_thread_id of the transaction''s BEGIN',
     schema_name     VARCHAR(64)      NOT NULL,
     table_name      VARCHAR(64)      NOT NULL,
     event_type      TINYINT UNSIGNED NOT NULL COMMENT '1=INSERT, 2=UPDATE, 3=DELETE',
@@ -166,6 +168,32 @@ def partition_clause(hour: dt.datetime) -> str:
 
 def _future_clause() -> str:
     return f"PARTITION {FUTURE} VALUES LESS THAN MAXVALUE"
+
+
+# bintrail's types of columns an older binlake declared otherwise: column → (its
+# information_schema DATA_TYPE, the definition). schema_version's values must already be
+# numbers (snapshots.migrate runs first).
+BINTRAIL_TYPES = (
+    ("connection_id", "int", "INT UNSIGNED DEFAULT NULL COMMENT 'pseudo_thread_id of the "
+                             "transaction''s BEGIN'"),
+    ("schema_version", "int", "INT UNSIGNED NOT NULL DEFAULT 0 COMMENT "
+                              "'schema_snapshots.snapshot_id; 0 = named from the binlog'"),
+)
+
+
+def match_bintrail_types(conn, database: str) -> list[str]:
+    """Give :data:`BINTRAIL_TYPES` to the columns of a ``binlog_events`` made before them, in
+    one ``ALTER TABLE`` (one rebuild of the table); idempotent. Returns the columns changed."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, EVENTS_TABLE))
+        have = {str(c).lower(): str(t).lower() for c, t in cur.fetchall()}
+        todo = [(name, definition) for name, kind, definition in BINTRAIL_TYPES
+                if name in have and have[name] != kind]
+        if todo:
+            cur.execute(f"ALTER TABLE {quote_ident(EVENTS_TABLE)} " + ", ".join(
+                f"MODIFY {quote_ident(name)} {definition}" for name, definition in todo))
+    return [name for name, _ in todo]
 
 
 def add_missing_columns(conn, database: str) -> list[str]:

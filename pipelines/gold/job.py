@@ -110,6 +110,7 @@ def run_init(cfg: Config, *, gold_dsn: str | None = None,
             cur.execute(index_state.CREATE_INDEX_STATE)
         ddl.add_missing_columns(conn, db)
         snapshots.migrate(conn, db)
+        ddl.match_bintrail_types(conn, db)
         ddl.renumber_events(conn)
         added = _ensure_partitions(conn, db, now, now + dt.timedelta(hours=n - 1))
         total = len(ddl.read_partitions(conn, db))

@@ -135,8 +135,8 @@ def migrate(conn, database: str) -> list[str]:
        numbered (snapshot-time order), ``snapshot_id`` becomes ``INT UNSIGNED`` and the
        unique key names ``binlake_snapshot_id``.
     2. ``binlog_events.schema_version``: each row's text becomes its snapshot's number (0
-       for ``binlog`` and ids gold has no snapshot of), then ``INT UNSIGNED`` — a rebuild of
-       the table, once.
+       for ``binlog`` and ids gold has no snapshot of); ``ddl.match_bintrail_types`` then
+       makes the column ``INT UNSIGNED``.
     """
     done = []
     ev = quote_ident(EVENTS_TABLE)
@@ -164,8 +164,6 @@ def migrate(conn, database: str) -> list[str]:
                         f"snapshot_id FROM {_T}) s ON s.binlake_snapshot_id = e.schema_version "
                         "SET e.schema_version = COALESCE(s.snapshot_id, IF(e.schema_version "
                         "REGEXP '^[0-9]+$', e.schema_version, 0))")  # a re-run: numbered
-            cur.execute(f"ALTER TABLE {ev} MODIFY schema_version INT UNSIGNED NOT NULL DEFAULT 0 "
-                        "COMMENT 'schema_snapshots.snapshot_id; 0 = named from the binlog'")
             done.append("binlog_events.schema_version numbered")
     conn.commit()
     return done
