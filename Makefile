@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/delta-jars
 
-.PHONY: setup demo test test-jvm test-big test-soak mariadb chromium minio sample bench clean
+.PHONY: setup demo test test-jvm test-big test-pairs test-soak mariadb chromium minio sample bench clean
 
 setup: $(STAMP) $(JARS)/.fetched
 
@@ -60,6 +60,17 @@ test-big: setup mariadb
 # catalog tables, spark-submit, classic conformance. CI (.ci/run) runs it after `make test`.
 test-jvm: setup mariadb
 	$(PY) -m pytest -q -m 'jvm and not soak and not big'
+
+# The other Spark + Delta pairs binlake supports (docs/engines.md), each in an environment of
+# its own (scripts/engine_pair.py: .venv-pairs/, made once, ~4 min each): the engine matrix's
+# JVM legs (local JVM Spark and the Spark Connect server). `make setup` keeps the 4.1.0 pair.
+PAIRS ?= 4.0.1:4.0.1 4.2.0:4.4.0
+test-pairs: setup mariadb
+	@for pair in $(PAIRS); do \
+	  py=$$($(PY) scripts/engine_pair.py $$pair) || exit 1; \
+	  echo "== pyspark and delta-spark $$pair ($$py)"; \
+	  $$py -m pytest -q -m 'jvm and not soak and not big' tests/test_engine_matrix.py || exit 1; \
+	done
 
 # The long JVM Spark re-runs (concurrent JVM writers, history on JVM catalog tables).
 test-soak: setup mariadb

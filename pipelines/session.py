@@ -194,10 +194,12 @@ def _connect(url: str):
 
 
 def default_delta_jars_dir() -> Path | None:
-    """The Delta jar cache ``make setup`` fills (``<repo>/.venv/delta-jars``, else
-    ``<sys.prefix>/delta-jars``), ``None`` when neither holds a jar."""
-    for d in (Path(__file__).resolve().parents[1] / ".venv" / "delta-jars",
-              Path(sys.prefix) / "delta-jars"):
+    """The Delta jar cache of the running environment (``<sys.prefix>/delta-jars``: ``make
+    setup``'s ``.venv``, or a Spark + Delta pair's of ``scripts/engine_pair.py``), else the
+    checkout's ``.venv/delta-jars`` (an install elsewhere); ``None`` when neither holds a jar.
+    The environment's own come first: its pyspark is the one they were fetched for."""
+    for d in (Path(sys.prefix) / "delta-jars",
+              Path(__file__).resolve().parents[1] / ".venv" / "delta-jars"):
         if any(d.glob("*.jar")):
             return d
     return None
