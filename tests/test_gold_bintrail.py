@@ -6,7 +6,11 @@ source (github.com/dbtrail/bintrail: ``internal/query/query.go`` buildQuery, the
 ``internal/metadata`` resolver ``recover`` opens, ``internal/status`` LoadIndexState /
 LoadPartitionStats / LoadCoverage) with the Go types they scan into, and run against a gold
 database filled by ``binlake snapshot``, ``binlake index`` and ``binlake gold`` from a real
-MariaDB. Also: a gold database laid out as binlake made it before (text snapshot ids and
+MariaDB; then the same statements against a database laid out as bintrail lays it out
+(its DDL, copied) holding the same row changes as its indexer writes them (one writer in
+binlog order, ``pk_values NOT NULL``, JSON ``null`` changed_columns, a ``_ci`` collation)
+give the same answers, key by key (index_state: the files, status and counts; gold has no
+file sizes). Also: a gold database laid out as binlake made it before (text snapshot ids and
 ``schema_version``, AUTO_INCREMENT ``event_id``) is migrated in place by ``binlake init``,
 twice without change the second time.
 """
@@ -143,6 +147,98 @@ def test_bintrail_readers_sql_on_binlake_gold(spark, mariadb, tmp_path: Path,
     parts = q(PARTITION_STATS, (db,))
     assert parts[-1][:2] == ("p_future", "MAXVALUE") and all(int(p[3]) >= 0 for p in parts)
     assert q(COVERAGE)[0][2] == 400 * 4
+
+    # The same answers from a table laid out as bintrail lays it out, filled as its indexer
+    # fills it (one writer in binlog order: AUTO_INCREMENT ids; pk_values NOT NULL, JSON
+    # null changed_columns for INSERT/DELETE, the server's default collation).
+    bt = _bintrail_layout(mariadb, db)
+
+    def answers(database: str) -> list:
+        out = []
+        for key in [str(k) for k in range(1, 401)]:
+            rows = sorted(mariadb.execute(BINTRAIL_PK_QUERY, ("shop", "products", key, key),
+                                          db=database), key=lambda r: (r[4], r[0]))
+            out.append([(r[1:6], r[7:11], _json(r[11]), _json(r[12]), _json(r[13]), r[14])
+                        for r in rows])
+        (snap,), = mariadb.execute(LATEST_SNAPSHOT, db=database)
+        out.append(mariadb.execute(SNAPSHOT_COLUMNS, (int(snap),), db=database))
+        window = mariadb.execute(WINDOW_QUERY.format(lo=lo, hi=hi),
+                                 ("shop", "products", lo_t, hi_t), db=database)
+        out.append([r[1:] for r in sorted(window, key=lambda r: (r[1], r[0]))])
+        out.append(sorted((f, st, int(n)) for f, st, n, *_ in
+                          mariadb.execute(INDEX_STATE, db=database)))
+        return out
+
+    assert answers(db) == answers(bt)
+
+
+# bintrail's tables (internal/indexer/schema.go: binlog_events with dbtrail's three later
+# columns, schema_snapshots, index_state), facts copied; the database's default collation.
+_BT_EVENTS = """CREATE TABLE binlog_events (
+    event_id BIGINT UNSIGNED AUTO_INCREMENT, binlog_file VARCHAR(255) NOT NULL,
+    start_pos BIGINT UNSIGNED NOT NULL, end_pos BIGINT UNSIGNED NOT NULL,
+    event_timestamp DATETIME NOT NULL, gtid VARCHAR(255) DEFAULT NULL,
+    connection_id INT UNSIGNED DEFAULT NULL, schema_name VARCHAR(64) NOT NULL,
+    table_name VARCHAR(64) NOT NULL, event_type TINYINT UNSIGNED NOT NULL,
+    pk_values VARCHAR(512) NOT NULL, pk_hash VARCHAR(64) AS (SHA2(pk_values, 256)) STORED,
+    changed_columns JSON DEFAULT NULL, row_before JSON DEFAULT NULL, row_after JSON DEFAULT NULL,
+    schema_version INT UNSIGNED NOT NULL DEFAULT 0, query_text MEDIUMTEXT DEFAULT NULL,
+    query_hash CHAR(64) DEFAULT NULL, commit_ts_us BIGINT UNSIGNED DEFAULT NULL,
+    PRIMARY KEY (event_id, event_timestamp),
+    INDEX idx_row_lookup (schema_name, table_name, event_timestamp),
+    INDEX idx_pk_hash (schema_name, table_name, pk_hash, event_timestamp),
+    INDEX idx_gtid (gtid)
+) ENGINE=InnoDB PARTITION BY RANGE (TO_SECONDS(event_timestamp)) (
+    PARTITION p_future VALUES LESS THAN MAXVALUE)"""
+_BT_SNAPSHOTS = """CREATE TABLE schema_snapshots (
+    id INT UNSIGNED AUTO_INCREMENT PRIMARY KEY, snapshot_id INT UNSIGNED NOT NULL,
+    snapshot_time DATETIME NOT NULL, schema_name VARCHAR(64) NOT NULL,
+    table_name VARCHAR(64) NOT NULL, column_name VARCHAR(64) NOT NULL,
+    ordinal_position INT UNSIGNED NOT NULL, column_key VARCHAR(3) NOT NULL,
+    data_type VARCHAR(64) NOT NULL, column_type TEXT DEFAULT NULL,
+    is_nullable VARCHAR(3) NOT NULL, column_default TEXT DEFAULT NULL,
+    is_generated TINYINT(1) NOT NULL DEFAULT 0, pg_type_oid INT UNSIGNED DEFAULT NULL,
+    pg_type_mod INT DEFAULT NULL, INDEX idx_snapshot_id (snapshot_id),
+    INDEX idx_snapshot_table (snapshot_id, schema_name, table_name)) ENGINE=InnoDB"""
+_BT_INDEX_STATE = """CREATE TABLE index_state (
+    binlog_file VARCHAR(255) PRIMARY KEY, file_size BIGINT UNSIGNED NOT NULL,
+    last_position BIGINT UNSIGNED NOT NULL, events_indexed BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    status ENUM('in_progress','completed','failed') NOT NULL, started_at DATETIME NOT NULL,
+    completed_at DATETIME DEFAULT NULL, error_message TEXT DEFAULT NULL,
+    bintrail_id CHAR(36) NULL DEFAULT NULL, INDEX idx_bintrail_id (bintrail_id)) ENGINE=InnoDB"""
+_BT_COLUMNS = ("binlog_file, start_pos, end_pos, event_timestamp, gtid, connection_id, "
+               "schema_name, table_name, event_type, pk_values, changed_columns, row_before, "
+               "row_after, schema_version, query_text, query_hash, commit_ts_us")
+
+
+def _bintrail_layout(mariadb, gold: str) -> str:
+    """A database laid out as bintrail lays it out, holding gold's row changes as bintrail's
+    indexer writes them: in binlog order (its AUTO_INCREMENT ids), its value forms."""
+    bt = gold + "_bt"
+    mariadb.execute(f"CREATE DATABASE {bt} DEFAULT CHARACTER SET utf8mb4 "
+                    "COLLATE utf8mb4_unicode_ci")
+    for ddl_text in (_BT_EVENTS, _BT_SNAPSHOTS, _BT_INDEX_STATE):
+        mariadb.execute(ddl_text, db=bt)
+    select = _BT_COLUMNS.replace("pk_values", "COALESCE(pk_values, '')").replace(
+        "changed_columns", "COALESCE(changed_columns, 'null')")
+    mariadb.execute(f"INSERT INTO {bt}.binlog_events ({_BT_COLUMNS}) SELECT {select} FROM "
+                    f"{gold}.binlog_events ORDER BY CAST(SUBSTRING_INDEX(binlog_file, '.', -1) "
+                    "AS UNSIGNED), start_pos, row_in_event")
+    cols = ("snapshot_id, snapshot_time, schema_name, table_name, column_name, ordinal_position, "
+            "column_key, data_type, column_type, is_nullable, column_default, is_generated")
+    mariadb.execute(f"INSERT INTO {bt}.schema_snapshots ({cols}) SELECT {cols} FROM "
+                    f"{gold}.schema_snapshots ORDER BY id")
+    mariadb.execute(f"INSERT INTO {bt}.index_state (binlog_file, file_size, last_position, "
+                    "events_indexed, status, started_at, completed_at) SELECT binlog_file, 0, 0, "
+                    f"COUNT(*), 'completed', NOW(), NOW() FROM {gold}.binlog_events "
+                    "GROUP BY binlog_file")
+    return bt
+
+
+def _json(text):
+    import json
+
+    return None if text is None else json.loads(text)
 
 
 # The gold tables as binlake made them before issue 43 (pipelines/gold/ddl.py at aa1bf18):
