@@ -533,6 +533,9 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     ("absent_columns", "string"), ("schema_version", "string"),
     # dbtrail's columns (docs/gold.md), added later: last, so an older table evolves to this.
     ("query_text", "string"), ("commit_ts_us", "bigint"),
+    # Where the row change comes from (docs/silver.md "Derived row changes"): `binlog`, or
+    # derived: `fk_cascade`, `fk_set_null`, `truncate`. Added later: NULL reads as `binlog`.
+    ("origin", "string"),
 ], partition_by=("event_date",),
     description="Row changes named by their schema: JSON images, changed columns, pk.",
     # Statistics on what readers filter by, not on the JSON images: writing min/max of every

@@ -75,6 +75,9 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
 
                 maps = read_table_maps(spark, Lake.of(cfg), in_files)
             d.update(maps.get(d["table_map_hash"], {}))
+        if d["column_types"] is None and (d.get("origin") or "binlog") != "binlog":
+            out.append((d, _derived_spec(plan, d)))  # no bronze row: a derived change
+            continue
         if d["column_types"] is None:
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
                                       "bronze row is missing (bronze rebuilt without it?)")
@@ -82,6 +85,21 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                             d["start_pos"], BronzeTableMap.of(d))
         out.append((d, spec))
     return out
+
+
+def _derived_spec(plan: NamingPlan, d: dict[str, Any]) -> TableSpec:
+    """The spec of a derived row change (docs/silver.md): the snapshot its image was named
+    with (``schema_version``), else the one valid at its place."""
+    from pipelines.silver.data_snapshot import table_spec
+
+    table = (d["schema_name"], d["table_name"])
+    snaps = [snap for _, snap in plan.snapshots.get(d["source_id"], [])]
+    snap = next((x for x in snaps if x.snapshot_id == d["schema_version"]), None) \
+        or plan.snapshot_for(d["source_id"], *table, d["seq"])
+    if snap is None or table not in snap.tables:
+        raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: no snapshot names "
+                                  f"the derived change of {table[0]}.{table[1]}")
+    return table_spec(snap.table(*table), snap.snapshot_id)
 
 
 def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:

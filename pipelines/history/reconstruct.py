@@ -181,11 +181,13 @@ def _fold_events(pk_names: list[str] | None, columns: list[str]):
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            out: dict[str, list] = {"key": [], "seq": [], "ord": [], "delta": [], "image": []}
+            out: dict[str, list] = {"key": [], "seq": [], "rie": [], "ord": [], "delta": [],
+                                    "image": []}
 
             def emit(key, seq, order, delta, image):
                 out["key"].append(key)
                 out["seq"].append(seq)
+                out["rie"].append(r["row_in_event"])
                 out["ord"].append(order)
                 out["delta"].append(delta)
                 out["image"].append(image)
@@ -201,9 +203,11 @@ def _fold_events(pk_names: list[str] | None, columns: list[str]):
     return run
 
 
-_FOLD_SCHEMA = pa.schema([("key", pa.string()), ("seq", pa.int64()), ("ord", pa.int32()),
-                          ("delta", pa.int32()), ("image", pa.string())])
-_FOLD_DDL = "key string, seq bigint, ord int, delta int, image string"
+# ``rie`` (row_in_event) breaks ties of seq: derived row changes of one cause may share a
+# clamped seq (docs/silver.md).
+_FOLD_SCHEMA = pa.schema([("key", pa.string()), ("seq", pa.int64()), ("rie", pa.int32()),
+                          ("ord", pa.int32()), ("delta", pa.int32()), ("image", pa.string())])
+_FOLD_DDL = "key string, seq bigint, rie int, ord int, delta int, image string"
 
 
 def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
@@ -231,7 +235,7 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
         import hashlib
 
         changes = changes.where(f"pk_hash = '{hashlib.sha256(pk.encode()).hexdigest()}'")
-    changes = changes.select("seq", "row_before", "row_after")
+    changes = changes.select("seq", "row_in_event", "row_before", "row_after")
     if base is not None:
         from pipelines.lake import BASELINE_ROWS, Lake
 
@@ -244,11 +248,12 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 rows = rows.where(f"pk_values = {sql_string(pk)}")
             changes = changes.unionByName(rows.select(
                 F.lit(start - 1).cast("bigint").alias("seq"),
+                F.lit(0).cast("int").alias("row_in_event"),
                 F.lit(None).cast("string").alias("row_before"),
                 F.col("row_image").alias("row_after")))
     events = changes.mapInArrow(_fold_events(pk_names, columns), _FOLD_DDL)
     if pk_names is not None:
-        latest = events.groupBy("key").agg(F.max(F.struct("seq", "ord", "image")).alias("m"))
+        latest = events.groupBy("key").agg(F.max(F.struct("seq", "rie", "ord", "image")).alias("m"))
         images = latest.where("m.image IS NOT NULL").select(
             F.col("key"), F.col("m.image").alias("image"))
     else:

@@ -336,18 +336,21 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
      .mode("overwrite").option("overwriteSchema", "true").save(work))
     paired = spark.read.format("delta").load(work)
 
+    # A version is its key and the seq that opened it: derived row changes of one cause may
+    # share a seq (clamped below the next event: docs/silver.md), never with one key.
+    same_key = "".join(f" AND t.{quote(k)} <=> s.{quote(k)}" for k in layout.key)
     hist = _view(history_changes(paired, layout))
     hist_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in HISTORY_META]
     spark.sql(
         f"MERGE INTO delta.`{hist_path}` AS t USING {hist} AS s "
-        f"ON {'t.__is_current AND ' if clean else ''}t.__START_AT = s.__START_AT "
+        f"ON {'t.__is_current AND ' if clean else ''}t.__START_AT = s.__START_AT{same_key} "
         "WHEN MATCHED THEN UPDATE SET __END_AT = s.__END_AT, "
         "__end_timestamp = s.__end_timestamp, __is_current = s.__is_current "
         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(hist_cols)}").collect()
     cur = _view(current_changes(paired, layout))
     cur_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in CURRENT_META]
     spark.sql(
-        f"MERGE INTO delta.`{cur_path}` AS t USING {cur} AS s ON t.__seq = s.__seq "
+        f"MERGE INTO delta.`{cur_path}` AS t USING {cur} AS s ON t.__seq = s.__seq{same_key} "
         "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "
         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(cur_cols)}").collect()
     for v in (hist, cur):

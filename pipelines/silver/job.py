@@ -28,6 +28,7 @@ from pipelines.lease import holds_lease
 from pipelines.memory import release_freed_memory
 from pipelines.session import engine_name
 from pipelines.silver import render_fast
+from pipelines.silver.derived import append_derived
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.progress import load_progress, save_progress
 from pipelines.silver.render_warm import renders_here, warm_in_background
@@ -144,6 +145,11 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
             lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked,
                                   BATCH_ROWS, slice_day(sl, days)),
                         SILVER_EVENTS, target_mb=cfg.silver.target_file_mb)
+    # The row changes the server made without logging them, after the logged ones (derived).
+    derived = append_derived(spark, lake, plan, snapshots,
+                             [r for r in ddl_rows if (r[0], r[1]) in candidates], res.files)
+    if files is not None:
+        written += derived
     if files is None:
         # The appends' own commit metrics; a full count only where the log has none.
         written = rows_written_since(lake.location(spark, SILVER_EVENTS), before)

@@ -31,7 +31,7 @@ _TM = TABLE_MAP_COLUMNS
 _IMAGE_LISTS = ("row_before", "row_after")  # the images: read where they lie, not taken
 _FLAGS = ("event_type", "before_present", "after_present")
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
-                  "seq", "event_date", "pk_kind", "schema_version"}
+                  "seq", "event_date", "pk_kind", "schema_version", "origin"}
 DAY_US = 86_400_000_000  # event_date: the UTC day of event_timestamp
 # The columns a batch keeps once grouped, put in group order: what the outputs copy from the
 # bronze row, and what rendering reads besides the images (not the TABLE_MAP facts).
@@ -219,6 +219,7 @@ class BatchRenderer:
                          "absent_columns")}
         cat["pk_kind"] = pa.chunked_array([pa.repeat(s.pk_kind, n) for s, n in specs],
                                           pa.string())
+        cat["origin"] = pa.repeat(pa.scalar("binlog"), batch.num_rows)
         cat["schema_version"] = pa.chunked_array(
             [pa.repeat(s.schema_version, n).cast(pa.string()) for s, n in specs])
         files = batch.column("binlog_file")

@@ -105,7 +105,7 @@ def replay_silver(rows: Iterable[dict[str, Any]], conn, tables: Iterable[str]
     state: dict[str, Any] = {}
     for t in wanted:
         state[t] = {} if any(c["pk"] for c in cols[t]) else Counter()
-    for r in sorted(rows, key=lambda r: r["seq"]):
+    for r in sorted(rows, key=lambda r: (r["seq"], r.get("row_in_event") or 0)):
         t = f"{r['schema_name']}.{r['table_name']}"
         if t not in state:
             continue

@@ -1,0 +1,247 @@
+"""Pure: the row changes the server made without logging them, folded from silver's own.
+
+InnoDB applies ``ON DELETE`` / ``ON UPDATE`` ``CASCADE`` and ``SET NULL`` to child rows below
+the binlog (MariaDB; MySQL before 9.6), and ``TRUNCATE TABLE`` is one QUERY event: the rows
+they change are in no rows event. :class:`Fold` replays a table group's changes in binlog
+order (the alive rows per key: the last image) and, at each cause the run holds, emits the
+row changes the server made (docs/silver.md "Derived row changes"):
+
+- ``TRUNCATE TABLE t``: a DELETE of every alive row of t (``origin`` ``truncate``);
+- a parent DELETE, or an UPDATE changing the referenced columns, under a rule of the schema
+  valid at that point (``rules_at``): the child rows whose FK columns equal the parent's old
+  values are deleted (``CASCADE`` on delete, ``fk_cascade``), get the new values (``CASCADE``
+  on update, ``fk_cascade``) or NULL (``SET NULL``, ``fk_set_null``); their own children
+  follow (transitively, ``MAX_DEPTH`` levels).
+
+A derived row carries its cause's place (binlog_file, start_pos, end_pos, gtid, timestamps,
+statement) and ``row_in_event`` numbered after the cause event's own rows (n, n+1, …; a QUERY
+event has none, so from 0); its ``seq`` is the cause's ``file_number * 2^32 + start_pos +
+row_in_event`` clamped to ``end_pos - 1``, so it sorts after the cause and before the next
+event (ties broken by ``row_in_event``). Where the binlog itself carries a child's change
+(the same transaction logs a change of that key after the cause: MySQL 9.6's SQL-layer
+foreign keys), none is derived.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from pipelines.binlog_names import file_number
+from pipelines.history.images import pk_values_of, raw_values
+from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify
+
+__all__ = ["Rule", "Fold", "truncated_table", "cascading_rules", "MAX_DEPTH", "TRUNCATE"]
+
+MAX_DEPTH = 8  # levels of children followed from one parent change (as flashback)
+TRUNCATE = "TRUNCATE"  # event_type of the marker rows a TRUNCATE's QUERY event becomes
+_TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_QUALIFIED}\s*;?\s*$", re.I)
+_ACTIONS = ("CASCADE", "SET NULL")
+
+
+def truncated_table(query: str, default_schema: str | None) -> tuple[str, str] | None:
+    """(schema, table) of a ``TRUNCATE [TABLE] t`` statement, else None."""
+    m = _TRUNCATE.match(_clean(query or ""))
+    return _qualify(m.group(1), m.group(2), default_schema) if m else None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One FOREIGN KEY with a cascading action, as a snapshot recorded it."""
+
+    name: str
+    child: tuple[str, str]
+    child_columns: tuple[str, ...]
+    parent: tuple[str, str]
+    parent_columns: tuple[str, ...]
+    delete_rule: str
+    update_rule: str
+
+
+def cascading_rules(fks: Iterable[Any]) -> list[Rule]:
+    """The rules among a snapshot's FK rows (``snapshot_model.ForeignKey``) whose ON DELETE
+    or ON UPDATE makes the server change child rows (CASCADE, SET NULL)."""
+    groups: dict[tuple[str, str, str, str], list[Any]] = {}
+    for f in fks:
+        groups.setdefault((f.constraint_schema, f.table_schema, f.table_name,
+                           f.constraint_name), []).append(f)
+    out = []
+    for (_, _, _, name), cols in sorted(groups.items()):
+        cols.sort(key=lambda f: f.ordinal_position)
+        f0 = cols[0]
+        if f0.delete_rule not in _ACTIONS and f0.update_rule not in _ACTIONS:
+            continue
+        out.append(Rule(name, (f0.table_schema, f0.table_name),
+                        tuple(f.column_name for f in cols),
+                        (f0.referenced_table_schema, f0.referenced_table_name),
+                        tuple(f.referenced_column_name for f in cols),
+                        f0.delete_rule, f0.update_rule))
+    return out
+
+
+def _text(raw: str | None) -> str | None:
+    """A value's comparable text (JSON strings unquoted); None for NULL."""
+    if raw is None or raw == "null":
+        return None
+    return json.loads(raw) if raw.startswith('"') else raw
+
+
+def _image(values: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {v}"
+                           for k, v in values.items()) + "}"
+
+
+@dataclass
+class _Row:
+    """An alive row: its last image (text and raw values) and naming facts."""
+
+    image: str
+    values: dict[str, str]
+    pk_kind: str | None
+    schema_version: str | None
+
+
+@dataclass
+class Fold:
+    """Replays changes (``feed``, in binlog order) and yields the derived ones.
+
+    ``pk_names``: a table's primary-key columns (to key an UPDATE that moves its row; None or
+    missing: the key is taken as unchanged, or every column for ``all_columns`` tables).
+    ``rules_at(source, parent, seq)``: the rules valid at that point with ``parent`` as their
+    parent. ``causes``: whether a row (dict) is a cause this run derives from (its file is
+    in the run). ``rows_in_event``: (source, file, start_pos) → the event's logged row count.
+    ``logged``: (gtid, schema, table, pk_values) → seqs of logged changes, to derive none
+    that the binlog carries.
+    """
+
+    pk_names: dict[tuple[str, str], list[str]]
+    rules_at: Callable[[str, tuple[str, str], int], list[Rule]]
+    causes: Callable[[dict], bool]
+    rows_in_event: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    logged: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
+    state: dict[tuple[str, str, str], dict[str, list[_Row]]] = field(default_factory=dict)
+    _counter: dict[tuple[str, str, int], int] = field(default_factory=dict)
+
+    def feed(self, rows: Iterable[dict]) -> Iterator[dict]:
+        """The derived rows of ``rows`` (silver rows and TRUNCATE markers, sorted by seq
+        and row_in_event), in the order they take."""
+        for r in rows:
+            table = (r["source_id"], r["schema_name"], r["table_name"])
+            if r["event_type"] == TRUNCATE:
+                if self.causes(r):
+                    alive = self.state.pop(table, {})
+                    for key, entries in alive.items():
+                        for row in entries:
+                            yield self._derived(r, table, key, row, None, "truncate", [])
+                continue
+            before, after = raw_values(r["row_before"]), raw_values(r["row_after"])
+            self._apply(table, r["pk_values"], r, before, after)
+            if (r["event_type"] in ("DELETE", "UPDATE") and self.causes(r)
+                    and (r.get("origin") or "binlog") == "binlog"):
+                yield from self._cascade(r, (r["schema_name"], r["table_name"]), before,
+                                         after)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _key_after(self, table: tuple[str, str, str], key: str, after: dict[str, str],
+                   pk_kind: str | None) -> str:
+        if pk_kind == "all_columns":
+            return pk_values_of(after, list(after))
+        names = self.pk_names.get(table[1:])
+        return pk_values_of(after, names) if names else key
+
+    def _apply(self, table, key: str, r: dict, before, after) -> None:
+        rows = self.state.setdefault(table, {})
+        if before is not None:
+            entries = rows.get(key)
+            if entries:
+                entries.pop()
+                if not entries:
+                    del rows[key]
+        if after is not None:
+            if before is not None and r.get("absent_columns"):
+                after = {**before, **after}  # a MINIMAL after image: the rest unchanged
+            new_key = key if before is None else self._key_after(table, key, after,
+                                                                 r.get("pk_kind"))
+            row = _Row(_image(after), after, r.get("pk_kind"), r.get("schema_version"))
+            if r.get("pk_kind") == "all_columns":
+                rows.setdefault(new_key, []).append(row)
+            else:
+                rows[new_key] = [row]
+
+    # -- cascades ---------------------------------------------------------------------------
+
+    def _cascade(self, cause: dict, parent: tuple[str, str], before, after) -> Iterator[dict]:
+        source = cause["source_id"]
+        work = [(parent, before, after, 0)]
+        while work:
+            table, old, new, depth = work.pop(0)
+            if depth >= MAX_DEPTH or old is None:
+                continue
+            for rule in self.rules_at(source, table, cause["seq"]):
+                action = _action(rule, old, new)
+                if action is None:
+                    continue
+                wanted = [_text(old.get(p)) for p in rule.parent_columns]
+                if any(w is None for w in wanted):
+                    continue
+                child = (source, *rule.child)
+                rows = self.state.get(child, {})
+                hits = [(k, row) for k, entries in rows.items() for row in entries
+                        if [_text(row.values.get(c)) for c in rule.child_columns] == wanted]
+                for key, row in hits:
+                    if self._carried(cause, child, key):
+                        continue
+                    if new is None and action == "CASCADE":
+                        yield self._derived(cause, child, key, row, None, "fk_cascade", [])
+                        self._apply(child, key, {"pk_kind": row.pk_kind}, row.values, None)
+                        work.append((rule.child, row.values, None, depth + 1))
+                        continue
+                    values = dict(row.values)
+                    for c, p in zip(rule.child_columns, rule.parent_columns):
+                        values[c] = "null" if action == "SET NULL" else new.get(p, "null")
+                    changed = [c for c in rule.child_columns if values[c] != row.values[c]]
+                    origin = "fk_set_null" if action == "SET NULL" else "fk_cascade"
+                    yield self._derived(cause, child, key, row, values, origin, changed)
+                    self._apply(child, key, {"pk_kind": row.pk_kind,
+                                             "schema_version": row.schema_version},
+                                row.values, values)
+                    work.append((rule.child, row.values, values, depth + 1))
+
+    def _carried(self, cause: dict, child: tuple[str, str, str], key: str) -> bool:
+        """Whether the cause's transaction logs a later change of the child row itself."""
+        if cause.get("gtid") is None:
+            return False
+        seqs = self.logged.get((cause["gtid"], *child, key), ())
+        return any(s > cause["seq"] for s in seqs)
+
+    def _derived(self, cause: dict, table: tuple[str, str, str], key: str, row: _Row,
+                 values: dict[str, str] | None, origin: str, changed: list[str]) -> dict:
+        place = (cause["source_id"], cause["binlog_file"], cause["start_pos"])
+        n = self._counter.get(place, self.rows_in_event.get(place, 0))
+        self._counter[place] = n + 1
+        base = file_number(cause["binlog_file"]) << 32
+        seq = base + min(cause["start_pos"] + n, cause["end_pos"] - 1)
+        return {
+            **{c: cause.get(c) for c in ("source_id", "server_id", "server_uuid",
+                                         "binlog_file", "start_pos", "end_pos",
+                                         "event_timestamp", "gtid", "connection_id",
+                                         "query_text", "commit_ts_us")},
+            "row_in_event": n, "seq": seq, "schema_name": table[1], "table_name": table[2],
+            "event_type": "DELETE" if values is None else "UPDATE", "pk_values": key,
+            "pk_kind": row.pk_kind, "changed_columns": json.dumps(changed) if values else None,
+            "row_before": row.image, "row_after": None if values is None else _image(values),
+            "absent_columns": None, "schema_version": row.schema_version, "origin": origin,
+        }
+
+
+def _action(rule: Rule, old: dict[str, str], new: dict[str, str] | None) -> str | None:
+    """What InnoDB does to ``rule``'s children for the parent's change (old → new)."""
+    if new is None:
+        return rule.delete_rule if rule.delete_rule in _ACTIONS else None
+    if rule.update_rule not in _ACTIONS:
+        return None
+    changed = any(p in new and _text(new[p]) != _text(old.get(p)) for p in rule.parent_columns)
+    return rule.update_rule if changed else None

@@ -1,0 +1,183 @@
+"""I/O: append the derived row changes of a silver run (``derive``: what they are).
+
+After a run appended the logged row changes of its files, the causes among them (parent
+DELETE/UPDATEs under a cascading FK rule of some snapshot, ``TRUNCATE TABLE`` QUERY events)
+are folded with the history of the tables they touch, in the engine (one ``mapInArrow``
+task over the tables' silver rows: the alive rows of those tables are its state), and the
+derived rows silver does not hold yet are appended (the anti-join on silver's key that
+logged rows take: a re-run after a kill -9 adds none twice). A run whose files hold no
+TRUNCATE and whose snapshots record no cascading rule costs nothing; one with rules but no
+parent DELETE/UPDATE costs one probe of the run's rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from pipelines.delta_ops import sql_string
+from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+from pipelines.silver.derive import TRUNCATE, Fold, Rule, cascading_rules, truncated_table
+from pipelines.silver.naming import NamingPlan
+from pipelines.silver.slices import in_files
+
+__all__ = ["append_derived", "FOLD_INPUT"]
+
+log = logging.getLogger(__name__)
+
+KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+FOLD_INPUT = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
+              "row_in_event", "seq", "event_timestamp", "gtid", "connection_id",
+              "schema_name", "table_name", "event_type", "pk_values", "pk_kind",
+              "row_before", "row_after", "absent_columns", "schema_version", "query_text",
+              "commit_ts_us", "origin"]
+_OUT = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
+_OUT_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _rules(snapshots: list) -> tuple[list[Rule], dict[str, set[Rule]]]:
+    """Every cascading rule any snapshot records, and each snapshot's."""
+    per: dict[str, set[Rule]] = {}
+    for snap in snapshots:
+        per[snap.snapshot_id] = set(cascading_rules(snap.fks))
+    every = sorted({r for rules in per.values() for r in rules}, key=lambda r: (r.child, r.name))
+    return every, per
+
+
+def _pk_names(snapshots: list, tables: set[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
+    """A table's primary-key columns in table order, from the latest snapshot holding it."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for snap in snapshots:
+        for key in tables:
+            t = snap.tables.get(key)
+            if t is not None and t.has_primary_key:
+                out[key] = [c.name for c in t.columns if c.pk_ordinal is not None]
+    return out
+
+
+def _tables_where(tables: set[tuple[str, str]]) -> str:
+    return " OR ".join(f"(schema_name = {sql_string(s)} AND table_name = {sql_string(t)})"
+                       for s, t in sorted(tables))
+
+
+def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
+                   ddl_rows: list[tuple], files: list[tuple[str, str]]) -> int:
+    """Append the derived row changes of ``files`` (the run's; ``ddl_rows``: (source, file,
+    start_pos, default schema, query) of their QUERY events); how many were appended
+    (None-free: 0 when none)."""
+    run = set(files)
+    truncates = []
+    for source, file, pos, schema, query in ddl_rows:
+        table = truncated_table(query, schema) if (source, file) in run else None
+        if table is not None:
+            truncates.append((source, file, pos, table))
+    rules, per_snapshot = _rules(snapshots)
+    if not truncates and not rules:
+        return 0
+    if not lake.exists(spark, SILVER_EVENTS):
+        return 0
+    silver = lake.read(spark, SILVER_EVENTS)
+    where = in_files(sorted(run))
+    parents = {r.parent for r in rules}
+    if not truncates and not silver.where(where).where(_tables_where(parents)).where(
+            "event_type IN ('DELETE', 'UPDATE')").limit(1).collect():
+        return 0
+    tables = {t for *_, t in truncates} | parents | {r.child for r in rules}
+    markers = _markers(spark, lake, truncates)
+    # The tables' history, less the derived rows of the run's own files (derived again here:
+    # the anti-join keeps those already there).
+    derived_here = f"(coalesce(origin, 'binlog') <> 'binlog' AND ({where}))"
+    history = (silver.where(_tables_where(tables)).where(f"NOT {derived_here}")
+               .select(*FOLD_INPUT))
+    fold = _fold_task(plan, rules, per_snapshot, _pk_names(snapshots, tables), run, markers)
+    out = history.repartition(1).mapInArrow(fold, _OUT_DDL)
+    from pyspark.sql import functions as F
+
+    out = out.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(
+        *SILVER_EVENTS.column_names)
+    held = silver.where(where).select(*KEY)
+    new = out.join(held, KEY, "left_anti").select(*SILVER_EVENTS.column_names)
+    rows = new.collect()  # few by nature (a table's rows at most); written in one commit
+    if not rows:
+        return 0
+    lake.append(spark.createDataFrame(rows, SILVER_EVENTS.ddl()), SILVER_EVENTS)
+    log.info("silver: %d derived row change(s) (FK actions, TRUNCATE)", len(rows))
+    return len(rows)
+
+
+def _markers(spark, lake: Lake, truncates: list[tuple]) -> list[dict[str, Any]]:
+    """One fold row per TRUNCATE: the QUERY event's place, event_type ``TRUNCATE``."""
+    if not truncates:
+        return []
+    by_place = {(s, f, p): t for s, f, p, t in truncates}
+    files = sorted({(s, f) for s, f, _ in by_place})
+    cols = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
+            "event_timestamp", "gtid", "connection_id", "query", "commit_ts_us"]
+    have = set(lake.read(spark, BRONZE_EVENTS).columns)
+    q = (lake.read(spark, BRONZE_EVENTS).where(in_files(files))
+         .where("event_type = 'QUERY'")
+         .where(" OR ".join(f"start_pos = {int(p)}" for _, _, p in by_place))
+         .select(*[c for c in cols if c in have]))
+    out = []
+    from pipelines.binlog_names import file_number
+
+    for r in q.collect():
+        d = r.asDict()
+        table = by_place.get((d["source_id"], d["binlog_file"], d["start_pos"]))
+        if table is None:
+            continue
+        out.append({**{c: d.get(c) for c in cols}, "query_text": d.get("query"),
+                    "row_in_event": -1, "schema_name": table[0], "table_name": table[1],
+                    "event_type": TRUNCATE, "pk_values": None, "row_before": None,
+                    "row_after": None,
+                    "seq": (file_number(d["binlog_file"]) << 32) + d["start_pos"]})
+    return out
+
+
+def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[Rule]],
+               pk_names: dict, run: set, markers: list[dict]):
+    """mapInArrow over the tables' silver rows (one partition): the derived rows."""
+
+    def rules_at(source: str, parent: tuple[str, str], seq: int) -> list[Rule]:
+        out = []
+        for r in rules:
+            if r.parent != parent:
+                continue
+            snap = plan.snapshot_for(source, r.child[0], r.child[1], seq)
+            if snap is not None and r in per_snapshot.get(snap.snapshot_id, ()):
+                out.append(r)
+        return out
+
+    def run_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = [r for b in batches for r in b.to_pylist()] + [dict(m) for m in markers]
+        rows.sort(key=lambda r: (r["seq"], r["row_in_event"]))
+        counts: dict[tuple, int] = {}
+        logged: dict[tuple, list[int]] = {}
+        for r in rows:
+            if r["event_type"] == TRUNCATE or (r.get("origin") or "binlog") != "binlog":
+                continue
+            place = (r["source_id"], r["binlog_file"], r["start_pos"])
+            counts[place] = max(counts.get(place, 0), r["row_in_event"] + 1)
+            if r["event_type"] != "INSERT" and r["gtid"] is not None:
+                logged.setdefault((r["gtid"], r["source_id"], r["schema_name"],
+                                   r["table_name"], r["pk_values"]), []).append(r["seq"])
+        fold = Fold(pk_names, rules_at, lambda r: (r["source_id"], r["binlog_file"]) in run,
+                    counts, logged)
+        out = []
+        for d in fold.feed(rows):
+            ts = d["event_timestamp"]
+            if ts is not None and ts.tzinfo is None:
+                ts = ts.replace(tzinfo=dt.timezone.utc)
+            d["event_timestamp"] = ts
+            d["event_date"] = None if ts is None else ts.astimezone(dt.timezone.utc).date()
+            out.append(d)
+        for i in range(0, len(out), 10_000):
+            yield pa.RecordBatch.from_pylist(out[i:i + 10_000], schema=_OUT)
+        if not out:
+            yield pa.RecordBatch.from_pylist([], schema=_OUT)
+
+    return run_task
