@@ -31,6 +31,8 @@ from pipelines.history.images import (SCRIPT_PREAMBLE, pk_values_of, quote_ident
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
 
+FK_ORIGINS = ("fk_cascade", "fk_set_null")  # silver's origins of derived FK actions
+
 __all__ = ["Statement", "UndoTransaction", "Conflict", "FlashbackPlan", "plan_flashback",
            "undo_statement", "render_script", "apply_plan", "insert_sql",
            "child_sql"]
@@ -171,8 +173,11 @@ def _keys(event_type: str, pk_values: str, spec: TableSpec,
 
 
 def _later_changes(spark, cfg: Config, touched: dict[tuple[str, str, str], int],
-                   selected: set[int]) -> list[Conflict]:
-    """Unselected changes after the first selected change of each touched row."""
+                   selected: set[int], causes: set[tuple[str, str, int]] = frozenset()
+                   ) -> list[Conflict]:
+    """Unselected changes after the first selected change of each touched row. The FK
+    actions derived from a selected change (``causes``: its source, file, start_pos) are
+    undone with it, not conflicts."""
     by_table: dict[tuple[str, str], list[str]] = {}
     for (s, t, k) in touched:
         by_table.setdefault((s, t), []).append(k)
@@ -183,12 +188,16 @@ def _later_changes(spark, cfg: Config, touched: dict[tuple[str, str, str], int],
         hashes = ", ".join(f"'{hashlib.sha256(k.encode('utf-8')).hexdigest()}'" for k in keys)
         rows = (silver.where(f"schema_name = {sql_string(s)} AND table_name = {sql_string(t)}")
                 .where(f"pk_hash IN ({hashes})").where(f"seq > {first}")
-                .select("seq", "pk_values", "gtid", "event_type").orderBy("seq").collect())
+                .select("seq", "pk_values", "gtid", "event_type", "source_id", "binlog_file",
+                        "start_pos", "origin").orderBy("seq").collect())
         seen: set[str] = set()
         for r in rows:
             k = r["pk_values"]
             if (r["seq"] in selected or (s, t, k) not in touched or k in seen
                     or r["seq"] < touched[(s, t, k)]):
+                continue
+            if r["origin"] in FK_ORIGINS and (r["source_id"], r["binlog_file"],
+                                              r["start_pos"]) in causes:
                 continue
             seen.add(k)
             out.append(Conflict((s, t), k, r["seq"], r["gtid"], r["event_type"]))
@@ -200,7 +209,11 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     """Undo transactions for ``sel`` (newest first), conflicts and cascade warnings."""
     from pipelines.history import cascade as cascade_mod
 
-    df = apply_selection(lake.silver(spark, cfg), sel)
+    # The FK actions silver derived (docs/silver.md) are undone with their cause, by the
+    # cascade module (children re-inserted after their parent; ON UPDATE CASCADE by the
+    # target's own rule), not as changes of their own. A TRUNCATE's derived DELETEs are.
+    df = apply_selection(lake.silver(spark, cfg), sel).where(
+        "coalesce(origin, 'binlog') NOT IN (" + ", ".join(f"'{o}'" for o in FK_ORIGINS) + ")")
     changes = lake.with_specs(spark, cfg, df)
     plan = FlashbackPlan(changes=len(changes))
     if not changes:
@@ -225,7 +238,8 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     for child in restored:
         key = (child.schema, child.table, child.key)
         touched[key] = min(touched.get(key, child.parent_seq), child.parent_seq)
-    plan.conflicts = _later_changes(spark, cfg, touched, selected)
+    causes = {(d["source_id"], d["binlog_file"], d["start_pos"]) for d, _ in changes}
+    plan.conflicts = _later_changes(spark, cfg, touched, selected, causes)
     blocked = {(c.table[0], c.table[1], c.key) for c in plan.conflicts}
     txns: dict[str, UndoTransaction] = {}
     order: list[str] = []
