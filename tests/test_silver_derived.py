@@ -140,3 +140,34 @@ def _plain(conn, sql: str) -> list[tuple]:
     with conn.cursor() as cur:
         cur.execute(sql)
         return [tuple(r) for r in cur.fetchall()]
+
+
+def test_unknown_fk_rules_are_flagged_not_guessed(spark, tmp_path, caplog):
+    """No snapshot: the CREATE TABLE in bronze declares ON DELETE CASCADE, so the child's
+    rules exist but are unknown: nothing is derived, and reconstruct, flashback and mirror
+    say so (issue 41 §2)."""
+    from pipelines.history.flashback import plan_flashback
+    from pipelines.history.selection import Selection
+    from pipelines.mirror.job import run_mirror
+
+    lake = str(tmp_path / "lake")
+    cfg = load_config(env={}, overrides={"lake.root": lake})
+    binlogs = tmp_path / "binlogs"
+    (tmp_path / "server_tmp").mkdir()
+    with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
+        with server.connect() as conn:
+            _run(conn, *DDL[:4], "INSERT INTO dr.gp VALUES (1, 'one')",
+                 "INSERT INTO dr.par VALUES (10, 1, 'a')", "DELETE FROM dr.gp WHERE id = 1")
+            server.copy_closed_binlogs(binlogs)
+            assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) in (0, 1)
+    silver = _silver(spark, cfg)
+    assert all(r["origin"] == "binlog" for r in silver)  # nothing guessed
+    rec = reconstruct(spark, cfg, "dr", "par", Point(1 << 62, "now"))
+    assert len(rec.warnings) == 1 and "dr.par: its ON DELETE/ON UPDATE rules are unknown" \
+        in rec.warnings[0]
+    assert reconstruct(spark, cfg, "dr", "gp", Point(1 << 62, "now")).warnings == []
+    plan = plan_flashback(spark, cfg, Selection(table=("dr", "gp")))
+    assert any("dr.par: its ON DELETE/ON UPDATE rules are unknown" in w for w in plan.warnings)
+    with caplog.at_level("WARNING"):
+        run_mirror(spark, cfg)
+    assert "dr.par: its ON DELETE/ON UPDATE rules are unknown" in caplog.text

@@ -175,6 +175,8 @@ def cmd_reconstruct(args: argparse.Namespace, cfg: Config) -> int:
     point = resolve_point(spark, cfg, at=parse_time(args.at, "--at") if args.at else None,
                           gtid=args.gtid, pos=args.pos)
     rec = reconstruct(spark, cfg, schema, table, point, pk=args.pk)
+    for w in rec.warnings:
+        print(f"reconstruct: warning: {w}", file=sys.stderr)
     if args.out:
         from pipelines.history.output import write_delta
 

@@ -234,6 +234,11 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
             plan.warnings.append(f"{s}.{t}: {len(held)} change(s) are in quarantine, not in "
                                  "silver: changes among them are neither undone nor seen as "
                                  "conflicts")
+    from pipelines.silver.derived import load_fk_gaps
+
+    lo, hi = min(selected), max(selected) + 1
+    plan.warnings += [g.describe() + " (their undo cannot be written)"
+                      for g in load_fk_gaps(spark, cfg) if g.overlaps(lo, hi)]
     restored = cascade_mod.children_to_restore(spark, cfg, parsed, plan.warnings, cascade)
     for child in restored:
         key = (child.schema, child.table, child.key)

@@ -17,7 +17,7 @@ row's last change is NULL, a dropped one disappears.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -86,6 +86,8 @@ class Reconstruction:
     spec: TableSpec | None  # column types for SQL literals (None: no typed source)
     images: Any  # DataFrame of one string column ``image`` (JSON object text, projected)
     start: str  # where the history used starts
+    # what the lake cannot know (FK rules of an epoch no snapshot describes: silver/fk_gaps)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _history_start(spark, cfg: Config, schema: str, table: str, point: Point
@@ -263,4 +265,9 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
             .alias("image"))
     if pk is not None and pk_names is not None:
         images = images.where(f"key = {sql_string(pk)}")
-    return Reconstruction(schema, table, columns, spec, images.orderBy("key"), start_text)
+    from pipelines.silver.derived import load_fk_gaps
+
+    warnings = [g.describe() for g in load_fk_gaps(spark, cfg)
+                if (g.schema, g.table) == (schema, table) and g.overlaps(start, point.cutoff)]
+    return Reconstruction(schema, table, columns, spec, images.orderBy("key"), start_text,
+                          warnings)

@@ -170,11 +170,18 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
         from pipelines.silver.snapshot_store import load_snapshots
 
         snapshots = load_snapshots(spark, cfg, source)
+        from pipelines.silver.derived import load_fk_gaps
+
+        gaps = {}
+        for g in load_fk_gaps(spark, cfg, snapshots):
+            gaps.setdefault((g.schema, g.table), g)
         for row in sorted(per_table, key=lambda r: (r[0], r[1])):
             key = (row["schema_name"], row["table_name"])
             last_seq, cur_version, hist_version = new_state.get(key, (-1, None, None))
             if row["max_seq"] <= last_seq:
                 continue
+            if key in gaps:
+                log.warning("mirror: %s", gaps[key].describe())
             typing = TableTyping.from_snapshots(snapshots, *key)
             if not typing.by_version:
                 log.warning("mirror: no schema snapshot describes %s.%s: its columns are "

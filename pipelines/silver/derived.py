@@ -24,7 +24,7 @@ from pipelines.silver.derive import TRUNCATE, Fold, Rule, cascading_rules, trunc
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.slices import in_files
 
-__all__ = ["append_derived", "FOLD_INPUT"]
+__all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT"]
 
 log = logging.getLogger(__name__)
 
@@ -181,3 +181,21 @@ def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[
             yield pa.RecordBatch.from_pylist([], schema=_OUT)
 
     return run_task
+
+
+def load_fk_gaps(spark, cfg, snapshots: list | None = None) -> list:
+    """The lake's :class:`~pipelines.silver.fk_gaps.FkGap` list, from the QUERY events
+    silver recorded per file (``silver/progress``: no bronze scan) and the snapshots."""
+    import json
+
+    from pipelines.silver.fk_gaps import fk_gaps
+    from pipelines.silver.progress import load_progress
+
+    if snapshots is None:
+        from pipelines.silver.snapshot_store import load_snapshots
+
+        snapshots = load_snapshots(spark, cfg)
+    lake = Lake.of(cfg)
+    ddl_rows = [(s, f, *q) for (s, f), r in load_progress(spark, lake).items()
+                for q in json.loads(r["ddl"] or "[]")]
+    return fk_gaps(ddl_rows, snapshots, NamingPlan.build(ddl_rows, snapshots))
