@@ -139,5 +139,6 @@ def reference_rows(rows: list[dict], plan: NamingPlan) -> tuple[list[dict], list
             "pk_kind": spec.pk_kind, "changed_columns": img.changed_columns,
             "row_before": img.row_before, "row_after": img.row_after,
             "absent_columns": img.absent_columns, "schema_version": spec.schema_version,
-            "query_text": r["query_text"], "commit_ts_us": r["commit_ts_us"]})
+            "query_text": r["query_text"], "commit_ts_us": r["commit_ts_us"],
+            "origin": "binlog"})
     return silver, quarantine
