@@ -66,6 +66,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
     plan = plan or naming_plan(spark, cfg)
     maps = None
     out = []
+    derived: dict = {}  # a derived change's spec per table and epoch
     for r in joined:
         d = r.asDict()
         if d["column_types"] is None and d["table_map_hash"] is not None:
@@ -76,7 +77,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                 maps = read_table_maps(spark, Lake.of(cfg), in_files)
             d.update(maps.get(d["table_map_hash"], {}))
         if d["column_types"] is None and (d.get("origin") or "binlog") != "binlog":
-            out.append((d, _derived_spec(plan, d)))  # no bronze row: a derived change
+            out.append((d, _derived_spec(spark, cfg, plan, d, derived)))  # no bronze row
             continue
         if d["column_types"] is None:
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
@@ -87,19 +88,35 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
     return out
 
 
-def _derived_spec(plan: NamingPlan, d: dict[str, Any]) -> TableSpec:
+def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache: dict
+                  ) -> TableSpec:
     """The spec of a derived row change (docs/silver.md): the snapshot its image was named
-    with (``schema_version``), else the one valid at its place."""
+    with (``schema_version``), else the one valid at its place, else that of the table's
+    newest logged change before it in its schema epoch (named by its TABLE_MAP)."""
     from pipelines.silver.data_snapshot import table_spec
 
     table = (d["schema_name"], d["table_name"])
     snaps = [snap for _, snap in plan.snapshots.get(d["source_id"], [])]
     snap = next((x for x in snaps if x.snapshot_id == d["schema_version"]), None) \
         or plan.snapshot_for(d["source_id"], *table, d["seq"])
-    if snap is None or table not in snap.tables:
-        raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: no snapshot names "
-                                  f"the derived change of {table[0]}.{table[1]}")
-    return table_spec(snap.table(*table), snap.snapshot_id)
+    if snap is not None and table in snap.tables:
+        return table_spec(snap.table(*table), snap.snapshot_id)
+    start, _ = plan.epoch(d["source_id"], *table, d["seq"])
+    key = (d["source_id"], *table, start)
+    if key not in cache:
+        last = (silver(spark, cfg)
+                .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
+                       f"{sql_string(table[0])} AND table_name = {sql_string(table[1])}")
+                .where("coalesce(origin, 'binlog') = 'binlog'")
+                .where(f"seq > {start} AND seq < {d['seq']}").orderBy("seq", ascending=False)
+                .limit(1))
+        found = with_specs(spark, cfg, last, plan)
+        cache[key] = found[0][1] if found else None
+    if cache[key] is None:
+        raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: nothing names "
+                                  f"the derived change of {table[0]}.{table[1]} (no snapshot, "
+                                  "no logged change in its schema epoch)")
+    return cache[key]
 
 
 def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:
