@@ -123,6 +123,10 @@ class Fold:
     logged: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
     state: dict[tuple[str, str, str], dict[str, list[_Row]]] = field(default_factory=dict)
     _counter: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    # (table, FK columns) → their values' texts → keys: the children of a parent value,
+    # built at a table's first cascade and kept up to date from then on
+    _index: dict[tuple, dict[tuple, set[str]]] = field(default_factory=dict)
+    _indexed: dict[tuple[str, str, str], list[tuple[str, ...]]] = field(default_factory=dict)
 
     def feed(self, rows: Iterable[dict]) -> Iterator[dict]:
         """The derived rows of ``rows`` (silver rows and TRUNCATE markers, sorted by seq
@@ -132,6 +136,8 @@ class Fold:
             if r["event_type"] == TRUNCATE:
                 if self.causes(r):
                     alive = self.state.pop(table, {})
+                    for cols in self._indexed.get(table, ()):
+                        self._index[(table, cols)] = {}
                     for key, entries in alive.items():
                         for row in entries:
                             yield self._derived(r, table, key, row, None, "truncate", [])
@@ -157,7 +163,7 @@ class Fold:
         if before is not None:
             entries = rows.get(key)
             if entries:
-                entries.pop()
+                self._unindex(table, key, entries.pop(), entries)
                 if not entries:
                     del rows[key]
         if after is not None:
@@ -169,7 +175,35 @@ class Fold:
             if r.get("pk_kind") == "all_columns":
                 rows.setdefault(new_key, []).append(row)
             else:
+                for old in rows.get(new_key, ()):
+                    self._unindex(table, new_key, old, [])
                 rows[new_key] = [row]
+            for cols in self._indexed.get(table, ()):
+                self._index[(table, cols)].setdefault(_values(row, cols), set()).add(new_key)
+
+    def _unindex(self, table, key: str, row: _Row, left: list[_Row]) -> None:
+        """Drop ``row`` of ``key`` from the indexes (kept while another entry of the key,
+        ``left``, has the same values)."""
+        for cols in self._indexed.get(table, ()):
+            v = _values(row, cols)
+            if any(_values(o, cols) == v for o in left):
+                continue
+            keys = self._index[(table, cols)].get(v)
+            if keys is not None:
+                keys.discard(key)
+
+    def _children(self, table, cols: tuple[str, ...], wanted: tuple) -> list[tuple[str, _Row]]:
+        """The alive rows of ``table`` whose ``cols`` hold ``wanted``."""
+        if (table, cols) not in self._index:
+            index: dict[tuple, set[str]] = {}
+            for key, entries in self.state.get(table, {}).items():
+                for row in entries:
+                    index.setdefault(_values(row, cols), set()).add(key)
+            self._index[(table, cols)] = index
+            self._indexed.setdefault(table, []).append(cols)
+        rows = self.state.get(table, {})
+        return [(k, row) for k in sorted(self._index[(table, cols)].get(wanted, ()))
+                for row in rows.get(k, ()) if _values(row, cols) == wanted]
 
     # -- cascades ---------------------------------------------------------------------------
 
@@ -184,14 +218,11 @@ class Fold:
                 action = _action(rule, old, new)
                 if action is None:
                     continue
-                wanted = [_text(old.get(p)) for p in rule.parent_columns]
+                wanted = tuple(_text(old.get(p)) for p in rule.parent_columns)
                 if any(w is None for w in wanted):
                     continue
                 child = (source, *rule.child)
-                rows = self.state.get(child, {})
-                hits = [(k, row) for k, entries in rows.items() for row in entries
-                        if [_text(row.values.get(c)) for c in rule.child_columns] == wanted]
-                for key, row in hits:
+                for key, row in self._children(child, rule.child_columns, wanted):
                     if self._carried(cause, child, key):
                         continue
                     if new is None and action == "CASCADE":
@@ -235,6 +266,10 @@ class Fold:
             "row_before": row.image, "row_after": None if values is None else _image(values),
             "absent_columns": None, "schema_version": row.schema_version, "origin": origin,
         }
+
+
+def _values(row: _Row, cols: tuple[str, ...]) -> tuple:
+    return tuple(_text(row.values.get(c)) for c in cols)
 
 
 def _action(rule: Rule, old: dict[str, str], new: dict[str, str] | None) -> str | None:
