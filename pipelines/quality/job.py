@@ -189,6 +189,9 @@ def run_quality(spark, cfg: Config, *, window: Window | str | None = None,
     order = {(r.name, r.dataset): i for i, r in enumerate(rs.rules)}
     res.rules = sorted((r for rr in by_dataset.values() for r in rr),
                        key=lambda r: order[(r.name, r.dataset)])
+    from pipelines.silver.derived import load_fk_gaps
+
+    res.notes = [g.describe() for g in load_fk_gaps(spark, cfg)]
     res.seconds = time.monotonic() - started
     if write:
         _store(spark, cfg, res)

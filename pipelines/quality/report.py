@@ -132,6 +132,14 @@ def _short(value: Any, limit: int = 160) -> Any:
     return value
 
 
+def _notes(notes: list[str]) -> str:
+    """What the lake cannot know (tables flagged by silver/fk_gaps), when there is some."""
+    if not notes:
+        return ""
+    return ("<h2>Not known</h2>\n<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes)
+            + "</ul>\n")
+
+
 def render_report(res: "QualityResult", trends: str = "") -> str:
     """The report page for ``res`` as HTML text; ``trends`` is the body of the Trends section
     (``trends.render_trends``), left out when empty."""
@@ -146,7 +154,7 @@ def render_report(res: "QualityResult", trends: str = "") -> str:
  · window <b>{escape(res.window)}</b> · silver version <b>{version}</b> · checked {checked}
  · {res.seconds:.1f}s</div>
 {"<h2>Trends</h2>" + trends if trends else ""}
-<h2>Rules</h2>
+{_notes(res.notes)}<h2>Rules</h2>
 {_rules_table(res.rules)}
 <h2>Tables</h2>
 {_tables_section(res)}

@@ -56,6 +56,8 @@ class QualityResult:
     rows_checked: dict[str, int] = field(default_factory=dict)
     report_path: str | None = None
     seconds: float = 0.0
+    # what the lake cannot know (issue 41: tables whose FK rules are unknown in an epoch)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -98,6 +100,9 @@ def summary_line(result: QualityResult) -> str:
         line += " [" + "; ".join(f"{r.name} ({r.dataset}): {r.failed_records} {r.status}"
                                  if r.status != "error" else f"{r.name} ({r.dataset}): error"
                                  for r in bad) + "]"
+    if result.notes:
+        flagged = sorted({n.split(":", 1)[0] for n in result.notes})
+        line += f" (FK rules unknown in some schema epoch: {', '.join(flagged)})"
     if result.report_path:
         line += f" -> {result.report_path}"
     return line

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from pipelines.silver.ddl import _clean, tables_touched
+from pipelines.silver.ddl import DROP_DATABASE, _clean, tables_touched
 from pipelines.silver.derive import cascading_rules
 from pipelines.silver.naming import NamingPlan, position_key
 
@@ -68,12 +68,15 @@ def fk_gaps(ddl_rows: Iterable[tuple], snapshots: list, plan: NamingPlan) -> lis
         marks = plan._ddl_positions(source, schema, table)
         bounds = [-1, *marks, _INF]
         for start, end in zip(bounds, bounds[1:]):
-            opened = kinds.get((source, schema, table, start), "")
+            opened = kinds.get((source, schema, table, start)) or kinds.get(
+                (source, schema, DROP_DATABASE, start), "")
             if start == -1 and marks and kinds.get((source, schema, table, marks[0]),
-                                                     "").startswith("CREATE"):
-                continue  # the table did not exist before its CREATE
-            if opened.startswith("DROP  ") or opened.startswith("DROP T"):
-                continue  # gone until the next DDL
+                                                     "").startswith(("CREATE", "DROP")):
+                # the table did not exist before its CREATE; before a DROP, its rows are
+                # older than the binlogs (no last image to derive from either way)
+                continue
+            if opened.startswith("DROP"):
+                continue  # gone (DROP TABLE, DROP DATABASE) until the next DDL
             if plan._snapshot_in(source, schema, table, (start, end)) is not None:
                 continue
             where = opened.split("@", 1)[1] if "@" in opened else "the start of the binlogs"
