@@ -534,7 +534,7 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     # dbtrail's columns (docs/gold.md), added later: last, so an older table evolves to this.
     ("query_text", "string"), ("commit_ts_us", "bigint"),
     # Where the row change comes from (docs/silver.md "Derived row changes"): `binlog`, or
-    # derived: `fk_cascade`, `fk_set_null`, `truncate`. Added later: NULL reads as `binlog`.
+    # derived: `fk_cascade`, `fk_set_null`, `truncate`, `ddl`. Added later: NULL is `binlog`.
     ("origin", "string"),
 ], partition_by=("event_date",),
     description="Row changes named by their schema: JSON images, changed columns, pk.",

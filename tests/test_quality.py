@@ -34,7 +34,7 @@ SILVER_DDL = (
     "event_date date, gtid string, connection_id bigint, schema_name string, table_name string, "
     "event_type string, pk_values string, pk_hash string, pk_kind string, "
     "changed_columns string, row_before string, row_after string, absent_columns string, "
-    "schema_version string, query_text string, commit_ts_us bigint"
+    "schema_version string, query_text string, commit_ts_us bigint, origin string"
 )
 assert [c.split()[0] for c in SILVER_DDL.split(", ")] == SILVER_COLUMNS
 FILE = "mariadb-bin.000001"
@@ -57,7 +57,7 @@ def silver_row(pos: int, event_type: str, pk: str | None, *, row: int = 0, table
             None, json.dumps(before) if before is not None else None,
             json.dumps(after) if after is not None else None,
             json.dumps(absent) if absent is not None else None, version,
-            f"INSERT /* {pos} */ INTO t" if event_type == "INSERT" else None, None)
+            f"INSERT /* {pos} */ INTO t" if event_type == "INSERT" else None, None, "binlog")
 
 
 def quarantine_row(pos: int, table: str, column_count: int, reason: str) -> tuple:

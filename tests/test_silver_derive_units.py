@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from pipelines.silver.derive import TRUNCATE, Fold, Rule, cascading_rules, truncated_table
+from pipelines.silver.derive import (ADD_COLUMNS, TRUNCATE, AddedColumn, Fold, Rule,
+                                     added_columns, cascading_rules, truncated_table)
 from pipelines.silver.fk_gaps import fk_gaps
 from pipelines.silver.naming import NamingPlan, position_key
 
@@ -145,3 +146,22 @@ def test_fk_gaps_name_the_epochs_no_snapshot_describes():
     plain = [ddl[0], ("s", F, 200, "d", "CREATE TABLE c (id INT PRIMARY KEY, pid INT, "
                                         "FOREIGN KEY (pid) REFERENCES p (id))")]
     assert fk_gaps(plain, [], NamingPlan.build(plain, [])) == []
+
+
+def test_add_column_defaults_fill_the_alive_rows():
+    table, added = added_columns("ALTER TABLE c ADD COLUMN w INT NOT NULL DEFAULT 7, "
+                                 "ADD src VARCHAR(9) DEFAULT 'it''s' AFTER id, ADD INDEX (w), "
+                                 "ADD n INT, ADD d DATETIME DEFAULT '2020-01-01'", "d")
+    assert table == ("d", "c") and added == [AddedColumn("w", "7"),
+                                             AddedColumn("src", '"it\'s"', after="id")]
+    assert added_columns("ALTER TABLE c ADD COLUMN t TEXT NOT NULL FIRST", "d")[1] == [
+        AddedColumn("t", '""', first=True)]
+    assert added_columns("ALTER TABLE c ADD COLUMN n INT NULL", "d") is None
+    fold = _fold([])
+    marker = {**_row(40, "INSERT", "c", after='{"id": 0}'), "event_type": ADD_COLUMNS,
+              "row_in_event": -1, "seq": BASE + 40, "added": added, "schema_version": "s2"}
+    out = list(fold.feed(_history()[1:3] + [marker]))
+    assert [(d["pk_values"], d["row_after"], d["changed_columns"], d["origin"],
+             d["schema_version"]) for d in out] == [
+        ("5", '{"id": 5, "src": "it\'s", "pid": 1, "w": 7}', '["w", "src"]', "ddl", "s2"),
+        ("6", '{"id": 6, "src": "it\'s", "pid": 2, "w": 7}', '["w", "src"]', "ddl", "s2")]

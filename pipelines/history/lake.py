@@ -92,7 +92,8 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
                   ) -> TableSpec:
     """The spec of a derived row change (docs/silver.md): the snapshot its image was named
     with (``schema_version``), else the one valid at its place, else that of the table's
-    newest logged change before it in its schema epoch (named by its TABLE_MAP)."""
+    newest logged change in its schema epoch (named by its TABLE_MAP: one epoch, one set of
+    columns)."""
     from pipelines.silver.data_snapshot import table_spec
 
     table = (d["schema_name"], d["table_name"])
@@ -101,14 +102,14 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
         or plan.snapshot_for(d["source_id"], *table, d["seq"])
     if snap is not None and table in snap.tables:
         return table_spec(snap.table(*table), snap.snapshot_id)
-    start, _ = plan.epoch(d["source_id"], *table, d["seq"])
+    start, end = plan.epoch(d["source_id"], *table, d["seq"])
     key = (d["source_id"], *table, start)
     if key not in cache:
         last = (silver(spark, cfg)
                 .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
                        f"{sql_string(table[0])} AND table_name = {sql_string(table[1])}")
                 .where("coalesce(origin, 'binlog') = 'binlog'")
-                .where(f"seq > {start} AND seq < {d['seq']}").orderBy("seq", ascending=False)
+                .where(f"seq > {start} AND seq < {end}").orderBy("seq", ascending=False)
                 .limit(1))
         found = with_specs(spark, cfg, last, plan)
         cache[key] = found[0][1] if found else None

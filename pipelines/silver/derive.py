@@ -33,10 +33,12 @@ from pipelines.binlog_names import file_number
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify
 
-__all__ = ["Rule", "Fold", "truncated_table", "cascading_rules", "MAX_DEPTH", "TRUNCATE"]
+__all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "cascading_rules",
+           "MAX_DEPTH", "TRUNCATE", "ADD_COLUMNS"]
 
 MAX_DEPTH = 8  # levels of children followed from one parent change (as flashback)
 TRUNCATE = "TRUNCATE"  # event_type of the marker rows a TRUNCATE's QUERY event becomes
+ADD_COLUMNS = "ADD_COLUMNS"  # … and an ALTER TABLE's ADD COLUMN with a value for old rows
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_QUALIFIED}\s*;?\s*$", re.I)
 _ACTIONS = ("CASCADE", "SET NULL")
 
@@ -45,6 +47,115 @@ def truncated_table(query: str, default_schema: str | None) -> tuple[str, str] |
     """(schema, table) of a ``TRUNCATE [TABLE] t`` statement, else None."""
     m = _TRUNCATE.match(_clean(query or ""))
     return _qualify(m.group(1), m.group(2), default_schema) if m else None
+
+
+@dataclass(frozen=True)
+class AddedColumn:
+    """A column ``ALTER TABLE … ADD`` gives the existing rows a value: ``value`` in silver's
+    JSON form; placed ``FIRST``, ``AFTER`` a column, or last."""
+
+    name: str
+    value: str
+    after: str | None = None
+    first: bool = False
+
+
+_ALTER_HEAD = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+", re.I)
+_ADD = re.compile(r"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+`|[\w$]+)\s+"
+                  r"([a-z]+)\b(.*)$", re.I | re.S)
+_NOT_COLUMNS = {"INDEX", "KEY", "CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "FULLTEXT",
+                "SPATIAL", "PARTITION", "CHECK", "PERIOD", "SYSTEM", "COLUMN"}
+_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+_TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+_DEFAULT = re.compile(r"\bDEFAULT\s*(\(?\s*(-?\d+|'(?:[^'\\]|\\.|'')*'|NULL)\s*\)?)", re.I)
+_POSITION = re.compile(r"\b(?:(FIRST)|AFTER\s+(`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
+
+
+def _clauses(body: str) -> list[str]:
+    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
+    out, depth, quote, cur = [], 0, None, []
+    for ch in body:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    out.append("".join(cur).strip())
+    return [c for c in out if c]
+
+
+def _unquote(ident: str) -> str:
+    return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
+
+
+def added_columns(query: str, default_schema: str | None
+                  ) -> tuple[tuple[str, str], list[AddedColumn]] | None:
+    """The table and the columns an ``ALTER TABLE … ADD [COLUMN]`` fills in existing rows:
+    an integer or text column with a literal ``DEFAULT`` (or ``NOT NULL`` without one: 0,
+    ''), in silver's value form. Other types and expressions are not derived (None when the
+    statement adds none of those)."""
+    text = _clean(query or "")
+    m = _ALTER_HEAD.match(text)
+    if not m:
+        return None
+    table = _qualify(m.group(1), m.group(2), default_schema)
+    out = []
+    for clause in _clauses(text[m.end():].rstrip(";")):
+        a = _ADD.match(clause)
+        if not a or a.group(1).upper() in _NOT_COLUMNS or clause[4:].lstrip()[:1] == "(":
+            continue
+        kind, rest = a.group(2).lower(), a.group(3)
+        if kind not in _INTS and kind not in _TEXTS:
+            continue
+        if re.search(r"\b(?:GENERATED|AS\s*\(|AUTO_INCREMENT|INVISIBLE)\b", rest, re.I):
+            continue
+        d = _DEFAULT.search(rest)
+        if d is not None:
+            lit = d.group(2)
+            if lit.upper() == "NULL":
+                continue
+        elif re.search(r"\bNOT\s+NULL\b", rest, re.I):
+            lit = "0" if kind in _INTS else "''"
+        else:
+            continue  # NULL for the old rows: nothing changes in their images
+        if kind in _INTS:
+            if not re.fullmatch(r"'?-?\d+'?", lit):
+                continue
+            value = str(int(lit.strip("'")))
+        else:
+            if not lit.startswith("'"):
+                lit = f"'{lit}'"
+            raw = re.sub(r"\\(.)", r"\1", lit[1:-1].replace("''", "'"))
+            value = json.dumps(raw, ensure_ascii=False)
+        pos = _POSITION.search(rest)
+        out.append(AddedColumn(_unquote(a.group(1)), value,
+                               _unquote(pos.group(2)) if pos and pos.group(2) else None,
+                               bool(pos and pos.group(1))))
+    return (table, out) if out else None
+
+
+def _with_columns(values: dict[str, str], added: list[AddedColumn]) -> dict[str, str]:
+    """``values`` with the added columns in their places."""
+    items = list(values.items())
+    for col in added:
+        if col.name in values:
+            continue
+        entry = (col.name, col.value)
+        if col.first:
+            items.insert(0, entry)
+        elif col.after is not None and col.after in [k for k, _ in items]:
+            items.insert([k for k, _ in items].index(col.after) + 1, entry)
+        else:
+            items.append(entry)
+    return dict(items)
 
 
 @dataclass(frozen=True)
@@ -142,12 +253,31 @@ class Fold:
                         for row in entries:
                             yield self._derived(r, table, key, row, None, "truncate", [])
                 continue
+            if r["event_type"] == ADD_COLUMNS:
+                if self.causes(r):
+                    yield from self._fill(r, table, r["added"])
+                continue
             before, after = raw_values(r["row_before"]), raw_values(r["row_after"])
             self._apply(table, r["pk_values"], r, before, after)
             if (r["event_type"] in ("DELETE", "UPDATE") and self.causes(r)
                     and (r.get("origin") or "binlog") == "binlog"):
                 yield from self._cascade(r, (r["schema_name"], r["table_name"]), before,
                                          after)
+
+    def _fill(self, cause: dict, table, added: list[AddedColumn]) -> Iterator[dict]:
+        """An UPDATE of every alive row giving the added columns their value (``ddl``)."""
+        for key, entries in sorted(self.state.get(table, {}).items()):
+            for row in list(entries):
+                values = _with_columns(row.values, added)
+                changed = [c.name for c in added if c.name not in row.values]
+                if not changed:
+                    continue
+                version = cause.get("schema_version") or row.schema_version
+                d = self._derived(cause, table, key, row, values, "ddl", changed)
+                d["schema_version"] = version
+                yield d
+                self._apply(table, key, {"pk_kind": row.pk_kind, "schema_version": version},
+                            row.values, values)
 
     # -- state ------------------------------------------------------------------------------
 

@@ -20,8 +20,9 @@ import pyarrow as pa
 
 from pipelines.delta_ops import sql_string
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
-from pipelines.silver.derive import TRUNCATE, Fold, Rule, cascading_rules, truncated_table
-from pipelines.silver.naming import NamingPlan
+from pipelines.silver.derive import (ADD_COLUMNS, TRUNCATE, Fold, Rule, added_columns,
+                                     cascading_rules, truncated_table)
+from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
 
 __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT"]
@@ -70,24 +71,34 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     start_pos, default schema, query) of their QUERY events); how many were appended
     (None-free: 0 when none)."""
     run = set(files)
-    truncates = []
+    queries = []  # the QUERY events that change rows: (source, file, pos, table, marker)
     for source, file, pos, schema, query in ddl_rows:
-        table = truncated_table(query, schema) if (source, file) in run else None
+        if (source, file) not in run:
+            continue
+        table = truncated_table(query, schema)
         if table is not None:
-            truncates.append((source, file, pos, table))
+            queries.append((source, file, pos, table, {"event_type": TRUNCATE}))
+            continue
+        added = added_columns(query, schema)
+        if added is not None:
+            after = plan.snapshot_for(source, *added[0], position_key(file, pos) + 1)
+            queries.append((source, file, pos, added[0], {
+                "event_type": ADD_COLUMNS, "added": added[1],
+                # the new epoch's names: its snapshot's, else the TABLE_MAP's (as its rows)
+                "schema_version": after.snapshot_id if after is not None else "binlog"}))
     rules, per_snapshot = _rules(snapshots)
-    if not truncates and not rules:
+    if not queries and not rules:
         return 0
     if not lake.exists(spark, SILVER_EVENTS):
         return 0
     silver = lake.read(spark, SILVER_EVENTS)
     where = in_files(sorted(run))
     parents = {r.parent for r in rules}
-    if not truncates and not silver.where(where).where(_tables_where(parents)).where(
+    if not queries and not silver.where(where).where(_tables_where(parents)).where(
             "event_type IN ('DELETE', 'UPDATE')").limit(1).collect():
         return 0
-    tables = {t for *_, t in truncates} | parents | {r.child for r in rules}
-    markers = _markers(spark, lake, truncates)
+    tables = {t for _, _, _, t, _ in queries} | parents | {r.child for r in rules}
+    markers = _markers(spark, lake, queries)
     # The tables' history, less the derived rows of the run's own files (derived again here:
     # the anti-join keeps those already there).
     derived_here = f"(coalesce(origin, 'binlog') <> 'binlog' AND ({where}))"
@@ -109,11 +120,12 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     return len(rows)
 
 
-def _markers(spark, lake: Lake, truncates: list[tuple]) -> list[dict[str, Any]]:
-    """One fold row per TRUNCATE: the QUERY event's place, event_type ``TRUNCATE``."""
-    if not truncates:
+def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:
+    """One fold row per QUERY event that changes rows (TRUNCATE, ADD COLUMN with a value):
+    the event's place, its marker's event_type and facts."""
+    if not queries:
         return []
-    by_place = {(s, f, p): t for s, f, p, t in truncates}
+    by_place = {(s, f, p): (t, m) for s, f, p, t, m in queries}
     files = sorted({(s, f) for s, f, _ in by_place})
     cols = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
             "event_timestamp", "gtid", "connection_id", "query", "commit_ts_us"]
@@ -127,14 +139,14 @@ def _markers(spark, lake: Lake, truncates: list[tuple]) -> list[dict[str, Any]]:
 
     for r in q.collect():
         d = r.asDict()
-        table = by_place.get((d["source_id"], d["binlog_file"], d["start_pos"]))
-        if table is None:
+        found = by_place.get((d["source_id"], d["binlog_file"], d["start_pos"]))
+        if found is None:
             continue
+        table, marker = found
         out.append({**{c: d.get(c) for c in cols}, "query_text": d.get("query"),
                     "row_in_event": -1, "schema_name": table[0], "table_name": table[1],
-                    "event_type": TRUNCATE, "pk_values": None, "row_before": None,
-                    "row_after": None,
-                    "seq": (file_number(d["binlog_file"]) << 32) + d["start_pos"]})
+                    "pk_values": None, "row_before": None, "row_after": None,
+                    "seq": (file_number(d["binlog_file"]) << 32) + d["start_pos"], **marker})
     return out
 
 
@@ -158,7 +170,8 @@ def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[
         counts: dict[tuple, int] = {}
         logged: dict[tuple, list[int]] = {}
         for r in rows:
-            if r["event_type"] == TRUNCATE or (r.get("origin") or "binlog") != "binlog":
+            if r["event_type"] in (TRUNCATE, ADD_COLUMNS) or (
+                    r.get("origin") or "binlog") != "binlog":
                 continue
             place = (r["source_id"], r["binlog_file"], r["start_pos"])
             counts[place] = max(counts.get(place, 0), r["row_in_event"] + 1)

@@ -63,15 +63,18 @@ def fk_gaps(ddl_rows: Iterable[tuple], snapshots: list, plan: NamingPlan) -> lis
             kinds[(source, schema, table, position_key(file, pos))] = f"{kind}@{file}:{pos}"
             if kind in ("CREATE", "ALTER ") and _ACTION.search(text):
                 children.add((source, schema, table))
+    def kind_at(source: str, schema: str, table: str, pos: int) -> str:
+        return kinds.get((source, schema, table, pos)) or kinds.get(
+            (source, schema, DROP_DATABASE, pos), "")
+
     out = []
     for source, schema, table in sorted(children):
         marks = plan._ddl_positions(source, schema, table)
         bounds = [-1, *marks, _INF]
         for start, end in zip(bounds, bounds[1:]):
-            opened = kinds.get((source, schema, table, start)) or kinds.get(
-                (source, schema, DROP_DATABASE, start), "")
-            if start == -1 and marks and kinds.get((source, schema, table, marks[0]),
-                                                     "").startswith(("CREATE", "DROP")):
+            opened = kind_at(source, schema, table, start)
+            if start == -1 and marks and kind_at(source, schema, table, marks[0]).startswith(
+                    ("CREATE", "DROP")):
                 # the table did not exist before its CREATE; before a DROP, its rows are
                 # older than the binlogs (no last image to derive from either way)
                 continue
