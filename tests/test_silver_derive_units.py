@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from pipelines.silver.derive import (ADD_COLUMNS, TRUNCATE, AddedColumn, Fold, Rule,
                                      added_columns, cascading_rules, truncated_table)
+from pipelines.silver.derive import partition_change
 from pipelines.silver.fk_gaps import fk_gaps
 from pipelines.silver.naming import NamingPlan, position_key
 
@@ -165,3 +166,19 @@ def test_add_column_defaults_fill_the_alive_rows():
              d["schema_version"]) for d in out] == [
         ("5", '{"id": 5, "src": "it\'s", "pid": 1, "w": 7}', '["w", "src"]', "ddl", "s2"),
         ("6", '{"id": 6, "src": "it\'s", "pid": 2, "w": 7}', '["w", "src"]', "ddl", "s2")]
+
+
+def test_partition_drops_are_flagged_truncate_all_is_derived():
+    assert partition_change("ALTER TABLE t TRUNCATE PARTITION ALL", "d") == (
+        ("d", "t"), "TRUNCATE", ["ALL"])
+    assert partition_change("ALTER TABLE d.t DROP PARTITION p0, `p1`", None) == (
+        ("d", "t"), "DROP", ["p0", "p1"])
+    ddl = [("s", F, 100, "d", "ALTER TABLE t DROP PARTITION p0"),
+           ("s", F, 200, "d", "ALTER TABLE t TRUNCATE PARTITION ALL")]
+    gaps = fk_gaps(ddl, [], NamingPlan.build(ddl, []))
+    assert [(g.table, g.start) for g in gaps] == [("t", position_key(F, 100))]
+    assert gaps[0].describe().startswith("d.t: DROP PARTITION p0 at mariadb-bin.000003:100 ")
+    fold = _fold([])
+    marker = {**_row(40, "INSERT", "c", after='{"id": 0}'), "event_type": TRUNCATE,
+              "row_in_event": -1, "seq": BASE + 40, "derived_origin": "partition"}
+    assert [d["origin"] for d in fold.feed(_history()[1:3] + [marker])] == ["partition"] * 2

@@ -233,3 +233,33 @@ def test_a_mysql_57_cascade_without_snapshot_is_flagged(spark, tmp_path):
     # from its CREATE TABLE on (after a DROP TABLE IF EXISTS)
     assert [(g.schema, g.table) for g in gaps] == [("test_db", "rooms")]
     assert gaps[0].opened_at.startswith("mysql-bin.000001:") and gaps[0].end == 1 << 63
+
+
+@pytest.mark.mariadb
+def test_truncate_partition_all_is_derived_drop_partition_flagged(spark, tmp_path):
+    lake = str(tmp_path / "lake")
+    cfg = load_config(env={}, overrides={"lake.root": lake})
+    binlogs = tmp_path / "binlogs"
+    (tmp_path / "server_tmp").mkdir()
+    with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
+        with server.connect() as conn:
+            _run(conn, "DROP DATABASE IF EXISTS pt", "CREATE DATABASE pt",
+                 "CREATE TABLE pt.t (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+                 "(PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+                 "INSERT INTO pt.t VALUES (1, 1), (2, 2), (11, 11), (12, 12)",
+                 "ALTER TABLE pt.t TRUNCATE PARTITION ALL",
+                 "INSERT INTO pt.t VALUES (3, 3), (13, 13)")
+            after_truncate = _position(conn)
+            _run(conn, "ALTER TABLE pt.t DROP PARTITION p0")
+            server.copy_closed_binlogs(binlogs)
+            assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) == 0
+            silver = _silver(spark, cfg)
+            assert sorted(r["pk_values"] for r in silver if r["origin"] == "partition") == [
+                "1", "11", "12", "2"]
+            cols = table_columns(conn, "pt", "t")
+            assert _reconstructed(spark, cfg, cols, "pt.t", after_truncate) == [(13, 13), (3, 3)]
+            # DROP PARTITION: not derived, said
+            rec = reconstruct(spark, cfg, "pt", "t", Point(1 << 62, "now"))
+            assert [w.split(" at ")[0] for w in rec.warnings] == ["pt.t: DROP PARTITION p0"]
+            early = reconstruct(spark, cfg, "pt", "t", Point(after_truncate, "then"))
+            assert early.warnings == []

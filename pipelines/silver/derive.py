@@ -33,7 +33,8 @@ from pipelines.binlog_names import file_number
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify
 
-__all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "cascading_rules",
+__all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
+           "cascading_rules",
            "MAX_DEPTH", "TRUNCATE", "ADD_COLUMNS"]
 
 MAX_DEPTH = 8  # levels of children followed from one parent change (as flashback)
@@ -69,6 +70,22 @@ _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 _DEFAULT = re.compile(r"\bDEFAULT\s*(\(?\s*(-?\d+|'(?:[^'\\]|\\.|'')*'|NULL)\s*\)?)", re.I)
 _POSITION = re.compile(r"\b(?:(FIRST)|AFTER\s+(`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
+
+
+_PARTITION = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+"
+                        r"(DROP|TRUNCATE)\s+PARTITION\s+(.*?)\s*;?\s*$", re.I | re.S)
+
+
+def partition_change(query: str, default_schema: str | None
+                     ) -> tuple[tuple[str, str], str, list[str]] | None:
+    """(table, ``DROP``/``TRUNCATE``, partition names or ``["ALL"]``) of an ``ALTER TABLE
+    … DROP|TRUNCATE PARTITION`` statement, else None."""
+    m = _PARTITION.match(_clean(query or ""))
+    if not m:
+        return None
+    names = [_unquote(n.strip()) for n in m.group(4).split(",") if n.strip()]
+    return (_qualify(m.group(1), m.group(2), default_schema), m.group(3).upper(),
+            ["ALL"] if [n.upper() for n in names] == ["ALL"] else names)
 
 
 def _clauses(body: str) -> list[str]:
@@ -249,9 +266,10 @@ class Fold:
                     alive = self.state.pop(table, {})
                     for cols in self._indexed.get(table, ()):
                         self._index[(table, cols)] = {}
+                    origin = r.get("derived_origin", "truncate")  # PARTITION ALL: partition
                     for key, entries in alive.items():
                         for row in entries:
-                            yield self._derived(r, table, key, row, None, "truncate", [])
+                            yield self._derived(r, table, key, row, None, origin, [])
                 continue
             if r["event_type"] == ADD_COLUMNS:
                 if self.causes(r):

@@ -21,7 +21,7 @@ import pyarrow as pa
 from pipelines.delta_ops import sql_string
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
 from pipelines.silver.derive import (ADD_COLUMNS, TRUNCATE, Fold, Rule, added_columns,
-                                     cascading_rules, truncated_table)
+                                     cascading_rules, partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
 
@@ -78,6 +78,11 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         table = truncated_table(query, schema)
         if table is not None:
             queries.append((source, file, pos, table, {"event_type": TRUNCATE}))
+            continue
+        part = partition_change(query, schema)
+        if part is not None and part[1] == "TRUNCATE" and part[2] == ["ALL"]:
+            queries.append((source, file, pos, part[0], {"event_type": TRUNCATE,
+                                                         "derived_origin": "partition"}))
             continue
         added = added_columns(query, schema)
         if added is not None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pipelines.silver.ddl import DROP_DATABASE, _clean, tables_touched
-from pipelines.silver.derive import cascading_rules
+from pipelines.silver.derive import cascading_rules, partition_change
 from pipelines.silver.naming import NamingPlan, position_key
 
-__all__ = ["FkGap", "fk_gaps"]
+__all__ = ["FkGap", "fk_gaps", "partition_gaps"]
 
 _ACTION = re.compile(r"\bON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT)\b", re.I)
 _INF = 1 << 63
@@ -35,11 +35,15 @@ class FkGap:
     start: int  # position key of the DDL opening the epoch (-1: before the lake's first)
     end: int  # the next DDL's (2^63: none)
     opened_at: str  # 'file:pos' of that DDL, or 'the start of the binlogs'
+    # None: FK rules unknown; else what made the history incomplete from ``start`` on
+    reason: str | None = None
 
     def overlaps(self, lo: int, hi: int) -> bool:
         return self.start < hi and lo < self.end
 
     def describe(self) -> str:
+        if self.reason is not None:
+            return f"{self.schema}.{self.table}: {self.reason}"
         return (f"{self.schema}.{self.table}: its ON DELETE/ON UPDATE rules are unknown from "
                 f"{self.opened_at} on (no schema snapshot describes that schema epoch): row "
                 "changes a CASCADE or SET NULL rule made there are not in silver; take a "
@@ -84,4 +88,22 @@ def fk_gaps(ddl_rows: Iterable[tuple], snapshots: list, plan: NamingPlan) -> lis
                 continue
             where = opened.split("@", 1)[1] if "@" in opened else "the start of the binlogs"
             out.append(FkGap(source, schema, table, start, end, where))
+    return out + partition_gaps(ddl_rows)
+
+
+def partition_gaps(ddl_rows: Iterable[tuple]) -> list[FkGap]:
+    """``ALTER TABLE … DROP PARTITION p`` / ``TRUNCATE PARTITION p`` (not ``ALL``, which
+    silver derives): the lake does not know which rows a partition held, so the table's
+    history after it may hold rows the server removed."""
+    out = []
+    for source, file, pos, default_schema, query in ddl_rows:
+        part = partition_change(query, default_schema)
+        if part is None or part[2] == ["ALL"] and part[1] == "TRUNCATE":
+            continue
+        (schema, table), verb, names = part
+        out.append(FkGap(source, schema, table, position_key(file, pos), _INF, f"{file}:{pos}",
+                         f"{verb} PARTITION {', '.join(names)} at {file}:{pos} removed rows "
+                         "silver does not know (the lake does not record which rows a "
+                         "partition holds): later states may hold rows the server no longer "
+                         "has"))
     return out
