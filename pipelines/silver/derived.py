@@ -68,8 +68,10 @@ def _tables_where(tables: set[tuple[str, str]]) -> str:
 def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                    ddl_rows: list[tuple], files: list[tuple[str, str]]) -> int:
     """Append the derived row changes of ``files`` (the run's; ``ddl_rows``: (source, file,
-    start_pos, default schema, query) of their QUERY events); how many were appended
-    (None-free: 0 when none)."""
+    start_pos, default schema, query) of their QUERY events); how many were appended.
+
+    The derived rows are collected to the driver before their one commit: at most the
+    touched tables' alive rows per run."""
     run = set(files)
     queries = []  # the QUERY events that change rows: (source, file, pos, table, marker)
     for source, file, pos, schema, query in ddl_rows:
@@ -98,11 +100,22 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         return 0
     silver = lake.read(spark, SILVER_EVENTS)
     where = in_files(sorted(run))
-    parents = {r.parent for r in rules}
-    if not queries and not silver.where(where).where(_tables_where(parents)).where(
-            "event_type IN ('DELETE', 'UPDATE')").limit(1).collect():
+    changed = set()  # the parents the run's files DELETE from or UPDATE
+    if rules:
+        changed = {(r[0], r[1]) for r in silver.where(where)
+                   .where(_tables_where({r.parent for r in rules}))
+                   .where("event_type IN ('DELETE', 'UPDATE')")
+                   .select("schema_name", "table_name").distinct().collect()}
+    if not queries and not changed:
         return 0
-    tables = {t for _, _, _, t, _ in queries} | parents | {r.child for r in rules}
+    # The tables a cause can reach: the TRUNCATEd/ALTERed ones, and the changed parents with
+    # their children, theirs, … (a derived change is a parent change in turn).
+    tables = {t for _, _, _, t, _ in queries} | changed
+    grown = True
+    while grown:
+        more = {r.child for r in rules if r.parent in tables} - tables
+        tables |= more
+        grown = bool(more)
     markers = _markers(spark, lake, queries)
     # The tables' history, less the derived rows of the run's own files (derived again here:
     # the anti-join keeps those already there).
