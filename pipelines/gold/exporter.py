@@ -72,7 +72,9 @@ class ExportOptions:
     database: str
     method: str
     batch_rows: int
-    sources: tuple[tuple[str, int], ...] = (("default", 1),)
+    # ((source_id, binlog base), number) of gold's binlake_sources; None: the rows are of one
+    # source, number 1 (tests and benches that export without a gold job)
+    sources: tuple[tuple[tuple[str, str], int], ...] | None = None
     snapshots: tuple[tuple[str, int], ...] = ()  # silver snapshot id → schema_version
 
     def __repr__(self) -> str:  # the URL holds the password
@@ -218,7 +220,8 @@ def _task(opts: ExportOptions):
         if method == "bulk" and not conn.bulk_operations:
             method = "insert"  # the server did not offer bulk operations
         digests = StatementDigests(conn)
-        sources, versions = dict(opts.sources), dict(opts.snapshots)
+        sources = None if opts.sources is None else dict(opts.sources)
+        versions = dict(opts.snapshots)
         try:
             limit = statement_limit(conn)
             for batch in batches:
