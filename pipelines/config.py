@@ -71,6 +71,9 @@ class SourceConfig:
     password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD
     password_file: str = ""
     defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
+    # schemas bronze leaves out (comma-separated); gold's database is left out by itself when
+    # gold.dsn names the source's server (bronze/excluded.py)
+    exclude_schemas: str = ""
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,8 @@ def _coerce(section: str, key: str, value: Any, default: Any, declared: Any = No
             return int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ",".join(value)  # a TOML list for a comma-separated setting
     if not isinstance(value, str):
         raise ConfigError(f"{name}: expected a string, got {value!r}")
     return value

@@ -22,6 +22,7 @@ from typing import Callable
 
 from pipelines.bronze import binlog_store, rowkernel
 from pipelines.bronze.decode_task import decode_file_batches
+from pipelines.bronze.excluded import drop_schemas, excluded_schemas
 from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, megabytes,
                                    save_states, select_files)
 from pipelines.bronze.reader import chunk_start
@@ -74,6 +75,7 @@ def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = Tr
     batches written as bronze's data files by the task (``task_files``), a row per file."""
     b = cfg.bronze
     server_uuid = cfg.source.server_uuid or None
+    excluded = excluded_schemas(cfg)  # gold's own database on the source server (excluded)
 
     def run(batches):
         if files is not None:
@@ -85,13 +87,14 @@ def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = Tr
         for tasks in batches:
             cols = [tasks.column(i).to_pylist() for i in range(4)]
             for path, source_id, chunk, chunks in zip(*cols):
-                yield from decode_file_batches(
-                    path, source_id=source_id, server_uuid=server_uuid,
-                    batch_rows=b.batch_rows, checksum=b.checksum,
-                    subprocess=in_workers, chunk=chunk or 0, chunks=chunks or 1,
-                    start_at=_start_at(path, chunk or 0, chunks or 1, cfg.storage),
-                    statement_text=b.statement_text, columnar=compiled,
-                    storage=cfg.storage if binlog_store.is_remote(path) else None)
+                for batch in decode_file_batches(
+                        path, source_id=source_id, server_uuid=server_uuid,
+                        batch_rows=b.batch_rows, checksum=b.checksum,
+                        subprocess=in_workers, chunk=chunk or 0, chunks=chunks or 1,
+                        start_at=_start_at(path, chunk or 0, chunks or 1, cfg.storage),
+                        statement_text=b.statement_text, columnar=compiled,
+                        storage=cfg.storage if binlog_store.is_remote(path) else None):
+                    yield drop_schemas(batch, excluded)
 
     return run
 

@@ -9,6 +9,7 @@ The DSN is printed only in its redacted form.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipelines.config import Config
 
@@ -51,6 +52,7 @@ def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
 
     res = run_init(cfg, gold_dsn=args.gold_dsn, partitions=args.partitions)
     dsn = resolve_dsn(cfg, args.gold_dsn)
+    _warn_feedback(cfg, args.gold_dsn)
     print(f"init: {dsn}: database {res.database} "
           f"{'created' if res.created_database else 'exists'}; tables {', '.join(res.tables)}; "
           f"{res.partitions} partitions ({res.partitions_added} added)")
@@ -61,7 +63,29 @@ def cmd_gold(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_gold
     from pipelines.session import get_spark
 
-    return report_gold(run_gold(get_spark(cfg.engine), cfg, gold_dsn=args.gold_dsn))
+    spark = get_spark(cfg.engine)
+    code = report_gold(run_gold(spark, cfg, gold_dsn=args.gold_dsn))
+    _warn_feedback(cfg, args.gold_dsn, spark)
+    return code
+
+
+def _warn_feedback(cfg: Config, gold_dsn: str | None, spark=None) -> None:
+    """Warn (stderr) when gold writes to the server whose binlogs are indexed
+    (``bronze.excluded.feedback_warning``); with ``spark``, also when silver holds rows of
+    gold's database."""
+    from pipelines.bronze.excluded import feedback_warning
+
+    schemas = None
+    if spark is not None and feedback_warning(cfg, gold_dsn) is None:
+        from pipelines.lake import SILVER_EVENTS, Lake
+
+        lake = Lake.of(cfg)
+        if lake.exists(spark, SILVER_EVENTS):
+            schemas = {r[0] for r in lake.read(spark, SILVER_EVENTS)
+                       .select("schema_name").distinct().collect()}
+    text = feedback_warning(cfg, gold_dsn, schemas)
+    if text:
+        print(f"{'gold' if spark is not None else 'init'}: {text}", file=sys.stderr)
 
 
 def report_gold(res) -> int:

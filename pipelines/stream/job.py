@@ -34,6 +34,7 @@ import signal
 import threading
 import time
 
+from pipelines.bronze.excluded import excluded_schemas
 from pipelines.config import Config
 from pipelines.errors import ConfigError, DecodeError, SourceError
 from pipelines.few_files import keep_few_files
@@ -123,7 +124,8 @@ class StreamJob:
             self.pos, self.committer, source_id=source_id,
             server_uuid=cfg.source.server_uuid or None, batch_rows=cfg.bronze.batch_rows,
             checksum=cfg.bronze.checksum, statement_text=cfg.bronze.statement_text,
-            row_changes=self.startup.file_row_changes, takeover=self.startup.takeover)
+            row_changes=self.startup.file_row_changes, takeover=self.startup.takeover,
+            excluded=excluded_schemas(cfg))
         self.backoff = Backoff(attempts=cfg.stream.reconnect_attempts,
                                max_seconds=cfg.stream.reconnect_max_seconds)
         self.liveness = Liveness(live_path(cfg.lake_root, source_id), source_id=source_id,

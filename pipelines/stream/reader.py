@@ -28,6 +28,7 @@ import struct
 from typing import Callable, Protocol
 
 from pipelines.bronze import events as ev
+from pipelines.bronze.excluded import drop_schemas
 from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
 from pipelines.silver.snapshot_source import is_ddl_event
 from pipelines.stream.batch import MicroBatch
@@ -60,8 +61,10 @@ class EventReader:
                  server_uuid: str | None, batch_rows: int, checksum: str = "raise",
                  statement_text: bool = False,
                  row_changes: Callable[[str], int] = lambda _name: 0,
-                 takeover: Callable[[str], None] = lambda _name: None) -> None:
+                 takeover: Callable[[str], None] = lambda _name: None,
+                 excluded: frozenset[str] = frozenset()) -> None:
         self.pos = pos
+        self.excluded = excluded  # schemas left out (bronze/excluded.py: gold's own database)
         self.book = book
         self.source_id, self.server_uuid = source_id, server_uuid
         self.batch_rows, self.checksum, self.statement_text = batch_rows, checksum, statement_text
@@ -101,7 +104,7 @@ class EventReader:
 
     def take(self):
         """The micro-batch's rows (complete transactions; call at a boundary)."""
-        return self.mb.take()
+        return [drop_schemas(b, self.excluded) for b in self.mb.take()]
 
     # -- events -------------------------------------------------------------------------------
     def on_event(self, se: StreamEvent) -> None:
@@ -141,8 +144,8 @@ class EventReader:
             self.pos.rows(len(event.rows))
         elif isinstance(event, ev.Gtid):
             self.pos.gtid(event.gtid)
-        elif isinstance(event, ev.Query) and is_ddl_event("query", event.query.decode(
-                "utf-8", "replace")):
+        elif isinstance(event, ev.Query) and event.schema not in self.excluded and is_ddl_event(
+                "query", event.query.decode("utf-8", "replace")):
             self.pos.ddl()
 
     def _rotate_target(self, se: StreamEvent) -> tuple[int, str]:
