@@ -98,7 +98,7 @@ def render_status(st: dict[str, Any]) -> str:
         lines.append(f"bronze: version {b['version']}")
         for s in b["sources"]:
             lines.append(f"  source {s['source_id']}: {s['row_changes']} row changes in "
-                         f"{s['files']} file(s), {s['earliest']} .. {s['latest']}")
+                         f"{s['files']} file(s) that hold any, {s['earliest']} .. {s['latest']}")
         for inc in b.get("incidents", []):
             lines.append(f"  GAP: INCIDENT at {inc['source_id']}/{inc['binlog_file']} pos "
                          f"{inc['start_pos']}: {inc['query']} (changes may be missing here)")
@@ -113,7 +113,8 @@ def render_status(st: dict[str, Any]) -> str:
         lines.append(f"  WARNING {w}")
     lines.append(f"files: {len(st['files'])}")
     for f in st["files"]:
-        line = (f"  {f['source_id']}/{f['binlog_file']}: {f['status']}, events {f['events']}, "
+        events = "" if f["events"] is None else f"events {f['events']}, "  # streamed: not counted
+        line = (f"  {f['source_id']}/{f['binlog_file']}: {f['status']}, {events}"
                 f"row changes {f['row_changes']}, last pos {f['last_pos']}")
         if f.get("error"):
             line += f"\n      {f['error']}"

@@ -343,9 +343,10 @@ def test_results_table_and_last_quality(spark, bad_lake):
     line = summary_line(res)
     assert line.startswith("quality: FAILED") and "column_count (quarantine): 2 failed" in line
     text = render_result(res).splitlines()
-    assert text[0] == line and len(text) == 1 + len(EXPECTED_LAST_RUN)
-    assert any(t.split() == ["column_count", "(quarantine)", "fail", "passed", "1", "failed",
-                             "2", "failed"] for t in text[1:])
+    assert text[0] == line and len(text) == 2 + len(EXPECTED_LAST_RUN)
+    assert text[1].split() == ["rule", "(dataset)", "on", "failure", "passed", "failed", "status"]
+    assert ["column_count", "(quarantine)", "fail", "1", "2", "failed"] in \
+        [t.split() for t in text[2:]]
     status = render_last(last)
     assert status.startswith("quality: failed at ") and f"run {res.run_id}" in status
     assert "every_event_named (quarantine): 3 failed" in status

@@ -94,7 +94,9 @@ def report_gold(res) -> int:
         print(f"gold: {res.note}")
     if res.mode != "none":
         rate = res.rows_read / res.seconds if res.seconds else 0.0
-        print(f"gold: silver v{res.from_version} -> v{res.to_version} ({res.mode}"
+        span = (f"silver v{res.to_version} from the start" if res.from_version is None
+                or res.from_version < 0 else f"silver v{res.from_version} -> v{res.to_version}")
+        print(f"gold: {span} ({res.mode}"
               f"{'' if res.files is None else f', {res.files} file(s)'}): {res.rows_read} rows "
               f"read, {res.rows_inserted} inserted, {res.rows_read - res.rows_inserted} already "
               f"there; {res.pk_marked} pk_values over 512 chars stored marked; method "

@@ -118,10 +118,14 @@ def render_result(result: QualityResult, fmt: str = "text") -> str:
         return json.dumps(result_to_json(result), indent=2, default=str)
     lines = [summary_line(result)]
     width = max((len(f"{r.name} ({r.dataset})") for r in result.rules), default=0)
+    width = max(width, len("rule (dataset)"))
+    if result.rules:
+        lines.append(f"  {'rule (dataset)'.ljust(width)}  {'on failure':<10}  {'passed':>10}  "
+                     f"{'failed':>10}  status")
     for r in result.rules:
         label = f"{r.name} ({r.dataset})".ljust(width)
-        line = (f"  {label}  {r.action:<10} passed {r.passed_records:>8,}  failed "
-                f"{r.failed_records:>8,}  {r.status}")
+        line = (f"  {label}  {r.action:<10}  {r.passed_records:>10,}  "
+                f"{r.failed_records:>10,}  {r.status}")
         if r.error:
             line += f": {r.error}"
         lines.append(line)
