@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -38,6 +40,13 @@ SAMPLE_ROW_QUERY = (
 )
 
 
+def _shell_words(cmd: Sequence[str]) -> str:
+    """``cmd`` as one would type it (the SQL in double quotes: it holds single quotes)."""
+    return " ".join(a if re.fullmatch(r"[\w./:=,@+-]+", a) else
+                    (f'"{a}"' if '"' not in a and "$" not in a and "`" not in a else shlex.quote(a))
+                    for a in cmd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__)
     ap.add_argument("--lake", default="lake/demo")
@@ -52,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("silver: the history of order 7 (named JSON images)", ["sql", SILVER_QUERY]),
     ]
     for title, cmd in steps:
-        print(f"\n== {title}: binlake --lake {args.lake} {' '.join(cmd[:1])} ...", flush=True)
+        print(f"\n== {title}:\n$ binlake --lake {args.lake} {_shell_words(cmd)}", flush=True)
         code = cli_main(["--lake", args.lake, *cmd])
         if code:
             return code
