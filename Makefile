@@ -10,9 +10,12 @@ JARS   := $(VENV)/delta-jars
 setup: $(STAMP) $(JARS)/.fetched
 
 $(STAMP): setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[local,test]'
+	@echo "setup: creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@echo "setup: upgrading pip"
+	@$(PY) -m pip install --quiet --upgrade pip
+	@echo "setup: installing binlake and its packages (pyspark, delta-spark, pysail, great-expectations …; ~2 min)"
+	@$(PY) -m pip install --quiet -e '.[local,test]'
 	touch $(STAMP)
 
 # The Delta jars matching the installed delta-spark, fetched with Maven once (docs/engines.md):
@@ -20,7 +23,8 @@ $(STAMP): setup.cfg pyproject.toml
 $(JARS)/.fetched: $(STAMP)
 	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jre-headless; }
-	$(PY) scripts/fetch_delta_jars.py $(JARS)
+	@echo "setup: fetching the Delta jars for JVM Spark with Maven into $(JARS)"
+	@$(PY) scripts/fetch_delta_jars.py $(JARS)
 	touch $@
 
 # A MariaDB server from Debian packages, for the end-to-end tests (installed when missing).
@@ -42,7 +46,9 @@ minio: $(MINIO_DIR)/minio
 
 $(MINIO_DIR)/minio:
 	@test -x "$(GO)" || { echo "make minio: Go not found (GO=$(GO)); install Go >= 1.24 from https://go.dev/dl" >&2; exit 1; }
+	@echo "minio: building MinIO $(MINIO_VERSION) with Go into $(MINIO_DIR) for the object-store tests (once; ~4-9 min on 2 cores, no output meanwhile)"
 	GOBIN=$(MINIO_DIR) $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+	@echo "minio: built $(MINIO_DIR)/minio"
 
 demo: setup
 	$(PY) -m pipelines.demo
