@@ -38,6 +38,9 @@ class RepairResult:
     actions: list[str] = field(default_factory=list)
     reindex: dict[str, list[str]] = field(default_factory=dict)  # binlog dir -> files
     rerun_silver: bool = False
+    # binlog files not wholly indexed for a reason of their own (not lake damage): a closed
+    # file cut short (partial) or one whose decoding failed, with the state's words
+    binlogs: list[str] = field(default_factory=list)
 
 
 def _aside(cfg: Config, path: str, stamp: str) -> str:
@@ -142,7 +145,22 @@ def run_repair(spark, cfg: Config) -> RepairResult:
                 res.actions.append(f"silver/progress set aside to {dest}: the next silver "
                                    "run considers every file (anti-join: no row twice)")
             res.rerun_silver = True
+    res.binlogs = _binlogs_not_whole(spark, cfg)
     return res
+
+
+def _binlogs_not_whole(spark, cfg: Config) -> list[str]:
+    """The files bronze holds only part of because of the binlog itself, as ``status``
+    names them: ``failed`` (its error) and a closed file cut short (``partial: …``)."""
+    from pipelines.bronze.files import load_states
+    from pipelines.lake import Lake
+
+    out = []
+    for (source_id, name), st in sorted(load_states(spark, Lake.of(cfg)).items()):
+        if st.status == "failed" or (st.status == "partial"
+                                      and (st.error or "").startswith("partial: ")):
+            out.append(f"{source_id}/{name}: {st.status} at pos {st.last_pos}: {st.error}")
+    return out
 
 
 def add_repair_parser(sub) -> argparse.ArgumentParser:
@@ -157,8 +175,10 @@ def cmd_repair(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.session import get_spark
 
     res = run_repair(get_spark(cfg.engine), cfg)
+    for b in res.binlogs:
+        print(f"repair: binlog not wholly indexed (the file, not the lake): {b}")
     if not res.actions:
-        print("repair: no damage found")
+        print("repair: no damage to the lake found")
         return 0
     for a in res.actions:
         print(f"repair: {a}")

@@ -52,7 +52,7 @@ def _inline(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
     reader = BinlogFileReader(path, checksum=ChecksumPolicy(checksum), name=name, chunk=chunk,
                               chunks=chunks, start_at=start_at,
                               columnar=_columnar(path, chunks, columnar, storage),
-                              storage=storage)
+                              storage=storage, cut_short=True)
     batcher = BronzeBatcher(source_id=source_id, binlog_file=name, server_uuid=server_uuid,
                             batch_rows=batch_rows, statement_text=statement_text)
     yield from file_batches(reader, batcher, reader)

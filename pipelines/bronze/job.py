@@ -64,7 +64,10 @@ class BronzeResult:
 
     @property
     def failed(self) -> list[FileState]:
-        return [f for f in self.files if f.status == "failed"]
+        """The files that stopped with an error, and closed files cut short (``partial``
+        with the note :func:`records.truncated_note` writes): the run exits 1 for them."""
+        return [f for f in self.files if f.status == "failed"
+                or (f.status == "partial" and (f.error or "").startswith("partial: "))]
 
 
 def _decode_partition(cfg: Config, compiled: bool = False, in_workers: bool = True,
@@ -289,6 +292,8 @@ def run_bronze(spark, cfg: Config, *, binlog_dir: str, all_files: bool = False,
         elif info.get("missing_chunks"):
             st.status = "failed"
             st.error = f"decoding task(s) lost for chunk(s) {info['missing_chunks']}"
+        elif info.get("truncated"):  # a closed file cut short: its events up to pos are in
+            st.status, st.error = "partial", info.get("note")
         elif info.get("closed") or path in followed:
             # Closed by ROTATE/STOP, or a later file exists (the server restarted after a
             # crash): nothing more will be written to it.

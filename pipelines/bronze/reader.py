@@ -30,7 +30,10 @@ class BinlogFileReader:
 
     After iteration: ``end_pos`` is the end of the last complete event, ``partial_tail`` says
     the file ended inside an event while its FORMAT_DESCRIPTION still had BINLOG_IN_USE set
-    (the server is writing it: not an error, the next run continues), ``events`` counts events
+    (the server is writing it: not an error, the next run continues), ``truncated`` (with
+    ``cut_short``, as bronze reads; else it raises) that a file the server had closed ends
+    inside an event after its FORMAT_DESCRIPTION (a copy or a disk cut short: the events
+    before it are read, bronze marks the file ``partial``), ``events`` counts events
     of the file (a TRANSACTION_PAYLOAD counts as one), ``inner_events`` the events decoded
     from inside TRANSACTION_PAYLOADs; those are yielded right after their payload event.
 
@@ -56,6 +59,8 @@ class BinlogFileReader:
     events: int = 0
     inner_events: int = 0
     partial_tail: bool = False
+    cut_short: bool = False  # a closed file ending inside an event is partial, not an error
+    truncated: str | None = None  # ... and then what framing said
     in_use: bool = False
     closed_cleanly: bool = False
     parser: BinlogParser = field(init=False)
@@ -92,11 +97,15 @@ class BinlogFileReader:
                     raw = next(raw_iter)
                 except StopIteration:
                     return
-                except TruncatedError:
+                except TruncatedError as exc:
                     if self.in_use:
                         self.partial_tail = True
-                        return
-                    raise
+                    elif self.cut_short and self.parser.fde is not None:
+                        # a closed file cut short (a copy, a disk): indexed up to end_pos
+                        self.truncated = str(exc)
+                    else:
+                        raise
+                    return
                 h = raw.header
                 if not started:
                     if h.type_code == _FDE:

@@ -34,7 +34,7 @@ from pipelines.bronze.table_map import TableMap
 from pipelines.errors import DecodeError
 from pipelines.lake import BRONZE_EVENTS
 
-__all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches", "TABLE_MAP_FIELDS",
+__all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches", "truncated_note", "TABLE_MAP_FIELDS",
            "table_map_hash"]
 
 # Declared once in the lake registry; the Arrow schema the decoders write and the Spark DDL
@@ -324,6 +324,15 @@ class _Pseudo:
         self.pos, self.event_length, self.timestamp, self.server_id = pos, 0, timestamp, None
 
 
+def truncated_note(end_pos: int, open_trx: int | None, why: str) -> str:
+    """The state of a closed file cut short, as ``status``, ``repair`` and the run name it."""
+    note = f"partial: indexed up to pos {end_pos}, where the file is cut short ({why})"
+    if open_trx is not None:
+        note += (f"; the transaction from pos {open_trx} lacks its end: its rows before "
+                 f"{end_pos} are in")
+    return note + "; index the whole file again"
+
+
 def file_batches(events: Iterable[ev.Event], batcher: BronzeBatcher, reader=None
                  ) -> Iterator[pa.RecordBatch]:
     """Feed ``events`` through ``batcher``, yielding full batches and, last, the closing row.
@@ -356,7 +365,10 @@ def file_batches(events: Iterable[ev.Event], batcher: BronzeBatcher, reader=None
         info: dict = {"events": reader.events if reader is not None else None,
                       "closed": bool(reader is not None and reader.closed_cleanly),
                       "chunk": chunk, "chunks": chunks}
-        if reader is not None and reader.partial_tail:
+        if reader is not None and reader.truncated:
+            info["truncated"] = True
+            info["note"] = truncated_note(reader.end_pos, batcher.trx_pos, reader.truncated)
+        elif reader is not None and reader.partial_tail:
             info["note"] = ("unfinished tail (file still being written): indexed to the last "
                             "complete event")
         elif not info["closed"]:
