@@ -536,13 +536,17 @@ SILVER_EVENTS = register("silver", "binlog_events", [
     # Where the row change comes from (docs/silver.md "Derived row changes"): `binlog`, or
     # derived: `fk_cascade`, `fk_set_null`, `truncate`, `ddl`. Added later: NULL is `binlog`.
     ("origin", "string"),
+    # An UPDATE changing the key: the after image's key (NULL where it is the before image's,
+    # pk_values): `query --pk` finds the change under both keys. Added later, NULL before.
+    ("pk_values_after", "string"), ("pk_hash_after", "string"),
 ], partition_by=("event_date",),
     description="Row changes named by their schema: JSON images, changed columns, pk.",
     # Statistics on what readers filter by, not on the JSON images: writing min/max of every
     # image cost a quarter of the write (docs/performance.md).
     stats_columns=("source_id", "binlog_file", "start_pos", "row_in_event", "seq",
                    "event_timestamp", "gtid", "schema_name", "table_name",
-                   "event_type", "pk_hash", "pk_kind", "schema_version", "commit_ts_us"),
+                   "event_type", "pk_hash", "pk_kind", "schema_version", "commit_ts_us",
+                   "pk_hash_after"),
     bloom_columns=("pk_hash",), row_groups=True)
 SILVER_QUARANTINE = register(
     "silver", "quarantine",

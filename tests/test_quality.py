@@ -34,7 +34,8 @@ SILVER_DDL = (
     "event_date date, gtid string, connection_id bigint, schema_name string, table_name string, "
     "event_type string, pk_values string, pk_hash string, pk_kind string, "
     "changed_columns string, row_before string, row_after string, absent_columns string, "
-    "schema_version string, query_text string, commit_ts_us bigint, origin string"
+    "schema_version string, query_text string, commit_ts_us bigint, origin string, "
+    "pk_values_after string, pk_hash_after string"
 )
 assert [c.split()[0] for c in SILVER_DDL.split(", ")] == SILVER_COLUMNS
 FILE = "mariadb-bin.000001"
@@ -57,7 +58,8 @@ def silver_row(pos: int, event_type: str, pk: str | None, *, row: int = 0, table
             None, json.dumps(before) if before is not None else None,
             json.dumps(after) if after is not None else None,
             json.dumps(absent) if absent is not None else None, version,
-            f"INSERT /* {pos} */ INTO t" if event_type == "INSERT" else None, None, "binlog")
+            f"INSERT /* {pos} */ INTO t" if event_type == "INSERT" else None, None, "binlog",
+            None, None)
 
 
 def quarantine_row(pos: int, table: str, column_count: int, reason: str) -> tuple:

@@ -86,9 +86,12 @@ def apply_selection(df, sel: Selection):
     elif sel.schema:
         preds.append(f"schema_name = {sql_string(sel.schema)}")
     if sel.pk is not None:
+        # Either key: the before image's (pk_values), or the after image's of an UPDATE
+        # that changed it (pk_values_after: the change that made the key).
         digest = hashlib.sha256(sel.pk.encode("utf-8")).hexdigest()
-        preds.append(f"pk_hash = '{digest}'")
-        preds.append(f"pk_values = {sql_string(sel.pk)}")
+        pk = sql_string(sel.pk)
+        preds.append(f"(pk_hash = '{digest}' OR pk_hash_after = '{digest}')")
+        preds.append(f"(pk_values = {pk} OR pk_values_after = {pk})")
     if sel.since is not None:
         preds.append(f"event_date >= DATE'{sel.since.date().isoformat()}'")
         preds.append(f"event_timestamp >= TIMESTAMP'{sel.since.isoformat(' ')}'")

@@ -403,6 +403,8 @@ class Fold:
         self._counter[place] = n + 1
         base = file_number(cause["binlog_file"]) << 32
         seq = base + min(cause["start_pos"] + n, cause["end_pos"] - 1)
+        after_key = None if values is None else self._key_after(table, key, values,
+                                                                row.pk_kind)
         return {
             **{c: cause.get(c) for c in ("source_id", "server_id", "server_uuid",
                                          "binlog_file", "start_pos", "end_pos",
@@ -413,6 +415,7 @@ class Fold:
             "pk_kind": row.pk_kind, "changed_columns": json.dumps(changed) if values else None,
             "row_before": row.image, "row_after": None if values is None else _image(values),
             "absent_columns": None, "schema_version": row.schema_version, "origin": origin,
+            "pk_values_after": after_key if after_key != key else None,
         }
 
 

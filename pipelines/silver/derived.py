@@ -35,8 +35,8 @@ FOLD_INPUT = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos
               "schema_name", "table_name", "event_type", "pk_values", "pk_kind",
               "row_before", "row_after", "absent_columns", "schema_version", "query_text",
               "commit_ts_us", "origin"]
-_OUT = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
-_OUT_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
+_OUT = SILVER_EVENTS.arrow_schema(exclude=["pk_hash", "pk_hash_after"])
+_OUT_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash", "pk_hash_after"])
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -124,10 +124,9 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                .select(*FOLD_INPUT))
     fold = _fold_task(plan, rules, per_snapshot, _pk_names(snapshots, tables), run, markers)
     out = history.repartition(1).mapInArrow(fold, _OUT_DDL)
-    from pyspark.sql import functions as F
+    from pipelines.silver.transform import with_hashes
 
-    out = out.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(
-        *SILVER_EVENTS.column_names)
+    out = with_hashes(out).select(*SILVER_EVENTS.column_names)
     held = silver.where(where).select(*KEY)
     new = out.join(held, KEY, "left_anti").select(*SILVER_EVENTS.column_names)
     rows = new.collect()  # few by nature (a table's rows at most); written in one commit

@@ -1,5 +1,6 @@
 """Pure: row changes of one table (Arrow arrays) → silver's JSON images, changed_columns,
-pk_values and absent_columns, a whole batch at once.
+pk_values (and pk_values_after, the after image's key where an UPDATE changes it) and
+absent_columns, a whole batch at once.
 
 The JSON text of an image is assembled from per-column pieces (``, "name": value``), each
 column rendered in one pass by its kernel (``render_columns``); a column absent from a
@@ -44,6 +45,14 @@ class SilverImages:
     pk_values: pa.Array
     absent_columns: pa.Array
     errors: list[tuple[int, str]]  # (position in the input, quarantine reason)
+    # The after image's key of an UPDATE whose key it changes (NULL otherwise): docs/silver.md
+    pk_values_after: pa.Array | None = None
+
+    def after_keys(self) -> pa.Array:
+        """``pk_values_after``, all NULL when none was set."""
+        if self.pk_values_after is None:
+            return _nulls(len(self.pk_values))
+        return self.pk_values_after
 
 
 def _pieces_joined(pieces: list[pa.Array], m: int, opening: str, closing: str) -> pa.Array:
@@ -182,6 +191,35 @@ class TableRenderer:
                                               "|", "\\|"))
         return _join(*parts, "|")
 
+    def key_changes(self, event_type: pa.Array, changed: pa.Array) -> np.ndarray:
+        """UPDATE rows whose ``changed_columns`` name a key column (any column of a table
+        without PRIMARY KEY, whose key is every column): those whose after image may have
+        another key. A cheap superset (a name is matched as its JSON text); the key texts
+        themselves decide (:meth:`after_key`)."""
+        if not self.spec.pk or not changed.null_count < len(changed):
+            return np.zeros(len(changed), dtype=bool)
+        is_update = render_fast.true_bytes(pc.equal(event_type, "UPDATE")) != 0
+        if self.spec.pk_kind != "primary_key":
+            some = pc.not_equal(changed, "[]").fill_null(False)
+            return is_update & (render_fast.true_bytes(some) != 0)
+        hit = np.zeros(len(changed), dtype=bool)
+        for i in self.spec.pk:
+            hit |= render_fast.true_bytes(
+                pc.match_substring(changed, self.names[i]).fill_null(False)) != 0
+        return is_update & hit
+
+    def after_key(self, cand: np.ndarray, key: pa.Array, after_cols: list[pa.Array]
+                  ) -> pa.Array | None:
+        """``pk_values_after``: the key of ``after_cols`` (the key columns' JSON texts of the
+        after images) where ``cand`` and it differs from ``key``; None when no row has one."""
+        if not cand.any():
+            return None
+        after = self._pk(after_cols)
+        keep = pc.and_(pa.array(cand), pc.not_equal(after, key).fill_null(False))
+        if not keep.true_count:
+            return None
+        return pc.if_else(keep, after, _nulls(len(key)))
+
     def render(self, event_type: pa.Array, before: pa.Array, after: pa.Array,
                before_present: pa.Array, after_present: pa.Array) -> SilverImages:
         """Render every row change of the ``list<binary>`` images ``before``/``after`` (aligned
@@ -234,10 +272,10 @@ class TableRenderer:
                             after_present, bad)
 
     def _compiled_images(self, fast: tuple, m: int) -> SilverImages:
-        row_before, row_after, changed, key = fast
-        return SilverImages(np.arange(m), row_before, row_after, changed,
-                            self._pk(key) if key else pa.array([""] * m, pa.string()),
-                            _nulls(m), [])
+        row_before, row_after, changed, key, cand, after_key = fast
+        pk = self._pk(key) if key else pa.array([""] * m, pa.string())
+        return SilverImages(np.arange(m), row_before, row_after, changed, pk, _nulls(m), [],
+                            self.after_key(cand, pk, after_key) if after_key else None)
 
     def _arrow(self, event_type, before, after, before_present, after_present, is_insert,
                b_valid, a_valid, bad: np.ndarray) -> SilverImages:
@@ -264,10 +302,13 @@ class TableRenderer:
                                    pc.and_(a_valid, ai.is_null())), item, _NULL)
                  for bi, ai, item in zip(b, a, self._items)], m, "[", "]")
             absent = pc.if_else(pc.equal(absent, "[]"), _nulls(m), absent)
+        pk = self._pk(key) if key else pa.array([""] * m, pa.string())
+        cand = self.key_changes(event_type, changed)
+        # A MINIMAL after image holds the changed columns only: the others keep their value.
+        after_key = [pc.coalesce(a[i], b[i]) for i in self.spec.pk] if cand.any() else []
         return SilverImages(
             np.arange(m), self._object(b, b_valid, b_partial), self._object(a, a_valid, a_partial),
-            changed,
-            self._pk(key) if key else pa.array([""] * m, pa.string()), absent, [])
+            changed, pk, absent, [], self.after_key(cand, pk, after_key) if after_key else None)
 
     def _finish(self, ok: np.ndarray, inner: SilverImages | None, event_type, sides: tuple,
                 rows: np.ndarray, before_present, after_present, bad: np.ndarray
@@ -285,7 +326,7 @@ class TableRenderer:
         if inner is None:
             empty = _nulls(0)
             return SilverImages(np.empty(0, dtype=np.int64), empty, empty, empty, empty, empty,
-                                errors)
+                                errors, None)
         inner.rows = ok[inner.rows]
         inner.errors = [(int(ok[i]), why) for i, why in inner.errors] + errors
         return inner
@@ -295,4 +336,6 @@ def _subset(images: SilverImages, ok: np.ndarray) -> SilverImages:
     idx = pa.array(ok)
     return SilverImages(np.arange(len(ok)), images.row_before.take(idx),
                         images.row_after.take(idx), images.changed_columns.take(idx),
-                        images.pk_values.take(idx), images.absent_columns.take(idx), [])
+                        images.pk_values.take(idx), images.absent_columns.take(idx), [],
+                        None if images.pk_values_after is None
+                        else images.pk_values_after.take(idx))

@@ -21,17 +21,20 @@ from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import (TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec,
                                      file_number)
 
-__all__ = ["BatchRenderer", "RENDERED", "QUARANTINE", "DAY_US"]
+__all__ = ["BatchRenderer", "RENDERED", "HASHED", "QUARANTINE", "DAY_US"]
 
-# Declared once in the lake registry: the rendered rows are silver's columns less pk_hash
-# (computed by the engine), the quarantine rows the quarantine's less quarantined_at.
-RENDERED = SILVER_EVENTS.arrow_schema(exclude=["pk_hash"])
+# Declared once in the lake registry: the rendered rows are silver's columns less pk_hash and
+# pk_hash_after (computed by the engine), the quarantine rows the quarantine's less
+# quarantined_at.
+HASHED = ("pk_hash", "pk_hash_after")
+RENDERED = SILVER_EVENTS.arrow_schema(exclude=HASHED)
 QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
 _TM = TABLE_MAP_COLUMNS
 _IMAGE_LISTS = ("row_before", "row_after")  # the images: read where they lie, not taken
 _FLAGS = ("event_type", "before_present", "after_present")
 _RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
-                  "seq", "event_date", "pk_kind", "schema_version", "origin"}
+                  "seq", "event_date", "pk_kind", "schema_version", "origin",
+                  "pk_values_after"}
 DAY_US = 86_400_000_000  # event_date: the UTC day of event_timestamp
 # The columns a batch keeps once grouped, put in group order: what the outputs copy from the
 # bronze row, and what rendering reads besides the images (not the TABLE_MAP facts).
@@ -217,6 +220,8 @@ class BatchRenderer:
         cat = {f: pa.chunked_array([getattr(r, f) for r in rendered])
                for f in ("pk_values", "changed_columns", "row_before", "row_after",
                          "absent_columns")}
+        cat["pk_values_after"] = pa.chunked_array([r.after_keys() for r in rendered],
+                                                  pa.string())
         cat["pk_kind"] = pa.chunked_array([pa.repeat(s.pk_kind, n) for s, n in specs],
                                           pa.string())
         cat["origin"] = pa.repeat(pa.scalar("binlog"), batch.num_rows)

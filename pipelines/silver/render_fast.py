@@ -195,8 +195,9 @@ def _pre_buffers(arrays: list[pa.Array], m: int) -> tuple:
 def render(tr, event_type: pa.Array, sides: tuple[ImageBuffers, ImageBuffers],
            at: np.ndarray | None, before_present: pa.Array, after_present: pa.Array,
            is_insert: pa.Array, bad: np.ndarray):
-    """(row_before, row_after, changed_columns, key column texts) of well-formed rows of one
-    ``TableRenderer``'s table, or ``None``: not for the compiled loops (an absent column, text
+    """(row_before, row_after, changed_columns, key column texts, the UPDATEs that may change
+    the key (``TableRenderer.key_changes``), the key texts with theirs from the after image)
+    of well-formed rows of one ``TableRenderer``'s table, or ``None``: not for the compiled loops (an absent column, text
     that is not valid UTF-8); values that cannot be rendered are marked in ``bad``.
 
     ``sides``: the before and after images; the rows are those at positions ``at`` of them
@@ -231,15 +232,25 @@ def render(tr, event_type: pa.Array, sides: tuple[ImageBuffers, ImageBuffers],
                              off, valid)
         changed = _strings(off, out, valid, m)
     insert = true_bytes(is_insert)  # the key from the after image
+    keys = _keys(tr, b, a, insert, m)
+    # UPDATEs that may change the key: their after image's key too (pk_values_after)
+    cand = tr.key_changes(event_type, changed)
+    after = _keys(tr, b, a, cand.astype(np.uint8), m) if cand.any() else []
+    return b.objects, a.objects, changed, keys, cand, after
+
+
+def _keys(tr, b: "_Side", a: "_Side", from_after: np.ndarray, m: int) -> list[pa.Array]:
+    """The key columns' JSON texts: of the after image where ``from_after``, else of the
+    before image."""
     keys = []
     for i in tr.spec.pk:
         b_s = np.where(b.valid != 0, b.s[:, i], -1)  # no image: its spans are not written
         a_s = np.where(a.valid != 0, a.s[:, i], -1)
-        lengths = np.where(insert, np.where(a_s >= 0, a.e[:, i] - a_s, 0),
+        lengths = np.where(from_after, np.where(a_s >= 0, a.e[:, i] - a_s, 0),
                            np.where(b_s >= 0, b.e[:, i] - b_s, 0))
         out = np.empty(int(lengths.sum()) + 1, np.uint8)
         off = np.empty(m + 1, np.int32)
         valid = np.empty(m, np.uint8)
-        _JIT.gather(insert, b.out, b_s, b.e[:, i], a.out, a_s, a.e[:, i], out, off, valid)
+        _JIT.gather(from_after, b.out, b_s, b.e[:, i], a.out, a_s, a.e[:, i], out, off, valid)
         keys.append(_strings(off, out, valid, m))
-    return b.objects, a.objects, changed, keys
+    return keys

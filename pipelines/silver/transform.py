@@ -25,7 +25,7 @@ from pipelines.task_files import ADDED_DDL, FileSpec, write_files
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "bronze_changes",
            "to_silver", "to_silver_files", "to_quarantine", "render_workers", "on_day",
-           "with_pk_hash"]
+           "with_pk_hash", "with_hashes"]
 
 BRONZE_INPUT = [
     "source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
@@ -40,7 +40,7 @@ BRONZE_INPUT = [
 _LISTS = {c: t for c, t in BRONZE_EVENTS.columns if c in BRONZE_INPUT and t.startswith("array<")}
 # Declared once in the lake registry (silver/binlog_events, silver/quarantine): the rows the
 # Arrow task renders are the table's columns less those added after it.
-_RENDERED_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash"])
+_RENDERED_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash", "pk_hash_after"])
 QUARANTINE_DDL = SILVER_QUARANTINE.ddl(exclude=["quarantined_at"])
 SILVER_COLUMNS = SILVER_EVENTS.column_names
 
@@ -71,10 +71,13 @@ def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,
 
 
 def with_pk_hash(batch: pa.RecordBatch, compiled: bool = False) -> pa.RecordBatch:
-    """Rendered rows with ``pk_hash`` (``pk_hash.pk_hash``, as the engines' ``sha2(pk_values,
-    256)``), in silver's column order."""
+    """Rendered rows with ``pk_hash`` and ``pk_hash_after`` (``pk_hash.pk_hash``, as the
+    engines' ``sha2(pk_values, 256)``; NULL for NULL), in silver's column order."""
     cols = {name: batch.column(name) for name in batch.schema.names}
     cols["pk_hash"] = pk_hash(batch.column("pk_values"), compiled)
+    after = batch.column("pk_values_after")
+    cols["pk_hash_after"] = (pa.nulls(len(after), pa.string()) if after.null_count == len(after)
+                             else pk_hash(after, compiled))
     return pa.RecordBatch.from_arrays([cols[c] for c in SILVER_COLUMNS], names=SILVER_COLUMNS)
 
 
@@ -118,7 +121,13 @@ def to_silver(bronze, plan: NamingPlan, workers: int = 0, compiled: bool = True,
         _process(plan, False, workers, compiled, batch_rows, day), _RENDERED_DDL)
     if day is not None:
         rendered = rendered.withColumn("event_date", F.lit(day))
-    return rendered.withColumn("pk_hash", F.sha2(F.col("pk_values"), 256)).select(*SILVER_COLUMNS)
+    return with_hashes(rendered).select(*SILVER_COLUMNS)
+
+
+def with_hashes(rendered):
+    """``rendered`` with ``pk_hash`` and ``pk_hash_after`` (``sha2(…, 256)``, NULL for NULL)."""
+    return rendered.withColumns({"pk_hash": F.sha2(F.col("pk_values"), 256),
+                                 "pk_hash_after": F.sha2(F.col("pk_values_after"), 256)})
 
 
 def to_silver_files(bronze, plan: NamingPlan, files: FileSpec, workers: int = 0,

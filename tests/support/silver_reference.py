@@ -29,6 +29,7 @@ class ReferenceImages:
     changed_columns: str | None
     pk_values: str
     absent_columns: str | None
+    pk_values_after: str | None = None  # an UPDATE's after key, where it differs
 
 
 class ReferenceTableRenderer:
@@ -85,6 +86,12 @@ class ReferenceTableRenderer:
                 raise SchemaMismatchError(f"primary key column {self.plain[i]} absent from the "
                                           "image")
             parts.append(pk_text(v))
+        after_key = None
+        if event_type == "UPDATE" and b is not None and a is not None:
+            texts = [a[i] if a[i] is not None else b[i] for i in self.spec.pk]
+            if self.spec.pk and None not in texts:
+                after_key = "|".join(pk_text(v) for v in texts)
+                after_key = None if after_key == "|".join(parts) else after_key
         absent = [self.plain[i] for side in (b, a) if side is not None
                   for i, v in enumerate(side) if v is None]
         return ReferenceImages(
@@ -92,7 +99,7 @@ class ReferenceTableRenderer:
             self._object(a) if a is not None else None,
             changed, "|".join(parts),
             json.dumps(sorted(set(absent), key=self.plain.index), ensure_ascii=False)
-            if absent else None)
+            if absent else None, after_key)
 
 
 def _tup(v):
@@ -140,5 +147,5 @@ def reference_rows(rows: list[dict], plan: NamingPlan) -> tuple[list[dict], list
             "row_before": img.row_before, "row_after": img.row_after,
             "absent_columns": img.absent_columns, "schema_version": spec.schema_version,
             "query_text": r["query_text"], "commit_ts_us": r["commit_ts_us"],
-            "origin": "binlog"})
+            "origin": "binlog", "pk_values_after": img.pk_values_after})
     return silver, quarantine
