@@ -26,8 +26,9 @@ from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history import lake
-from pipelines.history.images import (SCRIPT_PREAMBLE, pk_values_of, quote_ident, raw_values,
-                                      sql_literal)
+from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, pk_values_of,
+                                      quote_ident, raw_values, reread, sql_literal,
+                                      text_json_columns)
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
 
@@ -214,7 +215,8 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     # target's own rule), not as changes of their own. A TRUNCATE's derived DELETEs are.
     df = apply_selection(lake.silver(spark, cfg), sel).where(
         "coalesce(origin, 'binlog') NOT IN (" + ", ".join(f"'{o}'" for o in FK_ORIGINS) + ")")
-    changes = lake.with_specs(spark, cfg, df)
+    naming = lake.naming_plan(spark, cfg)
+    changes = lake.with_specs(spark, cfg, df, naming)
     plan = FlashbackPlan(changes=len(changes))
     if not changes:
         return plan
@@ -222,8 +224,13 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     selected = {d["seq"] for d, _ in changes}
     touched: dict[tuple[str, str, str], int] = {}
     parsed = []
+    readings = JsonReadings.of_plan(naming)
     for d, spec in changes:
-        before, after = raw_values(d["row_before"]), raw_values(d["row_after"])
+        # MariaDB JSON values read as the spec writing the undo renders them (issue 41 §4)
+        was = readings.rendered(d.get("schema_version"), d["schema_name"], d["table_name"])
+        want = text_json_columns(spec.columns)
+        before = reread(raw_values(d["row_before"]), was, want)
+        after = reread(raw_values(d["row_after"]), was, want)
         for k in _keys(d["event_type"], d["pk_values"], spec, after):
             key = (d["schema_name"], d["table_name"], k)
             touched[key] = min(touched.get(key, d["seq"]), d["seq"])

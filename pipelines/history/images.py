@@ -19,7 +19,7 @@ from pipelines.bronze import coltypes as T
 from pipelines.silver.render import ColumnSpec, pk_text
 
 __all__ = ["raw_values", "sql_literal", "quote_ident", "quote_text", "pk_values_of",
-           "SCRIPT_PREAMBLE"]
+           "SCRIPT_PREAMBLE", "text_json_columns", "JsonReadings", "reread"]
 
 _decoder = json.JSONDecoder()
 _WS = " \t\r\n"
@@ -105,3 +105,62 @@ def sql_literal(spec: ColumnSpec, raw: str | None, *, compare: bool = False) -> 
 def pk_values_of(values: dict[str, str], pk_names: list[str]) -> str:
     """silver's ``pk_values`` for an image's raw values (``pk_names`` in table order)."""
     return "|".join(pk_text(values.get(n, "null")) for n in pk_names)
+
+
+# -- one reading of a MariaDB JSON column (issue 41 §4) -----------------------------------------
+# MariaDB's JSON is a LONGTEXT with a json_valid CHECK, which only a schema snapshot names:
+# silver renders such a value as the document's own text where its snapshot says JSON, and as
+# a JSON string of that text elsewhere (``schema_version`` 'binlog', or a snapshot taken before
+# the CHECK). The readers turn every value into the reading of the spec they write with.
+
+
+def text_json_columns(columns) -> frozenset[str]:
+    """The MariaDB JSON columns (``is_json`` on a text type, not MySQL's JSON type, which the
+    binlog names itself) among ``columns`` (``ColumnSpec`` or snapshot ``ColumnSchema``)."""
+    out = set()
+    for c in columns:
+        if not getattr(c, "is_json", False):
+            continue
+        if getattr(c, "col_type", None) == T.JSON or (getattr(c, "data_type", "") or "") == "json":
+            continue
+        out.add(c.name)
+    return frozenset(out)
+
+
+class JsonReadings:
+    """Which columns each ``schema_version`` rendered as JSON documents, per table:
+    ``binlog`` none, a snapshot those it names JSON on a text type."""
+
+    def __init__(self, snapshots) -> None:
+        self._by_id = {s.snapshot_id: s for s in snapshots}
+
+    @classmethod
+    def of_plan(cls, plan) -> "JsonReadings":
+        """From a ``NamingPlan``'s snapshots."""
+        return cls([snap for per in plan.snapshots.values() for _, snap in per])
+
+    def rendered(self, schema_version: str | None, schema: str, table: str) -> frozenset[str]:
+        snap = self._by_id.get(schema_version or "")
+        if snap is None or (schema, table) not in snap.tables:
+            return frozenset()
+        return text_json_columns(snap.table(schema, table).columns)
+
+
+def reread(values: dict[str, str] | None, was: frozenset[str], want: frozenset[str]
+           ) -> dict[str, str] | None:
+    """``values`` (raw texts) rendered with the MariaDB JSON columns ``was``, read as a spec
+    with the JSON columns ``want`` renders them: a JSON string becomes the document it holds
+    (a column named JSON since), a document becomes a JSON string of its text (one JSON no
+    longer). Other values are left as they are."""
+    if values is None or was == want:
+        return values
+    out = dict(values)
+    for name in want - was:
+        raw = out.get(name)
+        if raw is not None and raw.startswith('"'):
+            out[name] = json.loads(raw)
+    for name in was - want:
+        raw = out.get(name)
+        if raw is not None and raw != "null":
+            out[name] = json.dumps(raw, ensure_ascii=False)
+    return out

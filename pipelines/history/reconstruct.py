@@ -27,7 +27,8 @@ from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.history import lake
-from pipelines.history.images import pk_values_of, raw_values
+from pipelines.history.images import (JsonReadings, pk_values_of, raw_values, reread,
+                                     text_json_columns)
 from pipelines.silver.naming import TableSpec, position_key
 
 __all__ = ["Point", "resolve_point", "Reconstruction", "reconstruct", "HistoryStartError"]
@@ -169,8 +170,23 @@ def _spec_at(spark, cfg: Config, schema: str, table: str, start: int, cutoff: in
     return None
 
 
-def _fold_events(pk_names: list[str] | None, columns: list[str]):
-    """mapInArrow: silver changes → (key, seq, ord, delta, image) fold events."""
+def _json_readings(spark, cfg: Config, schema: str, table: str) -> dict[str, frozenset[str]]:
+    """Per snapshot id, the table's MariaDB JSON columns it names (images.JsonReadings)."""
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    snaps = load_snapshots(spark, cfg)
+    readings = JsonReadings(snaps)
+    return {s.snapshot_id: readings.rendered(s.snapshot_id, schema, table) for s in snaps}
+
+
+def _fold_events(pk_names: list[str] | None, columns: list[str],
+                 readings: dict[str, frozenset[str]] | None = None,
+                 want: frozenset[str] = frozenset()):
+    """mapInArrow: silver changes → (key, seq, ord, delta, image) fold events. ``readings``:
+    per ``schema_version``, the MariaDB JSON columns it rendered as documents (none when
+    missing); each image is read as the point's spec renders them (``want``, images.reread),
+    whichever order ``index`` and ``snapshot`` ran in."""
+    readings = readings or {}
 
     def project(values: dict[str, str]) -> str:
         return "{" + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: {values.get(c, 'null')}"
@@ -195,7 +211,9 @@ def _fold_events(pk_names: list[str] | None, columns: list[str]):
                 out["image"].append(image)
 
             for r in batch.to_pylist():
-                before, after = raw_values(r["row_before"]), raw_values(r["row_after"])
+                was = readings.get(r.get("schema_version") or "", frozenset())
+                before = reread(raw_values(r["row_before"]), was, want)
+                after = reread(raw_values(r["row_after"]), was, want)
                 if before is not None:
                     emit(key_of(before), r["seq"], 0, -1, None)
                 if after is not None:
@@ -237,7 +255,8 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
         import hashlib
 
         changes = changes.where(f"pk_hash = '{hashlib.sha256(pk.encode()).hexdigest()}'")
-    changes = changes.select("seq", "row_in_event", "row_before", "row_after")
+    changes = changes.select("seq", "row_in_event", "row_before", "row_after",
+                             "schema_version")
     if base is not None:
         from pipelines.lake import BASELINE_ROWS, Lake
 
@@ -252,8 +271,10 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 F.lit(start - 1).cast("bigint").alias("seq"),
                 F.lit(0).cast("int").alias("row_in_event"),
                 F.lit(None).cast("string").alias("row_before"),
-                F.col("row_image").alias("row_after")))
-    events = changes.mapInArrow(_fold_events(pk_names, columns), _FOLD_DDL)
+                F.col("row_image").alias("row_after"),
+                F.lit(base["snapshot_id"]).cast("string").alias("schema_version")))
+    events = changes.mapInArrow(_fold_events(pk_names, columns, _json_readings(
+        spark, cfg, schema, table), text_json_columns(spec.columns)), _FOLD_DDL)
     if pk_names is not None:
         latest = events.groupBy("key").agg(F.max(F.struct("seq", "rie", "ord", "image")).alias("m"))
         images = latest.where("m.image IS NOT NULL").select(

@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from pipelines.errors import SchemaMismatchError
-from pipelines.mirror.types import STRING, MirrorType, converter, parse_image, type_of_column, widen
+from pipelines.mirror.types import (JSON_IN_TEXT, STRING, MirrorType, converter, parse_image,
+                                    type_of_column, widen)
 
 __all__ = ["Layout", "TableTyping", "plan_layout", "mirror_type_of_spark", "records",
            "record_schema", "versions", "history_changes", "current_changes", "quote",
@@ -66,6 +67,10 @@ class TableTyping:
     latest: dict[str, MirrorType] = field(default_factory=dict)
     order: tuple[str, ...] = ()
     pk: tuple[str, ...] = ()
+    # MariaDB JSON columns (a LONGTEXT with a json_valid CHECK that only a snapshot names):
+    # silver renders their values as a JSON string of the document where no snapshot of the
+    # row's schema_version says JSON (issue 41 §4)
+    text_json: frozenset[str] = frozenset()
 
     @classmethod
     def from_snapshots(cls, snapshots: Iterable[Any], schema: str, table: str) -> "TableTyping":
@@ -74,17 +79,20 @@ class TableTyping:
         latest: dict[str, MirrorType] = {}
         order: tuple[str, ...] = ()
         pk: tuple[str, ...] = ()
+        text_json: set[str] = set()
         for snap in snapshots:
             ts = snap.tables.get((schema, table))
             if ts is None:
                 continue
+            text_json |= {c.name for c in ts.columns
+                          if c.is_json and (c.data_type or "").lower() != "json"}
             cols = {c.name: type_of_column(c.data_type, c.column_type, is_json=c.is_json)
                     for c in ts.columns}
             by_version[snap.snapshot_id] = cols
             latest.update(cols)
             order = tuple(c.name for c in ts.columns)
             pk = tuple(ts.primary_key)
-        return cls(by_version, latest, order, pk)
+        return cls(by_version, latest, order, pk, frozenset(text_json))
 
     def type_of(self, version: str | None, column: str) -> MirrorType:
         """The column's type in the epoch ``version`` names: that snapshot's, else the latest
@@ -93,6 +101,15 @@ class TableTyping:
         if cols and column in cols:
             return cols[column]
         return self.latest.get(column, STRING)
+
+    def reading_of(self, version: str | None, column: str) -> MirrorType:
+        """How the column's silver values of ``version`` are read: :meth:`type_of`, except a
+        MariaDB JSON column rendered without a snapshot naming it JSON (a JSON string of the
+        document: ``JSON_IN_TEXT``, so the mirror holds the document, not a string of it)."""
+        cols = self.by_version.get(version or "")
+        if column in self.text_json and not (cols and column in cols):
+            return JSON_IN_TEXT
+        return self.type_of(version, column)
 
 
 @dataclass(frozen=True)
@@ -182,7 +199,7 @@ def records(layout: Layout, typing: TableTyping, where: str
         fns = per_version.get((version, only_key))
         if fns is None:
             fns = per_version[(version, only_key)] = [
-                (n, converter(typing.type_of(version, n), layout.type_of(n), n)
+                (n, converter(typing.reading_of(version, n), layout.type_of(n), n)
                  if n in key or not only_key else _none) for n in names]
         try:
             return [fn(image[n]) if n in image else None for n, fn in fns]

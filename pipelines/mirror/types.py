@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from pipelines.errors import SchemaMismatchError
 
-__all__ = ["MirrorType", "STRING", "type_of_column", "converter", "widen", "json_text",
+__all__ = ["MirrorType", "STRING", "JSON_IN_TEXT", "type_of_column", "converter", "widen", "json_text",
            "parse_image"]
 
 _INT_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
@@ -47,6 +47,9 @@ class MirrorType:
 
 
 STRING = MirrorType("string", "text")
+# A MariaDB JSON column's value rendered as text (no snapshot named it JSON): the document
+# inside the JSON string, as the mirror's json columns hold it (json_text of the parsed text)
+JSON_IN_TEXT = MirrorType("string", "json_in_text")
 
 
 def _decimal_type(p: int, s: int) -> MirrorType:
@@ -161,6 +164,17 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _document(value: Any) -> str:
+    """A JSON document given as its text (``JSON_IN_TEXT``), as :func:`json_text` gives it;
+    text that is no JSON (written before the CHECK) stays as it is."""
+    if not isinstance(value, str):
+        return json_text(value)
+    try:
+        return json_text(_DECODER.decode(value))
+    except ValueError:
+        return value
+
+
 def _date(text: str) -> dt.date | None:
     try:
         return dt.date.fromisoformat(text)
@@ -202,6 +216,7 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "timestamp": lambda v: _timestamp(v),
     "text": _as_text,
     "json": json_text,
+    "json_in_text": lambda v: _document(v),
     "binary": lambda v: base64.b64decode(v, validate=True),
 }
 
@@ -222,7 +237,8 @@ def converter(source: MirrorType, target: MirrorType, column: str) -> Callable[[
     (``target`` is ``source`` or a :func:`widen` of it). Raises :class:`SchemaMismatchError`
     naming ``column`` when a value does not fit (bad silver data, never a silent cast)."""
     base = _CONVERT[source.kind]
-    if target.kind in ("text", "json") and source.kind not in ("text", "json"):
+    if target.kind in ("text", "json") and source.kind not in ("text", "json",
+                                                                 "json_in_text"):
         def convert(value: Any) -> Any:
             out = base(value)
             return None if out is None else _to_text(out, source)
