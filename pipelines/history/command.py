@@ -14,7 +14,7 @@ from pipelines.config import Config
 from pipelines.mysql_client import resolve_dsn
 from pipelines.errors import ConfigError
 
-__all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot"]
+__all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "build_selection"]
 
 _QUERY_EXAMPLE = """example:
   binlake --lake ./lake query --table shop.orders --pk 42 --format jsonl
@@ -104,25 +104,37 @@ def add_data_argument(p: argparse.ArgumentParser) -> None:
 
 
 def _selection(args: argparse.Namespace):
+    return build_selection(
+        table=args.table, schema=args.schema, pk=args.pk, since=args.since, until=args.until,
+        gtid=args.gtid, event_type=args.event_type, changed=getattr(args, "changed", None),
+        where=getattr(args, "where", []), connection_id=getattr(args, "connection_id", None),
+        query_hash=getattr(args, "query_hash", None))
+
+
+def build_selection(*, table: str | None = None, schema: str | None = None,
+                    pk: str | None = None, since: str | None = None, until: str | None = None,
+                    gtid: str | None = None, event_type: str | None = None,
+                    changed: str | None = None, where=(), connection_id: int | None = None,
+                    query_hash: str | None = None):
+    """A :class:`~pipelines.history.selection.Selection` from the flags' text (the CLI's and
+    ``binlake mcp``'s arguments); :class:`ConfigError` naming the flag for a bad value."""
     from pipelines.history.selection import (EVENT_TYPES, Selection, parse_table,
                                              parse_where)
     from pipelines.history.times import parse_gtid_set, parse_time
 
-    types = tuple(t.strip().upper() for t in (args.event_type or "").split(",") if t.strip())
+    types = tuple(t.strip().upper() for t in (event_type or "").split(",") if t.strip())
     bad = [t for t in types if t not in EVENT_TYPES]
     if bad:
-        raise ConfigError(f"--event-type {args.event_type!r}: expected INSERT, UPDATE, DELETE")
-    if args.table and args.schema:
+        raise ConfigError(f"--event-type {event_type!r}: expected INSERT, UPDATE, DELETE")
+    if table and schema:
         raise ConfigError("--table and --schema exclude each other")
     return Selection(
-        table=parse_table(args.table) if args.table else None, schema=args.schema, pk=args.pk,
-        since=parse_time(args.since, "--since") if args.since else None,
-        until=parse_time(args.until, "--until") if args.until else None,
-        gtids=parse_gtid_set(args.gtid) if args.gtid else None, event_types=types,
-        changed=getattr(args, "changed", None),
-        where=[parse_where(w) for w in getattr(args, "where", [])],
-        connection_id=getattr(args, "connection_id", None),
-        query_hash=getattr(args, "query_hash", None))
+        table=parse_table(table) if table else None, schema=schema, pk=pk,
+        since=parse_time(since, "--since") if since else None,
+        until=parse_time(until, "--until") if until else None,
+        gtids=parse_gtid_set(gtid) if gtid else None, event_types=types,
+        changed=changed, where=[parse_where(w) for w in where],
+        connection_id=connection_id, query_hash=query_hash)
 
 
 def cmd_query(args: argparse.Namespace, cfg: Config) -> int:

@@ -123,6 +123,12 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
 def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:
     """(position key, 'CREATE'|'DROP'|'OTHER', 'file:pos') of the DDL touching the table,
     in binlog order."""
+    return [(d["key"], d["kind"], d["where"]) for d in ddl_statements(spark, cfg, schema, table)]
+
+
+def ddl_statements(spark, cfg: Config, schema: str, table: str) -> list[dict[str, Any]]:
+    """The DDL touching the table in binlog order: ``key`` (position key), ``kind``
+    ('CREATE'|'DROP'|'OTHER'), ``where`` ('file:pos'), ``query``, ``event_timestamp``."""
     import re
 
     from pipelines.silver.ddl import DROP_DATABASE, tables_touched
@@ -130,16 +136,18 @@ def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, s
 
     out = []
     rows = (bronze(spark, cfg).where("event_type = 'QUERY'")
-            .select("binlog_file", "start_pos", "schema_name", "query").collect())
+            .select("binlog_file", "start_pos", "schema_name", "query", "event_timestamp")
+            .collect())
     for r in rows:
         touched = tables_touched(r["query"] or "", r["schema_name"])
         if (schema, table) in touched or (schema, DROP_DATABASE) in touched:
             q = re.sub(r"^\s*(/\*.*?\*/\s*)*", "", r["query"] or "", flags=re.S).upper()
             kind = ("CREATE" if q.startswith("CREATE") else
                     "DROP" if q.startswith("DROP") else "OTHER")
-            out.append((position_key(r["binlog_file"], r["start_pos"]), kind,
-                        f"{r['binlog_file']}:{r['start_pos']}"))
-    return sorted(out)
+            out.append({"key": position_key(r["binlog_file"], r["start_pos"]), "kind": kind,
+                        "where": f"{r['binlog_file']}:{r['start_pos']}", "query": r["query"],
+                        "event_timestamp": r["event_timestamp"]})
+    return sorted(out, key=lambda d: d["key"])
 
 
 def starts_at_creation(spark, cfg: Config, schema: str, table: str) -> bool:
