@@ -14,6 +14,8 @@
     │   └── ImageTooLargeError (MemoryError)
     │                                     an event's row images exceed what one bronze
     │                                     batch column can hold (Arrow's 32-bit offsets)
+    ├── JsonDiffError (ValueError)        a MySQL partial JSON diff does not apply to its
+    │                                     document (bronze keeps the diff unresolved)
     ├── SchemaMismatchError (ValueError)  a row change cannot be named/rendered with the schema
     │                                     at hand (silver quarantines it, never guesses)
     ├── EngineError (RuntimeError)        the Spark engine could not be started or reached
@@ -23,7 +25,10 @@
     │                                     names the table, the file and the repair
     ├── LakeChangedError (RuntimeError)   a table changed during a run beyond what the run
     │                                     planned from; nothing was written, re-run
+    ├── EventIdError (ValueError)         a row change does not fit gold's event_id layout
     └── SourceError (ConnectionError)     a MySQL/MariaDB server could not be reached/used
+        ├── ConnectionLost                the replication connection dropped or timed out
+        └── BinlogGone                    the server cannot send from the place asked (1236)
 
 Every :class:`DecodeError` carries the file, the event's start position, its type code and a
 hex preview of the offending bytes, so a message always says where to look.
@@ -50,6 +55,9 @@ __all__ = [
     "ImageTooLargeError",
     "EngineError",
     "SourceError",
+    "ConnectionLost",
+    "BinlogGone",
+    "JsonDiffError",
     "SchemaMismatchError",
     "EventIdError",
     "LeaseHeldError",
@@ -112,6 +120,19 @@ class LakeChangedError(BinlakeError, RuntimeError):
 
 class SourceError(BinlakeError, ConnectionError):
     """A MySQL/MariaDB server could not be reached or refused what binlake needs."""
+
+
+class JsonDiffError(BinlakeError, ValueError):
+    """A partial JSON diff does not apply to the document (a path missing, a wrong
+    container): the row keeps the diff as logged (``bronze/json_diff.py``)."""
+
+
+class ConnectionLost(SourceError):
+    """The replication connection dropped or timed out; reconnecting may help."""
+
+
+class BinlogGone(SourceError):
+    """The server cannot send from the requested place (error 1236: purged, unknown file)."""
 
 
 class DecodeError(BinlakeError, ValueError):

@@ -22,7 +22,7 @@ from json.encoder import encode_basestring
 
 from pipelines.bronze.packed_ints import read_packed_int
 from pipelines.bronze.json_binary import json_binary_to_text
-from pipelines.errors import TruncatedError, ValueDecodeError
+from pipelines.errors import JsonDiffError, TruncatedError, ValueDecodeError
 
 __all__ = ["JsonDiffError", "read_json_diff", "apply_json_diff", "REPLACE", "INSERT", "REMOVE"]
 
@@ -30,10 +30,6 @@ REPLACE = 0
 INSERT = 1
 REMOVE = 2
 _OPS = {REPLACE: "REPLACE", INSERT: "INSERT", REMOVE: "REMOVE"}
-
-
-class JsonDiffError(ValueError):
-    """Internal: a diff does not apply to the document (path missing, wrong container)."""
 
 
 class _Num(str):

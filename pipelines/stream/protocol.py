@@ -25,7 +25,7 @@ import socket
 from dataclasses import dataclass
 
 from pipelines.bronze.framing import HEADER_SIZE, EventHeader, RawEvent
-from pipelines.errors import SourceError
+from pipelines.errors import BinlogGone, ConnectionLost, SourceError
 from pipelines.mysql_client import (EVENT_HEADER, Dsn, ServerUnreachable, error_text,
                                      open_binlog_dump, read_dump_packet, redact)
 
@@ -38,14 +38,6 @@ LOG_EVENT_ARTIFICIAL_F = 0x20
 # ER_MASTER_FATAL_ERROR_READING_BINLOG: the requested file/position/GTID is not (any longer)
 # on the server, among other fatal dump errors.
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
-
-
-class ConnectionLost(SourceError):
-    """The replication connection dropped or timed out; reconnecting may help."""
-
-
-class BinlogGone(SourceError):
-    """The server cannot send from the requested place (error 1236: purged, unknown file)."""
 
 
 @dataclass(frozen=True)
