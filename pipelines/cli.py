@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stream_parser(sub)
     add_history_parsers(sub)
+    from pipelines.assist.command import add_assist_parsers
+
+    add_assist_parsers(sub)
     from pipelines.repair import add_repair_parser
 
     add_repair_parser(sub)
