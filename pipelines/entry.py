@@ -17,7 +17,7 @@ import sys
 from typing import Callable, Sequence
 
 from pipelines.config import Config, load_config
-from pipelines.errors import BinlakeError, ConfigError, LeaseHeldError
+from pipelines.errors import EXIT_BUSY, EXIT_CONFIG, BinlakeError, ConfigError, LeaseHeldError
 
 __all__ = ["Handler", "add_global_options", "config_of", "csv_list", "engine_message",
            "own_process", "run", "stage_parser", "stage_main"]
@@ -94,10 +94,10 @@ def run(args: argparse.Namespace, handler: Handler) -> int:
         return handler(args, cfg)
     except ConfigError as exc:
         print(f"binlake: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     except LeaseHeldError as exc:
         print(f"binlake: busy: {exc}", file=sys.stderr)
-        return 75  # EX_TEMPFAIL (docs/concurrency.md)
+        return EXIT_BUSY  # docs/concurrency.md
     except BinlakeError as exc:
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 1

@@ -65,7 +65,12 @@ __all__ = [
     "LakeFaultError",
     "LakeChangedError",
     "raised_in_task",
+    "EXIT_CONFIG",
+    "EXIT_BUSY",
 ]
+
+EXIT_CONFIG = 2  # a ConfigError: the command line, the conf file or the environment
+EXIT_BUSY = 75  # EX_TEMPFAIL: a LeaseHeldError, another writer holds the stage; try later
 
 
 class BinlakeError(Exception):

@@ -44,15 +44,14 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
 from pipelines.config import Config
-from pipelines.errors import (BinlakeError, ConfigError, LakeFaultError, LeaseHeldError,
-                              LeaseLostError)
+from pipelines.errors import (EXIT_BUSY, BinlakeError, ConfigError, LakeFaultError,
+                              LeaseHeldError, LeaseLostError)
 
 __all__ = ["Holder", "LeaseStore", "LocalLeaseStore", "Lease", "lake_lease", "holds_lease",
            "lease_if_free", "current_holders", "redact_command", "EXIT_BUSY"]
 
 log = logging.getLogger(__name__)
 
-EXIT_BUSY = 75  # EX_TEMPFAIL: another writer holds the stage; try again later
 _GEN_WIDTH = 20
 
 
