@@ -107,7 +107,18 @@ def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
                  ) -> Iterator[dict[str, Any]]:
     """The selected changes from silver, oldest first, at most ``limit``; streamed from the
     engine one partition at a time (``toLocalIterator``)."""
-    df = apply_selection(lake.silver(spark, cfg), sel).select(*OUTPUT_COLUMNS).orderBy("seq")
+    df = lake.silver(spark, cfg)
+    if sel.table:
+        # A renamed table's history goes on under its earlier names (silver.renames)
+        from dataclasses import replace
+
+        from pipelines.lake import Lake
+        from pipelines.silver.renames import lineage, load_renames, segments_where
+
+        segments = lineage(load_renames(spark, Lake.of(cfg)), *sel.table, 1 << 62)
+        if len(segments) > 1:
+            df, sel = df.where(segments_where(segments)), replace(sel, table=None)
+    df = apply_selection(df, sel).select(*OUTPUT_COLUMNS).orderBy("seq")
     if limit is not None:
         df = df.limit(limit)
     for r in df.toLocalIterator():

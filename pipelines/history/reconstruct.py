@@ -30,6 +30,7 @@ from pipelines.history import lake
 from pipelines.history.images import (JsonReadings, pk_values_of, raw_values, reread,
                                      text_json_columns)
 from pipelines.silver.naming import TableSpec, position_key
+from pipelines.silver.renames import Segment, renamed
 
 __all__ = ["Point", "resolve_point", "Reconstruction", "reconstruct", "HistoryStartError"]
 
@@ -91,12 +92,16 @@ class Reconstruction:
     warnings: list[str] = field(default_factory=list)
 
 
-def _history_start(spark, cfg: Config, schema: str, table: str, point: Point
+def _history_start(spark, cfg: Config, schema: str, table: str, point: Point,
+                   segments: list[Segment] | None = None
                    ) -> tuple[int, dict[str, Any] | None, str]:
-    """(start key, baseline or None, description); :class:`HistoryStartError` if none."""
+    """(start key, baseline or None, description); :class:`HistoryStartError` if none.
+    ``segments``: the table's names back to its first (``silver.renames.lineage``): its
+    CREATE TABLE may be under an earlier name."""
     from pipelines.silver.data_snapshot import load_baselines
 
-    ddl = lake.ddl_events(spark, cfg, schema, table)
+    ddl = sorted(e for seg in segments or [Segment((schema, table), -1, point.cutoff)]
+                 for e in lake.ddl_events(spark, cfg, *seg.name) if seg.lo < e[0] < seg.hi)
     created = [(k, where) for k, kind, where in ddl if kind == "CREATE" and k < point.cutoff]
     dropped = [(k, where) for k, kind, where in ddl if kind == "DROP" and k < point.cutoff]
     baselines = [b for b in load_baselines(spark, cfg, schema, table)
@@ -170,6 +175,23 @@ def _spec_at(spark, cfg: Config, schema: str, table: str, start: int, cutoff: in
     return None
 
 
+def _renamed_spec(spec: TableSpec | None, maps: list[tuple[int, dict[str, str]]]
+                  ) -> TableSpec | None:
+    """``spec`` with its columns' names after the column renames ``maps`` (a spec of a change
+    made before them, under the old names; names it no longer has are left alone)."""
+    if spec is None or not maps:
+        return spec
+    import dataclasses
+
+    cols = list(spec.columns)
+    for _, names in maps:
+        have = {c.name for c in cols}
+        if not (set(names) & have) or set(names.values()) & have - set(names):
+            continue  # already the new names
+        cols = [dataclasses.replace(c, name=names.get(c.name, c.name)) for c in cols]
+    return dataclasses.replace(spec, columns=tuple(cols))
+
+
 def _json_readings(spark, cfg: Config, schema: str, table: str) -> dict[str, frozenset[str]]:
     """Per snapshot id, the table's MariaDB JSON columns it names (images.JsonReadings)."""
     from pipelines.silver.snapshot_store import load_snapshots
@@ -181,12 +203,15 @@ def _json_readings(spark, cfg: Config, schema: str, table: str) -> dict[str, fro
 
 def _fold_events(pk_names: list[str] | None, columns: list[str],
                  readings: dict[str, frozenset[str]] | None = None,
-                 want: frozenset[str] = frozenset()):
+                 want: frozenset[str] = frozenset(),
+                 maps: list[tuple[int, dict[str, str]]] | None = None):
     """mapInArrow: silver changes → (key, seq, ord, delta, image) fold events. ``readings``:
     per ``schema_version``, the MariaDB JSON columns it rendered as documents (none when
     missing); each image is read as the point's spec renders them (``want``, images.reread),
-    whichever order ``index`` and ``snapshot`` ran in."""
+    whichever order ``index`` and ``snapshot`` ran in. ``maps``: the column renames after a
+    row's seq rename its image's columns (``silver.renames.renamed``)."""
     readings = readings or {}
+    maps = maps or []
 
     def project(values: dict[str, str]) -> str:
         return "{" + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: {values.get(c, 'null')}"
@@ -212,8 +237,9 @@ def _fold_events(pk_names: list[str] | None, columns: list[str],
 
             for r in batch.to_pylist():
                 was = readings.get(r.get("schema_version") or "", frozenset())
-                before = reread(raw_values(r["row_before"]), was, want)
-                after = reread(raw_values(r["row_after"]), was, want)
+                before = reread(renamed(raw_values(r["row_before"]), r["seq"], maps),
+                                was, want)
+                after = reread(renamed(raw_values(r["row_after"]), r["seq"], maps), was, want)
                 if before is not None:
                     emit(key_of(before), r["seq"], 0, -1, None)
                 if after is not None:
@@ -233,7 +259,13 @@ _FOLD_DDL = "key string, seq bigint, rie int, ord int, delta int, image string"
 def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 pk: str | None = None) -> Reconstruction:
     """The table's rows at ``point`` (optionally one key); see the module docstring."""
-    start, base, start_text = _history_start(spark, cfg, schema, table, point)
+    from pipelines.lake import Lake
+    from pipelines.silver.renames import column_maps, lineage, load_renames, segments_where
+
+    facts = load_renames(spark, Lake.of(cfg))
+    segments = lineage(facts, schema, table, point.cutoff)  # rows made under earlier names
+    maps = column_maps(facts, segments)
+    start, base, start_text = _history_start(spark, cfg, schema, table, point, segments)
     held = lake.quarantined(spark, cfg, schema, table, start, point.cutoff)
     if held:
         q = held[0]
@@ -242,14 +274,18 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
             f"not in silver (first: {q['binlog_file']}:{q['start_pos']}: {q['reason']}); a "
             "snapshot naming them (binlake snapshot, then binlake silver) releases them")
     spec = _spec_at(spark, cfg, schema, table, start, point.cutoff, base)
+    for seg in segments[1:]:  # no change nor snapshot since the rename: the old name's
+        if spec is not None:
+            break
+        spec = _spec_at(spark, cfg, *seg.name, start, seg.hi, base)
+    spec = _renamed_spec(spec, maps)
     if spec is None:
         raise HistoryStartError(f"{schema}.{table}: no change and no baseline between its "
                                 f"history start ({start_text}) and {point.text}")
     columns = [c.name for c in spec.columns]
     pk_names = ([spec.columns[i].name for i in spec.pk] if spec.pk_kind == "primary_key"
                 else None)
-    changes = (lake.silver(spark, cfg)
-               .where(f"schema_name = {sql_string(schema)} AND table_name = {sql_string(table)}")
+    changes = (lake.silver(spark, cfg).where(segments_where(segments))
                .where(f"seq >= {start} AND seq < {point.cutoff}"))
     if pk is not None:
         import hashlib
@@ -273,8 +309,12 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 F.lit(None).cast("string").alias("row_before"),
                 F.col("row_image").alias("row_after"),
                 F.lit(base["snapshot_id"]).cast("string").alias("schema_version")))
-    events = changes.mapInArrow(_fold_events(pk_names, columns, _json_readings(
-        spark, cfg, schema, table), text_json_columns(spec.columns)), _FOLD_DDL)
+    readings: dict[str, frozenset[str]] = {}
+    for seg in segments:
+        for sid, cols in _json_readings(spark, cfg, *seg.name).items():
+            readings[sid] = readings.get(sid, frozenset()) | cols
+    events = changes.mapInArrow(_fold_events(pk_names, columns, readings,
+                                             text_json_columns(spec.columns), maps), _FOLD_DDL)
     if pk_names is not None:
         latest = events.groupBy("key").agg(F.max(F.struct("seq", "rie", "ord", "image")).alias("m"))
         images = latest.where("m.image IS NOT NULL").select(

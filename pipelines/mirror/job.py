@@ -176,6 +176,9 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
         gaps: dict[tuple[str, str], list] = {}
         for g in load_fk_gaps(spark, cfg, snapshots):
             gaps.setdefault((g.schema, g.table), []).append(g)
+        from pipelines.silver.renames import lineage, load_renames
+
+        renames = load_renames(spark, lake)
         for row in sorted(per_table, key=lambda r: (r[0], r[1])):
             key = (row["schema_name"], row["table_name"])
             last_seq, cur_version, hist_version = new_state.get(key, (-1, None, None))
@@ -184,6 +187,13 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             for g in gaps.get(key, ()):
                 if g.overlaps(row["min_seq"], row["max_seq"] + 1):
                     log.warning("mirror: %s", g.describe())
+            older = lineage(renames, *key, row["max_seq"] + 1)[1:]
+            if last_seq < 0 and older:
+                # never guessed silently: the mirror does not follow renames (issue 41 §3)
+                log.warning("mirror: %s.%s was named %s before (RENAME): its rows made under "
+                            "that name stay in that name's mirror, not in this one "
+                            "(binlake reconstruct follows renames)", *key,
+                            ", ".join(f"{s.name[0]}.{s.name[1]}" for s in older))
             typing = TableTyping.from_snapshots(snapshots, *key)
             if not typing.by_version:
                 log.warning("mirror: no schema snapshot describes %s.%s: its columns are "

@@ -1,0 +1,173 @@
+"""Renames in the DDL silver records: a table's earlier names and its columns' (issue 41 §3).
+
+Pure, but for :func:`load_renames`. ``RENAME TABLE a TO b[, c TO d]``, ``ALTER TABLE a …
+RENAME [TO|AS] b``, ``ALTER TABLE a … RENAME COLUMN x TO y`` and ``CHANGE [COLUMN] x y …``
+(statements of bronze's QUERY events, as ``silver/progress`` keeps them) become
+:class:`Rename` facts at the statement's position. :func:`lineage` walks a table's names back
+from a point (the rows of ``b`` at a point are those made under ``b`` since ``a`` was renamed
+to it, and those of ``a`` before), :func:`column_maps` gives the column renames that apply to
+the rows of each segment, and :func:`renamed` applies them to one image.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from pipelines.delta_ops import sql_string
+from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote
+
+__all__ = ["Rename", "Segment", "renames_in", "renames", "lineage", "column_maps", "renamed",
+           "segments_where", "load_renames"]
+
+_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|OFFLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
+                    rf"(?:IF\s+EXISTS\s+)?{_QUALIFIED}\s*(.*)$", re.I | re.S)
+_RENAME_TABLES = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
+_PAIR = re.compile(rf"{_QUALIFIED}\s+(?:WAIT\s+\d+\s+|NOWAIT\s+)?TO\s+{_QUALIFIED}", re.I)
+_TO_TABLE = re.compile(rf"^RENAME\s+(?:TO\s+|AS\s+)?(?!(?:COLUMN|INDEX|KEY)\b){_QUALIFIED}\s*$",
+                       re.I)
+_TO_COLUMN = re.compile(rf"^RENAME\s+COLUMN\s+({_IDENT})\s+TO\s+({_IDENT})", re.I)
+_CHANGE = re.compile(rf"^CHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({_IDENT})\s+({_IDENT})", re.I)
+
+
+@dataclass(frozen=True)
+class Rename:
+    """At position ``pos``: table ``old`` named ``new`` (the same for a column rename only),
+    its columns renamed by ``columns`` ((old, new) pairs)."""
+
+    pos: int
+    old: tuple[str, str]
+    new: tuple[str, str]
+    columns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The rows of table ``name`` with ``lo < seq < hi``."""
+
+    name: tuple[str, str]
+    lo: int
+    hi: int
+
+
+def _clauses(body: str) -> list[str]:
+    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
+    out, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(body):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(body[start:i].strip())
+            start = i + 1
+    out.append(body[start:].strip())
+    return [c for c in out if c]
+
+
+def renames_in(query: str, default_schema: str | None
+               ) -> list[tuple[tuple[str, str], tuple[str, str], tuple[tuple[str, str], ...]]]:
+    """(old table, new table, column renames) of one statement; ``[]`` when it renames
+    nothing."""
+    q = _clean(query or "")
+    m = _RENAME_TABLES.match(q)
+    if m:
+        return [(_qualify(a, b, default_schema), _qualify(c, d, default_schema), ())
+                for a, b, c, d in _PAIR.findall(m.group(1))]
+    m = _ALTER.match(q)
+    if not m:
+        return []
+    table = _qualify(m.group(1), m.group(2), default_schema)
+    new, columns = table, []
+    for clause in _clauses(m.group(3)):
+        c = _TO_COLUMN.match(clause) or _CHANGE.match(clause)
+        if c:
+            old_c, new_c = _unquote(c.group(1)), _unquote(c.group(2))
+            if old_c != new_c:
+                columns.append((old_c, new_c))
+            continue
+        t = _TO_TABLE.match(clause)
+        if t:
+            new = _qualify(t.group(1), t.group(2), default_schema or table[0])
+    if new == table and not columns:
+        return []
+    return [(table, new, tuple(columns))]
+
+
+def renames(ddl_rows: Iterable[tuple]) -> list[Rename]:
+    """The renames of ``ddl_rows`` ((source_id, binlog_file, start_pos, default_schema,
+    query), silver/progress's form), in binlog order."""
+    from pipelines.silver.naming import position_key
+
+    out = []
+    for _source, binlog_file, pos, schema, query in ddl_rows:
+        for old, new, cols in renames_in(query or "", schema):
+            out.append(Rename(position_key(binlog_file, pos), old, new, cols))
+    return sorted(out, key=lambda r: r.pos)
+
+
+def lineage(facts: Sequence[Rename], schema: str, table: str, cutoff: int) -> list[Segment]:
+    """The names of ``schema.table``'s rows before ``cutoff``, newest first: its own since it
+    was last renamed to it, the old name's before that, and so on."""
+    segs: list[Segment] = []
+    name, hi = (schema, table), cutoff
+    for _ in range(64):
+        moved = [r for r in facts if r.new == name and r.old != name and r.pos < hi]
+        if not moved:
+            break
+        r = moved[-1]
+        segs.append(Segment(name, r.pos, hi))
+        name, hi = r.old, r.pos
+    segs.append(Segment(name, -1, hi))
+    return segs
+
+
+def column_maps(facts: Sequence[Rename], segments: Sequence[Segment]
+                ) -> list[tuple[int, dict[str, str]]]:
+    """(position, old → new column names) of the column renames of the segments' tables,
+    oldest first: a row at ``seq`` takes every map of a position after it."""
+    out = []
+    for r in facts:
+        if r.columns and any(r.old == s.name and s.lo < r.pos < s.hi for s in segments):
+            out.append((r.pos, dict(r.columns)))
+    return out
+
+
+def renamed(values: dict[str, str] | None, seq: int,
+            maps: Sequence[tuple[int, dict[str, str]]]) -> dict[str, str] | None:
+    """``values`` (an image at ``seq``) with the column names of the renames after it."""
+    if values is None:
+        return None
+    for pos, names in maps:
+        if pos > seq:
+            values = {names.get(k, k): v for k, v in values.items()}
+    return values
+
+
+def segments_where(segments: Sequence[Segment]) -> str:
+    """A SQL predicate on silver's rows of the segments."""
+    parts = []
+    for s in segments:
+        cond = (f"schema_name = {sql_string(s.name[0])} AND table_name = "
+                f"{sql_string(s.name[1])} AND seq < {int(s.hi)}")
+        if s.lo >= 0:
+            cond += f" AND seq > {int(s.lo)}"
+        parts.append(f"({cond})")
+    return " OR ".join(parts)
+
+
+def load_renames(spark, lake) -> list[Rename]:
+    """The renames of the QUERY events silver recorded per file (``silver/progress``)."""
+    import json
+
+    from pipelines.silver.progress import load_progress
+
+    rows = [(s, f, *q) for (s, f), r in load_progress(spark, lake).items()
+            for q in json.loads(r["ddl"] or "[]")]
+    return renames(rows)

@@ -1,0 +1,102 @@
+"""Issue 41 §3: a table's history follows it across names, and its columns across theirs.
+
+A real MariaDB makes rows under ``rn.a``, renames it (``RENAME TABLE a TO b``), changes rows,
+renames a column (``RENAME COLUMN``), changes rows, renames another (``CHANGE``) and the table
+again (``ALTER TABLE … RENAME TO c``), then changes one row more. No schema snapshot: silver
+names the rows by the binlog's own names. ``reconstruct`` of the name at each moment equals
+the server's SELECT of that moment (rows made under the old names, with the old column
+names, included), and ``query --table rn.c --pk K`` lists K's changes back to its INSERT
+under ``rn.a``, ending in the server's row.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.cli import main
+from pipelines.config import load_config
+from pipelines.silver.renames import renames_in
+from devtools.mariadb import MariaDBServer
+from tests.support.replay import server_tables, table_columns
+from tests.test_flashback_cascade import _run
+from tests.test_silver_derived import _position, _reconstructed
+
+pytestmark = [pytest.mark.spark]
+
+STEPS = [
+    ("rn.a", ["DROP DATABASE IF EXISTS rn", "CREATE DATABASE rn",
+              "CREATE TABLE rn.a (id INT PRIMARY KEY, v VARCHAR(10), w INT)",
+              "INSERT INTO rn.a VALUES (1, 'one', 10), (2, 'two', 20), (3, 'three', 30)",
+              "UPDATE rn.a SET v = 'uno' WHERE id = 1"]),
+    ("rn.b", ["RENAME TABLE rn.a TO rn.b",
+              "DELETE FROM rn.b WHERE id = 2",
+              "INSERT INTO rn.b VALUES (4, 'four', 40)"]),
+    ("rn.b", ["ALTER TABLE rn.b RENAME COLUMN v TO label",
+              "UPDATE rn.b SET label = 'tres' WHERE id = 3"]),
+    # no change after these two: the spec is the last change's, its names renamed
+    ("rn.c", ["ALTER TABLE rn.b CHANGE w weight INT", "ALTER TABLE rn.b RENAME TO rn.c"]),
+    ("rn.c", ["UPDATE rn.c SET weight = 41 WHERE id = 4"]),
+]
+
+
+def test_renames_parsed() -> None:
+    assert renames_in("RENAME TABLE a TO b, s.c TO `s`.`d`", "db") == [
+        (("db", "a"), ("db", "b"), ()), (("s", "c"), ("s", "d"), ())]
+    assert renames_in("ALTER TABLE s.a RENAME TO b", "db") == [(("s", "a"), ("db", "b"), ())]
+    assert renames_in("ALTER TABLE `a` RENAME COLUMN x TO y, CHANGE COLUMN z zz "
+                      "DECIMAL(5,2) DEFAULT 1, ADD INDEX (q)", "db") == [
+        (("db", "a"), ("db", "a"), (("x", "y"), ("z", "zz")))]
+    assert renames_in("ALTER TABLE a CHANGE v v VARCHAR(10)", "db") == []
+    assert renames_in("ALTER TABLE a RENAME INDEX i TO j", "db") == []
+    assert renames_in("ALTER TABLE a ADD COLUMN b INT", "db") == []
+
+
+@pytest.mark.mariadb
+def test_reconstruct_and_query_follow_renames(spark, tmp_path, capsys, caplog) -> None:
+    lake = str(tmp_path / "lake")
+    cfg = load_config(env={}, overrides={"lake.root": lake})
+    binlogs = tmp_path / "binlogs"
+    (tmp_path / "server_tmp").mkdir()
+    moments = []
+    with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
+        with server.connect() as conn:
+            for name, statements in STEPS:
+                _run(conn, *statements)
+                moments.append((name, _position(conn), server_tables(conn, [name])[name],
+                                table_columns(conn, *name.split("."))))
+            cols_c = table_columns(conn, "rn", "c")
+            server.copy_closed_binlogs(binlogs)
+    assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) == 0
+    for name, cutoff, rows, cols in moments:
+        assert _reconstructed(spark, cfg, cols, name, cutoff) == rows, (name, cutoff)
+    # the CLI too: the columns are the server's names now
+    capsys.readouterr()
+    assert main(["--lake", lake, "reconstruct", "--table", "rn.c", "--at",
+                 "2999-01-01 00:00:00", "--format", "jsonl"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [list(x) for x in lines[:1]] == [[c["name"] for c in moments[-1][3]]]
+    # query of the new name: key 1's history from its INSERT under rn.a
+    assert main(["--lake", lake, "query", "--table", "rn.c", "--pk", "1",
+                 "--format", "jsonl"]) == 0
+    changes = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [c["event_type"] for c in changes] == ["INSERT", "UPDATE"]
+    from tests.support.replay import _row
+
+    final = moments[-1][2]
+    row_1 = [r for r in final if r[0] == 1]
+    last = changes[-1]["row_after"]
+    renamed = {"label" if k == "v" else "weight" if k == "w" else k: v for k, v in last.items()}
+    assert [_row(cols_c, renamed)] == row_1
+    assert main(["--lake", lake, "query", "--table", "rn.c", "--pk", "4",
+                 "--format", "jsonl"]) == 0
+    changes = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [c["event_type"] for c in changes] == ["INSERT", "UPDATE"]
+    assert _row(cols_c, changes[-1]["row_after"]) in final
+    # the mirror does not follow renames yet: it says so (never silently)
+    from pipelines.mirror.job import run_mirror
+
+    with caplog.at_level("WARNING"):
+        run_mirror(spark, cfg)
+    assert any("rn.c was named rn.b, rn.a before (RENAME)" in m for m in caplog.messages)
