@@ -15,7 +15,7 @@ $(STAMP): setup.cfg pyproject.toml
 	@echo "setup: upgrading pip"
 	@$(PY) -m pip install --quiet --upgrade pip
 	@echo "setup: installing binlake and its packages (pyspark, delta-spark, pysail, great-expectations …; ~2 min)"
-	@$(PY) -m pip install --quiet -e '.[local,test]'
+	@$(PY) -m pip install --quiet -e '.[local,test,assist]'
 	touch $(STAMP)
 
 # The Delta jars matching the installed delta-spark, fetched with Maven once (docs/engines.md):
