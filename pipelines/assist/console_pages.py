@@ -79,7 +79,7 @@ def _volume_svg(volume: list[dict[str, Any]]) -> str:
         hours[v["hour"]] = hours.get(v["hour"], 0) + v["changes"]
     if not hours:
         return "<p>No row changes in silver yet.</p>"
-    w, h, pad = max(24, 600 // len(hours)), 120, 30
+    w, h, pad = min(60, max(12, 600 // len(hours))), 120, 30
     top = max(hours.values())
     parts = []
     for i, (hour, n) in enumerate(sorted(hours.items())):
