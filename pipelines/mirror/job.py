@@ -176,7 +176,8 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
         gaps: dict[tuple[str, str], list] = {}
         for g in load_fk_gaps(spark, cfg, snapshots):
             gaps.setdefault((g.schema, g.table), []).append(g)
-        from pipelines.silver.renames import lineage, load_renames
+        from pipelines.silver.renames import (column_maps, lineage, load_renames,
+                                              segments_where)
 
         renames = load_renames(spark, lake)
         for row in sorted(per_table, key=lambda r: (r[0], r[1])):
@@ -187,13 +188,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             for g in gaps.get(key, ()):
                 if g.overlaps(row["min_seq"], row["max_seq"] + 1):
                     log.warning("mirror: %s", g.describe())
-            older = lineage(renames, *key, row["max_seq"] + 1)[1:]
-            if last_seq < 0 and older:
-                # never guessed silently: the mirror does not follow renames (issue 41 §3)
-                log.warning("mirror: %s.%s was named %s before (RENAME): its rows made under "
-                            "that name stay in that name's mirror, not in this one "
-                            "(binlake reconstruct follows renames)", *key,
-                            ", ".join(f"{s.name[0]}.{s.name[1]}" for s in older))
+            segments = lineage(renames, *key, row["max_seq"] + 1)
             typing = TableTyping.from_snapshots(snapshots, *key)
             if not typing.by_version:
                 log.warning("mirror: no schema snapshot describes %s.%s: its columns are "
@@ -202,6 +197,15 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             rows = batch.where((F.col("schema_name") == key[0])
                                & (F.col("table_name") == key[1])
                                & (F.col("seq") > F.lit(last_seq)))
+            if last_seq < 0 and len(segments) > 1:
+                # A renamed table's first mirror run starts from its rows under the earlier
+                # names (issue 41 §3), their images read with today's column names.
+                log.info("mirror: %s.%s was named %s before: its rows since then included",
+                         *key, ", ".join(f"{x.name[0]}.{x.name[1]}" for x in segments[1:]))
+                rows = _renamed_rows(
+                    lake.read(spark, SILVER_EVENTS).where(F.col("source_id") == source)
+                    .where(F.col("event_type").isin(*_CHANGES))
+                    .where(segments_where(segments)), column_maps(renames, segments))
             run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
                                            hist_version)
             run.changes = row["n"]
@@ -212,6 +216,42 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
     _save_state(spark, cfg, source, new_state, target)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _renamed_rows(rows, maps: list):
+    """Silver ``rows`` with the column names of the renames after each (``maps``:
+    ``silver.renames.column_maps``) in their images and ``absent_columns``."""
+    if not maps:
+        return rows
+    import json
+
+    from pipelines.history.images import raw_values
+    from pipelines.silver.renames import renamed
+
+    rows = rows.select(*SILVER_INPUT)
+
+    def image(text, seq):
+        values = renamed(raw_values(text), seq, maps)
+        if values is None:
+            return None
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {v}"
+                               for k, v in values.items()) + "}"
+
+    def run(batches):
+        import pyarrow as pa
+
+        for b in batches:
+            d = b.to_pydict()
+            seqs = d["seq"]
+            d["row_before"] = [image(t, q) for t, q in zip(d["row_before"], seqs)]
+            d["row_after"] = [image(t, q) for t, q in zip(d["row_after"], seqs)]
+            d["absent_columns"] = [
+                None if t is None else json.dumps(list(renamed(
+                    dict.fromkeys(json.loads(t), ""), q, maps)), ensure_ascii=False)
+                for t, q in zip(d["absent_columns"], seqs)]
+            yield pa.RecordBatch.from_pydict(d, schema=b.schema)
+
+    return rows.mapInArrow(run, rows.schema)
 
 
 def _catalog_tables(spark, cfg: Config, lake: Lake, key: tuple[str, str]) -> None:
