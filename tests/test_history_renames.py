@@ -17,7 +17,7 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.config import load_config
-from pipelines.silver.renames import renames_in
+from pipelines.silver.renames import gone, renames_in
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables, table_columns
 from tests.test_flashback_cascade import _run
@@ -29,10 +29,11 @@ STEPS = [
     ("rn.a", ["DROP DATABASE IF EXISTS rn", "CREATE DATABASE rn",
               "CREATE TABLE rn.a (id INT PRIMARY KEY, v VARCHAR(10), w INT)",
               "INSERT INTO rn.a VALUES (1, 'one', 10), (2, 'two', 20), (3, 'three', 30)",
-              "UPDATE rn.a SET v = 'uno' WHERE id = 1"]),
+              "UPDATE rn.a SET v = 'uno' WHERE id = 1",
+              "CREATE TABLE rn.x (id INT PRIMARY KEY)", "INSERT INTO rn.x VALUES (1)"]),
     ("rn.b", ["RENAME TABLE rn.a TO rn.b",
               "DELETE FROM rn.b WHERE id = 2",
-              "INSERT INTO rn.b VALUES (4, 'four', 40)"]),
+              "INSERT INTO rn.b VALUES (4, 'four', 40)", "DROP TABLE rn.x"]),
     ("rn.b", ["ALTER TABLE rn.b RENAME COLUMN v TO label",
               "UPDATE rn.b SET label = 'tres' WHERE id = 3"]),
     # no change after these two: the spec is the last change's, its names renamed
@@ -51,6 +52,14 @@ def test_renames_parsed() -> None:
     assert renames_in("ALTER TABLE a CHANGE v v VARCHAR(10)", "db") == []
     assert renames_in("ALTER TABLE a RENAME INDEX i TO j", "db") == []
     assert renames_in("ALTER TABLE a ADD COLUMN b INT", "db") == []
+    ddl = [("s", "f.000001", 4, "db", "CREATE TABLE t (a INT)"),
+           ("s", "f.000001", 90, "db", "RENAME TABLE t TO u"),
+           ("s", "f.000001", 150, "db", "CREATE TABLE t (a INT)"),
+           ("s", "f.000001", 200, "db", "DROP TABLE IF EXISTS v"),
+           ("s", "f.000001", 300, None, "DROP DATABASE w")]
+    assert gone(ddl, [("db", "t"), ("db", "u"), ("db", "v"), ("w", "z")]) == {
+        ("db", "v"): "dropped at f.000001:200", ("w", "z"): "dropped at f.000001:300"}
+    assert gone(ddl[:2], [("db", "t")]) == {("db", "t"): "renamed to db.u at f.000001:90"}
 
 
 @pytest.mark.mariadb
@@ -97,7 +106,12 @@ def test_reconstruct_and_query_follow_renames(spark, tmp_path, capsys) -> None:
     # the mirror of the new name holds the rows made under the old names, by today's columns
     from pipelines.mirror.job import mirror_path, run_mirror
 
-    run_mirror(spark, cfg)
+    res = run_mirror(spark, cfg)
+    # the mirrors of the names gone say so: dropped, renamed away (and where)
+    assert sorted(res.gone) == [("rn", "a"), ("rn", "b"), ("rn", "x")]
+    assert res.gone[("rn", "x")].startswith("dropped at mariadb-bin.")
+    assert res.gone[("rn", "a")].startswith("renamed to rn.b at ")
+    assert res.gone[("rn", "b")].startswith("renamed to rn.c at ")
     mirrored = spark.read.format("delta").load(mirror_path(cfg, "current", "rn", "c"))
     names = [c["name"] for c in cols_c]
     assert [c for c in mirrored.columns if not c.startswith("__")] == names

@@ -29,6 +29,9 @@ def print_result(res, cfg: Config) -> None:
         print(f"mirror: {t.name}: {t.changes} row changes"
               + (" (layout evolved)" if t.evolved else "")
               + f" -> {mirror_path(cfg, 'current', schema, table)}")
+    for (schema, table), what in sorted(getattr(res, "gone", {}).items()):
+        print(f"mirror: {schema}.{table}: {what}; its mirror keeps the rows it had then -> "
+              f"{mirror_path(cfg, 'current', schema, table)}")
     rate = res.changes / res.seconds if res.seconds else 0.0
     print(f"mirror: {len(res.tables)} table(s), {res.changes} row changes in "
           f"{res.seconds:.1f}s ({rate:,.0f}/s), silver version {res.from_version} -> "

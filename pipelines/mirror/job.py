@@ -100,6 +100,9 @@ class MirrorResult:
     to_version: int | None = None
     note: str = ""
     seconds: float = 0.0
+    # mirrored tables whose name is gone (DROP TABLE/DATABASE, renamed away): table → what
+    # and where; their mirror keeps the rows of then (issue 41 §3)
+    gone: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def changes(self) -> int:
@@ -154,6 +157,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
     res.from_version, res.to_version = since, target
     if target is None or since >= target:
         res.note = "mirror is up to date"
+        res.gone = _gone(spark, lake, state)
         res.seconds = time.monotonic() - started
         return res
     batch = _silver_batch(spark, lake, silver_path, since, target)
@@ -214,8 +218,18 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             _catalog_tables(spark, cfg, lake, key)
             new_state[key] = (row["max_seq"], *versions_)
     _save_state(spark, cfg, source, new_state, target)
+    res.gone = _gone(spark, lake, new_state)
+    for (schema, table), what in res.gone.items():
+        log.info("mirror: %s.%s was %s: its mirror keeps its rows of then", schema, table, what)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _gone(spark, lake: Lake, state: dict) -> dict[tuple[str, str], str]:
+    """Mirrored tables whose name the DDL dropped or renamed away (``silver.renames.gone``)."""
+    from pipelines.silver.renames import gone, load_ddl_rows
+
+    return gone(load_ddl_rows(spark, lake), state) if state else {}
 
 
 def _renamed_rows(rows, maps: list):

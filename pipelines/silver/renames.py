@@ -19,7 +19,7 @@ from pipelines.delta_ops import sql_string
 from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote
 
 __all__ = ["Rename", "Segment", "renames_in", "renames", "lineage", "column_maps", "renamed",
-           "segments_where", "load_renames"]
+           "segments_where", "load_renames", "load_ddl_rows", "gone"]
 
 _ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|OFFLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
                     rf"(?:IF\s+EXISTS\s+)?{_QUALIFIED}\s*(.*)$", re.I | re.S)
@@ -162,12 +162,50 @@ def segments_where(segments: Sequence[Segment]) -> str:
     return " OR ".join(parts)
 
 
-def load_renames(spark, lake) -> list[Rename]:
-    """The renames of the QUERY events silver recorded per file (``silver/progress``)."""
+def gone(ddl_rows: Iterable[tuple], tables: Iterable[tuple[str, str]]
+         ) -> dict[tuple[str, str], str]:
+    """Of ``tables``, those whose name is gone at the end of ``ddl_rows`` (its last DDL a
+    ``DROP TABLE``, ``DROP DATABASE`` or a rename away, no CREATE or rename to it since):
+    table → ``dropped at FILE:POS`` or ``renamed to S.T at FILE:POS``."""
+    from pipelines.silver.ddl import DROP_DATABASE, tables_touched
+    from pipelines.silver.naming import position_key
+
+    wanted = set(tables)
+    last: dict[tuple[str, str], tuple[int, str | None]] = {}
+    for _source, binlog_file, pos, schema, query in ddl_rows:
+        at, where = position_key(binlog_file, pos), f"{binlog_file}:{pos}"
+        moves = renames_in(query or "", schema)
+        for old, new, _cols in moves:
+            if old != new:
+                last[old] = (at, f"renamed to {new[0]}.{new[1]} at {where}")
+                last[new] = (at, None)
+        if moves:
+            continue
+        q = _clean(query or "").upper()
+        for name in tables_touched(query or "", schema):
+            hit = [t for t in wanted if t == name or (name[1] == DROP_DATABASE
+                                                      and t[0] == name[0])]
+            for t in hit:
+                if q.startswith("DROP"):
+                    last[t] = (at, f"dropped at {where}")
+                elif q.startswith("CREATE"):
+                    last[t] = (at, None)
+    return {t: last[t][1] for t in sorted(wanted) if t in last and last[t][1]}
+
+
+def load_ddl_rows(spark, lake) -> list[tuple]:
+    """The QUERY events silver recorded per file (``silver/progress``), in binlog order:
+    (source_id, binlog_file, start_pos, default_schema, query)."""
     import json
 
+    from pipelines.silver.naming import position_key
     from pipelines.silver.progress import load_progress
 
     rows = [(s, f, *q) for (s, f), r in load_progress(spark, lake).items()
             for q in json.loads(r["ddl"] or "[]")]
-    return renames(rows)
+    return sorted(rows, key=lambda r: position_key(r[1], r[2]))
+
+
+def load_renames(spark, lake) -> list[Rename]:
+    """The renames of the QUERY events silver recorded per file (``silver/progress``)."""
+    return renames(load_ddl_rows(spark, lake))
