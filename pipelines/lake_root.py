@@ -28,7 +28,7 @@ __all__ = ["READS_LAKE", "USES_LAKE", "check_lake_root", "check_command_lake"]
 # The commands that only read the lake (its root must be there), and every command that uses
 # it (those that write it create a root that is not there; one that is a file is refused).
 READS_LAKE = frozenset({"status", "quality", "silver", "mirror", "repair", "optimize",
-                        "vacuum"})
+                        "vacuum", "mcp", "console"})
 USES_LAKE = READS_LAKE | {"bronze", "index", "snapshot", "stream", "sql", "serve"}
 
 

@@ -191,3 +191,13 @@ def test_bytes_bound_cuts_rows(lake: AssistLake, spark) -> None:
     assert sum(len(json.dumps(c, ensure_ascii=False).encode()) for c in res["changes"]) <= 2000
     fb = tool_flashback(spark, cfg, table=ORDERS, limits=Limits(rows=10, bytes=600))
     assert fb["truncated"] is True and len(fb["sql"].encode()) <= 600 and fb["applied"] is False
+
+
+def test_no_lake_is_refused_before_serving(tmp_path: Path, capsys) -> None:
+    from pipelines.cli import main
+
+    missing = str(tmp_path / "nolake")
+    for command in (["mcp"], ["console", "--port", "1"]):
+        assert main(["--lake", missing, *command]) == 2
+        assert "no such directory" in capsys.readouterr().err
+    assert not os.path.exists(missing)

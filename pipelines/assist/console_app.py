@@ -13,35 +13,16 @@ timeline, changed columns highlighted), ``/asof?table=&at=`` (a table at a momen
 from __future__ import annotations
 
 import hmac
-import threading
 from typing import Any, Callable
 
 from pipelines.assist import console_pages as pages
-from pipelines.assist.mcp_tools import (Limits, change_volume, known_table_names, scrub,
-                                        secrets_of, tool_quality, tool_query, tool_reconstruct,
-                                        tool_status)
+from pipelines.assist.lake_handle import LakeHandle
+from pipelines.assist.mcp_tools import (Limits, change_volume, known_table_names, tool_quality,
+                                        tool_query, tool_reconstruct, tool_status)
 from pipelines.config import Config
 from pipelines.errors import BinlakeError
 
 __all__ = ["build_app", "serve"]
-
-
-class _Lake:
-    """The configuration and the one Spark session (made on first use), used by one request
-    at a time."""
-
-    def __init__(self, cfg: Config, limits: Limits) -> None:
-        self.cfg, self.limits, self.secrets = cfg, limits, secrets_of(cfg)
-        self._spark = None
-        self._lock = threading.Lock()
-
-    def run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        with self._lock:
-            if self._spark is None:
-                from pipelines.session import get_spark
-
-                self._spark = get_spark(self.cfg.engine)
-            return scrub(fn(self._spark, self.cfg, **kwargs), self.secrets)
 
 
 def build_app(cfg: Config, *, token: str | None = None, limits: Limits = Limits()):
@@ -53,7 +34,7 @@ def build_app(cfg: Config, *, token: str | None = None, limits: Limits = Limits(
     from starlette.responses import HTMLResponse, PlainTextResponse
     from starlette.routing import Route
 
-    lake = _Lake(cfg, limits)
+    lake = LakeHandle(cfg, limits)
 
     class TokenCheck(BaseHTTPMiddleware):
         async def dispatch(self, request: Request, call_next):
@@ -71,7 +52,7 @@ def build_app(cfg: Config, *, token: str | None = None, limits: Limits = Limits(
         try:
             return HTMLResponse(pages.page(title, body(), token))
         except BinlakeError as exc:
-            msg = scrub(str(exc), lake.secrets)
+            msg = lake.clean(str(exc))
             return HTMLResponse(pages.page(title, pages.error_body(msg), token), 400)
 
     def home(request: Request) -> HTMLResponse:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import Any, Callable
 
-from pipelines.assist.mcp_tools import (Limits, scrub, secrets_of, tool_flashback, tool_quality,
-                                        tool_query, tool_reconstruct, tool_schema_changes,
-                                        tool_status)
+from pipelines.assist.lake_handle import LakeHandle
+from pipelines.assist.mcp_tools import (Limits, tool_flashback, tool_quality, tool_query,
+                                        tool_reconstruct, tool_schema_changes, tool_status)
 from pipelines.config import Config
 from pipelines.errors import BinlakeError
 
@@ -33,28 +32,16 @@ _INSTRUCTIONS = (
     "order, '|'-joined.")
 
 
-class _Lake:
-    """The configuration, the one Spark session (made on first use) and a lock around it."""
-
-    def __init__(self, cfg: Config, limits: Limits) -> None:
-        self.cfg, self.limits = cfg, limits
-        self.secrets = secrets_of(cfg)
-        self._spark = None
-        self._lock = threading.Lock()
+class _Tools(LakeHandle):
+    """The lake, with a binlake error turned into the tool's error result."""
 
     def call(self, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         from mcp.server.fastmcp.exceptions import ToolError
 
-        with self._lock:
-            try:
-                if self._spark is None:
-                    from pipelines.session import get_spark
-
-                    self._spark = get_spark(self.cfg.engine)
-                return scrub(fn(self._spark, self.cfg, limits=self.limits, **kwargs),
-                             self.secrets)
-            except BinlakeError as exc:
-                raise ToolError(scrub(str(exc), self.secrets)) from None
+        try:
+            return self.run(fn, limits=self.limits, **kwargs)
+        except BinlakeError as exc:
+            raise ToolError(self.clean(str(exc))) from None
 
 
 def build_server(cfg: Config, *, limits: Limits = Limits(), host: str = "127.0.0.1",
@@ -62,7 +49,7 @@ def build_server(cfg: Config, *, limits: Limits = Limits(), host: str = "127.0.0
     """The FastMCP server with the six tools registered."""
     from mcp.server.fastmcp import FastMCP
 
-    lake = _Lake(cfg, limits)
+    lake = _Tools(cfg, limits)
     mcp = FastMCP("binlake", instructions=_INSTRUCTIONS, host=host, port=port,
                   log_level="WARNING")
 
