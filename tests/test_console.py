@@ -130,6 +130,8 @@ def test_table_as_of_a_moment_is_the_servers_select(lake: AssistLake, console,
     home = _dom(base + "/", tmp_path / "profile")
     assert re.search(r'<rect class="bar" data-hour="[^"]+" data-changes="\d+"', home)
     assert "mcp46.orders" in home and "mcp46.notes" in home
+    assert re.search(r'<svg class="spark" data-table="mcp46.orders"[^>]*><rect class="sbar"',
+                     home)
     assert 'id="quality-status">passed<' in _dom(base + "/quality", tmp_path / "profile")
     bad = _dom(f"{base}/asof?{urlencode({'table': 'mcp46.nope', 'at': lake.moment})}",
                tmp_path / "profile")

@@ -43,6 +43,7 @@ async def _calls(session) -> dict[str, object]:
     await call("key", "query", {"table": ORDERS, "pk": "7"})
     await call("many", "query", {"table": ORDERS, "limit": 5})
     await call("capped", "query", {"table": ORDERS})
+    await call("schema_wide", "query", {"schema": "mcp46", "event_type": "UPDATE"})
     await call("at_moment", "reconstruct", {"table": ORDERS, "at": "MOMENT", "limit": 1000})
     await call("key_at", "reconstruct", {"table": ORDERS, "at": "MOMENT", "pk": "7"})
     await call("flashback", "flashback", {"table": ORDERS, "pk": "7"})
@@ -87,6 +88,11 @@ def _check(out: dict, lk: AssistLake, max_rows: int) -> None:
     assert [c["pk_values"] for c in many["changes"]] == ["1", "2", "3", "4", "5"]
     err, capped = out["capped"]
     assert not err and capped["count"] == max_rows and capped["truncated"] is True
+
+    err, wide = out["schema_wide"]
+    assert not err and wide["truncated"] is False
+    assert sorted((c["pk_values"], c["row_after"].get("status")) for c in wide["changes"]) == [
+        ("2", None), ("7", "paid"), ("7", "paid"), ("7", "shipped")]
 
     err, at = out["at_moment"]
     assert not err

@@ -25,7 +25,8 @@ th{background:#eef1f5}td.changed{background:#ffe8a3;font-weight:600}
 td.null{color:#8a93a3;font-style:italic}.err{color:#a40000;font-weight:600}
 .change{background:#fff;border:1px solid #d5d9e0;padding:6px 10px;margin:8px 0}
 .INSERT{color:#0a7a2f}.DELETE{color:#a40000}.UPDATE{color:#0b4fb3}
-svg .bar{fill:#4b7bd6}svg text{font-size:10px;fill:#444}form{margin:6px 0 12px}
+svg .bar,svg .sbar{fill:#4b7bd6}.pill{padding:1px 6px;border-radius:8px;font-size:12px}
+.note{color:#555}.scroll{overflow-x:auto}svg text{font-size:10px;fill:#444}form{margin:6px 0 12px}
 input{padding:3px 6px;margin-right:6px}code{background:#eef1f5;padding:0 3px}
 """
 
@@ -94,13 +95,29 @@ def _volume_svg(volume: list[dict[str, Any]]) -> str:
             f'2000/svg" role="img" aria-label="row changes per hour">{"".join(parts)}</svg>')
 
 
+def _table_svg(table: str, volume: list[dict[str, Any]], hours: list[str]) -> str:
+    """A small bar per hour of ``hours`` for one table (``rect.sbar``, empty hours left out)."""
+    mine = {v["hour"]: v["changes"] for v in volume if v["table"] == table}
+    if not mine:
+        return ""
+    top, w, h = max(mine.values()), 8, 24
+    bars = "".join(
+        f'<rect class="sbar" x="{i * w}" y="{h - max(1, round(mine[hr] / top * h))}" '
+        f'width="{w - 2}" height="{max(1, round(mine[hr] / top * h))}"><title>{_e(hr)}: '
+        f'{mine[hr]}</title></rect>' for i, hr in enumerate(hours) if hr in mine)
+    return (f'<svg class="spark" data-table="{_e(table)}" width="{len(hours) * w}" '
+            f'height="{h}" xmlns="http://www.w3.org/2000/svg">{bars}</svg>')
+
+
 def home_body(tables: list[str], volume: list[dict[str, Any]], status: dict[str, Any],
               token: str | None) -> str:
     per_table: dict[str, int] = {}
     for v in volume:
         per_table[v["table"]] = per_table.get(v["table"], 0) + v["changes"]
+    hours = sorted({v["hour"] for v in volume})
     rows = "".join(
         f"<tr><td>{_e(t)}</td><td>{per_table.get(t, 0)}</td>"
+        f"<td>{_table_svg(t, volume, hours)}</td>"
         f'<td><a href="{_e(_link("/asof", token, table=t))}">as of…</a> · '
         f'<a href="{_e(_link("/key", token, table=t))}">a key…</a></td></tr>' for t in tables)
     silver = status.get("silver") or {}
@@ -112,7 +129,7 @@ def home_body(tables: list[str], volume: list[dict[str, Any]], status: dict[str,
     q = status.get("quality") or {}
     return (f"<h2>Row changes per hour (UTC, last 48 hours of silver)</h2>{_volume_svg(volume)}"
             f"<h2>Tables</h2><table id='tables'><tr><th>table</th><th>changes (48 h)</th>"
-            f"<th></th></tr>{rows}</table>"
+            f"<th>per hour</th><th></th></tr>{rows}</table>"
             f"<h2>Lake</h2><table id='status'><tr><th>silver rows</th><td>"
             f"{_e(silver.get('rows', silver.get('n')))}</td></tr><tr><th>silver version</th>"
             f"<td>{_e(silver.get('version'))}</td></tr><tr><th>latest change</th><td>"

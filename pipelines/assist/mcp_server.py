@@ -54,17 +54,19 @@ def build_server(cfg: Config, *, limits: Limits = Limits(), host: str = "127.0.0
                   log_level="WARNING")
 
     @mcp.tool()
-    def query(table: str, pk: str | None = None, since: str | None = None,
+    def query(table: str | None = None, schema: str | None = None, pk: str | None = None,
+              since: str | None = None,
               until: str | None = None, gtid: str | None = None,
               event_type: str | None = None, changed: str | None = None,
               where: list[str] | None = None, limit: int | None = None) -> dict[str, Any]:
-        """A key's (pk) or a selection's row changes of table (schema.table), oldest first:
+        """A key's (pk) or a selection's row changes of table (schema.table) or of every
+        table of schema, oldest first:
         seq, event_timestamp, gtid, event_type, pk_values, changed_columns, row_before,
         row_after, the statement (query_text). Filters: since/until (inclusive), gtid (one or
         a set), event_type (INSERT,UPDATE,DELETE), changed (a column an UPDATE changed),
         where (['col=value', …] on either image). Bounded by limit and the server's caps
         (truncated: true when cut)."""
-        return lake.call(tool_query, table=table, pk=pk, since=since, until=until, gtid=gtid,
+        return lake.call(tool_query, table=table, schema=schema, pk=pk, since=since, until=until, gtid=gtid,
                          event_type=event_type, changed=changed, where=where, limit=limit)
 
     @mcp.tool()

@@ -104,27 +104,31 @@ def _change(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tool_query(spark, cfg: Config, *, table: str, pk: str | None = None,
+def tool_query(spark, cfg: Config, *, table: str | None = None, schema: str | None = None,
+               pk: str | None = None,
                since: str | None = None, until: str | None = None, gtid: str | None = None,
                event_type: str | None = None, changed: str | None = None,
                where: list[str] | None = None, limit: int | None = None,
                limits: Limits = Limits()) -> dict[str, Any]:
-    """A key's (``pk``) or a selection's changes of ``table``, oldest first (``binlake
-    query``'s jsonl objects)."""
+    """A key's (``pk``) or a selection's changes of ``table`` (or of every table of
+    ``schema``), oldest first (``binlake query``'s jsonl objects)."""
     from pipelines.history.command import build_selection
     from pipelines.history.query import before_history, check_names, query_silver
 
-    if not table:
-        raise ConfigError("table: required, as schema.table")
+    if not table and not schema:
+        raise ConfigError("table (schema.table) or schema: required")
+    if pk is not None and not table:
+        raise ConfigError("pk needs table")
     n = _limit(limit, limits)
-    sel = build_selection(table=table, pk=pk, since=since, until=until, gtid=gtid,
+    sel = build_selection(table=table, schema=schema, pk=pk, since=since, until=until, gtid=gtid,
                           event_type=event_type, changed=changed, where=where or [])
     rows, truncated, note = _bounded(
         (_change(r) for r in query_silver(spark, cfg, sel, n + 1)), n, limits)
     if not rows:
         check_names(spark, cfg, sel)  # an unknown table or column raises here
         note = "no row changes match" + before_history(spark, cfg, sel)
-    return {"table": f"{sel.table[0]}.{sel.table[1]}", "pk": pk, "changes": rows,
+    return {"table": f"{sel.table[0]}.{sel.table[1]}" if sel.table else None,
+            "schema": sel.schema, "pk": pk, "changes": rows,
             "count": len(rows), "truncated": truncated, "note": note}
 
 
