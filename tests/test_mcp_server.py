@@ -140,6 +140,11 @@ def _no_password(lk: AssistLake, *texts: str) -> None:
     assert len(lk.password) > 8 and lk.password in lk.dsn  # the check means something
 
 
+def _files(root: str) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(root).rglob("*")
+            if p.is_file()}
+
+
 def test_mcp_over_stdio(lake: AssistLake, tmp_path: Path) -> None:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -157,7 +162,9 @@ def test_mcp_over_stdio(lake: AssistLake, tmp_path: Path) -> None:
                 async with ClientSession(r, w) as session:
                     return await _fix_moment(lake)(session)
 
+    before = _files(lake.lake)
     out = anyio.run(run)
+    assert _files(lake.lake) == before  # no tool wrote to the lake (flashback included)
     _check(out, lake, max_rows=20)
     _no_password(lake, json.dumps(out), errlog.read_text())
 
