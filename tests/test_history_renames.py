@@ -6,7 +6,10 @@ again (``ALTER TABLE … RENAME TO c``), then changes one row more. No schema sn
 names the rows by the binlog's own names. ``reconstruct`` of the name at each moment equals
 the server's SELECT of that moment (rows made under the old names, with the old column
 names, included), and ``query --table rn.c --pk K`` lists K's changes back to its INSERT
-under ``rn.a``, ending in the server's row.
+under ``rn.a``, ending in the server's row. The mirror of ``rn.c`` equals the server's
+rows and names ``rn.x`` dropped, ``rn.a``/``rn.b`` renamed away; ``flashback --table rn.c``
+of a DELETE made under ``rn.b``, run by the ``mariadb`` client, puts the row back into
+``rn.c`` by today's column names.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pipelines.silver.renames import gone, renames_in
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables, table_columns
 from tests.test_flashback_cascade import _run
+from tests.test_history_mariadb import _client
 from tests.test_silver_derived import _position, _reconstructed
 
 pytestmark = [pytest.mark.spark]
@@ -77,44 +81,56 @@ def test_reconstruct_and_query_follow_renames(spark, tmp_path, capsys) -> None:
                                 table_columns(conn, *name.split("."))))
             cols_c = table_columns(conn, "rn", "c")
             server.copy_closed_binlogs(binlogs)
-    assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) == 0
-    for name, cutoff, rows, cols in moments:
-        assert _reconstructed(spark, cfg, cols, name, cutoff) == rows, (name, cutoff)
-    # the CLI too: the columns are the server's names now
-    capsys.readouterr()
-    assert main(["--lake", lake, "reconstruct", "--table", "rn.c", "--at",
-                 "2999-01-01 00:00:00", "--format", "jsonl"]) == 0
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert [list(x) for x in lines[:1]] == [[c["name"] for c in moments[-1][3]]]
-    # query of the new name: key 1's history from its INSERT under rn.a
-    assert main(["--lake", lake, "query", "--table", "rn.c", "--pk", "1",
-                 "--format", "jsonl"]) == 0
-    changes = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert [c["event_type"] for c in changes] == ["INSERT", "UPDATE"]
-    from tests.support.replay import _row
+            assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) == 0
+            for name, cutoff, rows, cols in moments:
+                assert _reconstructed(spark, cfg, cols, name, cutoff) == rows, (name, cutoff)
+            # the CLI too: the columns are the server's names now
+            capsys.readouterr()
+            assert main(["--lake", lake, "reconstruct", "--table", "rn.c", "--at",
+                         "2999-01-01 00:00:00", "--format", "jsonl"]) == 0
+            lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+            assert [list(x) for x in lines[:1]] == [[c["name"] for c in moments[-1][3]]]
+            # query of the new name: key 1's history from its INSERT under rn.a
+            assert main(["--lake", lake, "query", "--table", "rn.c", "--pk", "1",
+                         "--format", "jsonl"]) == 0
+            changes = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+            assert [c["event_type"] for c in changes] == ["INSERT", "UPDATE"]
+            from tests.support.replay import _row
 
-    final = moments[-1][2]
-    row_1 = [r for r in final if r[0] == 1]
-    last = changes[-1]["row_after"]
-    renamed = {"label" if k == "v" else "weight" if k == "w" else k: v for k, v in last.items()}
-    assert [_row(cols_c, renamed)] == row_1
-    assert main(["--lake", lake, "query", "--table", "rn.c", "--pk", "4",
-                 "--format", "jsonl"]) == 0
-    changes = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert [c["event_type"] for c in changes] == ["INSERT", "UPDATE"]
-    assert _row(cols_c, changes[-1]["row_after"]) in final
-    # the mirror of the new name holds the rows made under the old names, by today's columns
-    from pipelines.mirror.job import mirror_path, run_mirror
+            final = moments[-1][2]
+            row_1 = [r for r in final if r[0] == 1]
+            last = changes[-1]["row_after"]
+            renamed = {"label" if k == "v" else "weight" if k == "w" else k: v for k, v in last.items()}
+            assert [_row(cols_c, renamed)] == row_1
+            assert main(["--lake", lake, "query", "--table", "rn.c", "--pk", "4",
+                         "--format", "jsonl"]) == 0
+            changes = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+            assert [c["event_type"] for c in changes] == ["INSERT", "UPDATE"]
+            assert _row(cols_c, changes[-1]["row_after"]) in final
+            # the mirror of the new name holds the rows made under the old names, by today's columns
+            from pipelines.mirror.job import mirror_path, run_mirror
 
-    res = run_mirror(spark, cfg)
-    # the mirrors of the names gone say so: dropped, renamed away (and where)
-    assert sorted(res.gone) == [("rn", "a"), ("rn", "b"), ("rn", "x")]
-    assert res.gone[("rn", "x")].startswith("dropped at mariadb-bin.")
-    assert res.gone[("rn", "a")].startswith("renamed to rn.b at ")
-    assert res.gone[("rn", "b")].startswith("renamed to rn.c at ")
-    mirrored = spark.read.format("delta").load(mirror_path(cfg, "current", "rn", "c"))
-    names = [c["name"] for c in cols_c]
-    assert [c for c in mirrored.columns if not c.startswith("__")] == names
-    assert sorted(tuple(None if r[n] is None else str(r[n]) for n in names)
-                  for r in mirrored.collect()) == sorted(
-        tuple(None if v is None else str(v) for v in r) for r in final)
+            res = run_mirror(spark, cfg)
+            # the mirrors of the names gone say so: dropped, renamed away (and where)
+            assert sorted(res.gone) == [("rn", "a"), ("rn", "b"), ("rn", "x")]
+            assert res.gone[("rn", "x")].startswith("dropped at mariadb-bin.")
+            assert res.gone[("rn", "a")].startswith("renamed to rn.b at ")
+            assert res.gone[("rn", "b")].startswith("renamed to rn.c at ")
+            mirrored = spark.read.format("delta").load(mirror_path(cfg, "current", "rn", "c"))
+            names = [c["name"] for c in cols_c]
+            assert [c for c in mirrored.columns if not c.startswith("__")] == names
+            assert sorted(tuple(None if r[n] is None else str(r[n]) for n in names)
+                          for r in mirrored.collect()) == sorted(
+                tuple(None if v is None else str(v) for v in r) for r in final)
+
+            # flashback of the DELETE made under rn.b (before both column renames): the row
+            # goes back into rn.c, by today's column names, run by the mariadb client
+            capsys.readouterr()
+            assert main(["--lake", lake, "flashback", "--table", "rn.c", "--event-type",
+                         "DELETE", "--format", "sql"]) == 0
+            script = capsys.readouterr().out
+            assert "`rn`.`c`" in script and "`label`" in script
+            _client(server, script)
+            was = [r for r in moments[0][2] if r[0] == 2]
+            assert len(was) == 1
+            assert server_tables(conn, ["rn.c"])["rn.c"] == sorted(final + was, key=repr)

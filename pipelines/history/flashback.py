@@ -19,7 +19,7 @@ undoing a parent's DELETE or key UPDATE sets back the FK columns ``SET NULL`` cl
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipelines.config import Config
@@ -213,10 +213,33 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     # The FK actions silver derived (docs/silver.md) are undone with their cause, by the
     # cascade module (children re-inserted after their parent; ON UPDATE CASCADE by the
     # target's own rule), not as changes of their own. A TRUNCATE's derived DELETEs are.
-    df = apply_selection(lake.silver(spark, cfg), sel).where(
+    from pipelines.lake import Lake
+    from pipelines.silver.renames import forward, lineage, load_renames, renamed, segments_where
+
+    # A renamed table (issue 41 §3): --table NEW selects the changes made under its earlier
+    # names too, and every change is undone under the name and columns it has today.
+    facts = load_renames(spark, Lake.of(cfg))
+    df = lake.silver(spark, cfg)
+    if sel.table:
+        segments = lineage(facts, *sel.table, 1 << 62)
+        if len(segments) > 1:
+            df, sel = df.where(segments_where(segments)), replace(sel, table=None)
+    df = apply_selection(df, sel).where(
         "coalesce(origin, 'binlog') NOT IN (" + ", ".join(f"'{o}'" for o in FK_ORIGINS) + ")")
     naming = lake.naming_plan(spark, cfg)
     changes = lake.with_specs(spark, cfg, df, naming)
+    if facts:
+        from pipelines.history.reconstruct import _renamed_spec
+
+        moved = []
+        for d, spec in changes:
+            name, maps = forward(facts, (d["schema_name"], d["table_name"]), d["seq"])
+            if maps or name != (d["schema_name"], d["table_name"]):
+                d = {**d, "schema_name": name[0], "table_name": name[1], "__maps": maps,
+                     "__made_as": (d["schema_name"], d["table_name"])}
+                spec = _renamed_spec(spec, maps)
+            moved.append((d, spec))
+        changes = moved
     plan = FlashbackPlan(changes=len(changes))
     if not changes:
         return plan
@@ -227,10 +250,14 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     readings = JsonReadings.of_plan(naming)
     for d, spec in changes:
         # MariaDB JSON values read as the spec writing the undo renders them (issue 41 §4)
-        was = readings.rendered(d.get("schema_version"), d["schema_name"], d["table_name"])
+        was = readings.rendered(d.get("schema_version"),
+                                *d.get("__made_as", (d["schema_name"], d["table_name"])))
         want = text_json_columns(spec.columns)
         before = reread(raw_values(d["row_before"]), was, want)
         after = reread(raw_values(d["row_after"]), was, want)
+        if d.get("__maps"):
+            before = renamed(before, d["seq"], d["__maps"])
+            after = renamed(after, d["seq"], d["__maps"])
         for k in _keys(d["event_type"], d["pk_values"], spec, after):
             key = (d["schema_name"], d["table_name"], k)
             touched[key] = min(touched.get(key, d["seq"]), d["seq"])

@@ -19,7 +19,7 @@ from pipelines.delta_ops import sql_string
 from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote
 
 __all__ = ["Rename", "Segment", "renames_in", "renames", "lineage", "column_maps", "renamed",
-           "segments_where", "load_renames", "load_ddl_rows", "gone"]
+           "segments_where", "load_renames", "load_ddl_rows", "gone", "forward"]
 
 _ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|OFFLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
                     rf"(?:IF\s+EXISTS\s+)?{_QUALIFIED}\s*(.*)$", re.I | re.S)
@@ -148,6 +148,19 @@ def renamed(values: dict[str, str] | None, seq: int,
         if pos > seq:
             values = {names.get(k, k): v for k, v in values.items()}
     return values
+
+
+def forward(facts: Sequence[Rename], name: tuple[str, str], seq: int
+            ) -> tuple[tuple[str, str], list[tuple[int, dict[str, str]]]]:
+    """The name a change of table ``name`` at ``seq`` is under today, and the column renames
+    since (for :func:`renamed`)."""
+    maps = []
+    for r in facts:
+        if r.pos > seq and r.old == name:
+            if r.columns:
+                maps.append((r.pos, dict(r.columns)))
+            name = r.new
+    return name, maps
 
 
 def segments_where(segments: Sequence[Segment]) -> str:
