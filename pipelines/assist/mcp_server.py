@@ -66,8 +66,9 @@ def build_server(cfg: Config, *, limits: Limits = Limits(), host: str = "127.0.0
         a set), event_type (INSERT,UPDATE,DELETE), changed (a column an UPDATE changed),
         where (['col=value', …] on either image). Bounded by limit and the server's caps
         (truncated: true when cut)."""
-        return lake.call(tool_query, table=table, schema=schema, pk=pk, since=since, until=until, gtid=gtid,
-                         event_type=event_type, changed=changed, where=where, limit=limit)
+        return lake.call(tool_query, table=table, schema=schema, pk=pk, since=since,
+                         until=until, gtid=gtid, event_type=event_type, changed=changed,
+                         where=where, limit=limit)
 
     @mcp.tool()
     def reconstruct(table: str, at: str | None = None, gtid: str | None = None,
