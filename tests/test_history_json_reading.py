@@ -90,6 +90,15 @@ def test_json_read_once_when_the_snapshot_comes_after_index(spark, tmp_path, cap
             assert server_tables(conn, ["cp.p"])["cp.p"] == after["js.p"]
             assert _types(conn, "cp.p") == types_after
 
+            # query prints the document, not a string of it
+            capsys.readouterr()
+            assert main(["--lake", lake, "query", "--table", "js.p", "--pk", "1",
+                         "--format", "jsonl"]) == 0
+            history = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+            assert [c["row_after"]["profile"] for c in history] == [
+                {"city": "Paris"}, {"city": "Lyon", "zip": "69001"}]
+            assert history[1]["row_before"]["profile"] == {"city": "Paris"}
+
             # the mirror holds the documents
             assert main(["--lake", lake, "mirror"]) == 0
             rows = spark.read.format("delta").load(mirror_path(cfg, "current", "js", "p"))

@@ -118,11 +118,48 @@ def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
         segments = lineage(load_renames(spark, Lake.of(cfg)), *sel.table, 1 << 62)
         if len(segments) > 1:
             df, sel = df.where(segments_where(segments)), replace(sel, table=None)
-    df = apply_selection(df, sel).select(*OUTPUT_COLUMNS).orderBy("seq")
+    extra = ["schema_name", "table_name", "schema_version"]
+    df = apply_selection(df, sel).select(*OUTPUT_COLUMNS, *extra).orderBy("seq")
     if limit is not None:
         df = df.limit(limit)
+    reading = _json_reading(spark, cfg)
     for r in df.toLocalIterator():
-        yield r.asDict()
+        yield reading(r.asDict())
+
+
+def _json_reading(spark, cfg: Config):
+    """A function: a change's images with MariaDB JSON values read once (issue 41 §4): as
+    the newest snapshot naming the table renders them, whatever its own ``schema_version``
+    rendered (``images.reread``). The identity where no snapshot names such a column."""
+    from pipelines.history.images import JsonReadings, raw_values, reread
+    from pipelines.silver.snapshot_store import load_snapshots
+
+    snaps = load_snapshots(spark, cfg)
+    readings = JsonReadings(snaps)
+    newest: dict[tuple[str, str], frozenset[str]] = {}
+    for snap in snaps:  # oldest first: the newest naming a table wins
+        for table in snap.tables:
+            newest[table] = readings.rendered(snap.snapshot_id, *table)
+    if not any(newest.values()):
+        return lambda d: d
+
+    def text(values: dict[str, str] | None) -> str | None:
+        if values is None:
+            return None
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {v}"
+                               for k, v in values.items()) + "}"
+
+    def read(d: dict[str, Any]) -> dict[str, Any]:
+        table = (d.get("schema_name"), d.get("table_name"))
+        want = newest.get(table, frozenset())
+        was = readings.rendered(d.get("schema_version"), *table)
+        if want == was:
+            return d
+        for side in ("row_before", "row_after"):
+            d[side] = text(reread(raw_values(d[side]), was, want))
+        return d
+
+    return read
 
 
 _GOLD_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
