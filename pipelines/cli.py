@@ -32,7 +32,10 @@ SQL_TABLE_ROWS = 50  # a one-shot `binlake sql` table's rows unless --limit says
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="binlake", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="binlake", description="Every row change of MySQL/MariaDB binary logs, kept "
+        "queryable in a Delta Lake (bronze, silver, gold). `binlake COMMAND --help` for one "
+        "command; docs/ for the rest.")
     add_global_options(ap)
     sub = ap.add_subparsers(dest="command", required=True)
 
