@@ -77,7 +77,11 @@ def synthetic_silver(spark, rows: int, keys: int):
         F.when(kind != "INSERT", image).alias("row_before"),
         F.when(kind != "DELETE", image).alias("row_after"),
         F.lit(None).cast("string").alias("absent_columns"),
-        F.lit("binlog").alias("schema_version")).select(*SILVER_COLUMNS)
+        F.lit("binlog").alias("schema_version"),
+        F.lit(None).cast("string").alias("query_text"),
+        F.lit(None).cast("bigint").alias("commit_ts_us"), F.lit("binlog").alias("origin"),
+        F.lit(None).cast("string").alias("pk_values_after"),
+        F.lit(None).cast("string").alias("pk_hash_after")).select(*SILVER_COLUMNS)
 
 
 def _best(fn, rounds: int) -> tuple[float, int]:
