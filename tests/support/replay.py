@@ -64,7 +64,7 @@ def _canon(col: dict[str, Any], value: Any, *, from_silver: bool) -> Any:
         return None
     t = col["type"]
     if col["json"]:
-        return json.loads(value, parse_float=Decimal) if not from_silver else value
+        return _frozen(json.loads(value, parse_float=Decimal) if not from_silver else value)
     if t in _INT:
         return int(value)
     if t == "float":
@@ -76,6 +76,16 @@ def _canon(col: dict[str, Any], value: Any, *, from_silver: bool) -> Any:
     if t == "decimal":
         return str(value)
     return str(value)
+
+
+def _frozen(doc: Any) -> Any:
+    """A JSON document as a hashable value (a table without a PRIMARY KEY folds its rows in a
+    Counter): objects as sorted (key, value) tuples, arrays as tuples; equal documents equal."""
+    if isinstance(doc, dict):
+        return ("{}", tuple(sorted((k, _frozen(v)) for k, v in doc.items())))
+    if isinstance(doc, list):
+        return ("[]", tuple(_frozen(v) for v in doc))
+    return doc
 
 
 def server_tables(conn, tables: Iterable[str]) -> dict[str, list[tuple]]:
