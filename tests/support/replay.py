@@ -64,7 +64,7 @@ def _canon(col: dict[str, Any], value: Any, *, from_silver: bool) -> Any:
         return None
     t = col["type"]
     if col["json"]:
-        return _frozen(json.loads(value, parse_float=Decimal) if not from_silver else value)
+        return json.loads(value, parse_float=Decimal) if not from_silver else value
     if t in _INT:
         return int(value)
     if t == "float":
@@ -78,14 +78,14 @@ def _canon(col: dict[str, Any], value: Any, *, from_silver: bool) -> Any:
     return str(value)
 
 
-def _frozen(doc: Any) -> Any:
-    """A JSON document as a hashable value (a table without a PRIMARY KEY folds its rows in a
-    Counter): objects as sorted (key, value) tuples, arrays as tuples; equal documents equal."""
-    if isinstance(doc, dict):
-        return ("{}", tuple(sorted((k, _frozen(v)) for k, v in doc.items())))
-    if isinstance(doc, list):
-        return ("[]", tuple(_frozen(v) for v in doc))
-    return doc
+def _frozen_row(row: tuple) -> tuple:
+    return tuple(("json", json.dumps(v, sort_keys=True, default=str))
+                 if isinstance(v, (dict, list)) else v for v in row)
+
+
+def _thawed_row(row: tuple) -> tuple:
+    return tuple(json.loads(v[1], parse_float=Decimal)
+                 if isinstance(v, tuple) and len(v) == 2 and v[0] == "json" else v for v in row)
 
 
 def server_tables(conn, tables: Iterable[str]) -> dict[str, list[tuple]]:
@@ -124,12 +124,12 @@ def replay_silver(rows: Iterable[dict[str, Any]], conn, tables: Iterable[str]
         st = state[t]
         if isinstance(st, Counter):
             if before is not None:
-                key = _row(cols[t], before)
+                key = _frozen_row(_row(cols[t], before))
                 st[key] -= 1
                 if st[key] == 0:
                     del st[key]
             if after is not None:
-                st[_row(cols[t], after)] += 1
+                st[_frozen_row(_row(cols[t], after))] += 1
             continue
         if before is not None:
             st.pop(_pk(cols[t], before), None)
@@ -139,7 +139,7 @@ def replay_silver(rows: Iterable[dict[str, Any]], conn, tables: Iterable[str]
     for t in wanted:
         st = state[t]
         if isinstance(st, Counter):
-            rows_out = [k for k, n in st.items() for _ in range(n)]
+            rows_out = [_thawed_row(k) for k, n in st.items() for _ in range(n)]
         else:
             rows_out = [_row(cols[t], img) for img in st.values()]
         out[t] = sorted(rows_out, key=repr)
