@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["tables_touched", "DROP_DATABASE"]
+__all__ = ["tables_touched", "DROP_DATABASE", "clauses"]
 
 DROP_DATABASE = "*"  # table name meaning "every table of the schema"
 
@@ -66,3 +66,23 @@ def tables_touched(query: str, default_schema: str | None) -> list[tuple[str, st
     if m:
         return [(_unquote(m.group(1)), DROP_DATABASE)]
     return []
+
+
+def clauses(body: str) -> list[str]:
+    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
+    out, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(body):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(body[start:i].strip())
+            start = i + 1
+    out.append(body[start:].strip())
+    return [c for c in out if c]

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from pipelines.binlog_names import file_number
 from pipelines.history.images import pk_values_of, raw_values
-from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify
+from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
 
 __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
            "cascading_rules",
@@ -88,27 +88,6 @@ def partition_change(query: str, default_schema: str | None
             ["ALL"] if [n.upper() for n in names] == ["ALL"] else names)
 
 
-def _clauses(body: str) -> list[str]:
-    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
-    out, depth, quote, cur = [], 0, None, []
-    for ch in body:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    out.append("".join(cur).strip())
-    return [c for c in out if c]
-
-
 def _unquote(ident: str) -> str:
     return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
 
@@ -125,7 +104,7 @@ def added_columns(query: str, default_schema: str | None
         return None
     table = _qualify(m.group(1), m.group(2), default_schema)
     out = []
-    for clause in _clauses(text[m.end():].rstrip(";")):
+    for clause in clauses(text[m.end():].rstrip(";")):
         a = _ADD.match(clause)
         if not a or a.group(1).upper() in _NOT_COLUMNS or clause[4:].lstrip()[:1] == "(":
             continue

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from pipelines.delta_ops import sql_string
-from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote
+from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote, clauses
 
 __all__ = ["Rename", "Segment", "renames_in", "renames", "lineage", "column_maps", "renamed",
            "segments_where", "load_renames", "load_ddl_rows", "gone", "forward"]
@@ -51,26 +51,6 @@ class Segment:
     hi: int
 
 
-def _clauses(body: str) -> list[str]:
-    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
-    out, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(body):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(body[start:i].strip())
-            start = i + 1
-    out.append(body[start:].strip())
-    return [c for c in out if c]
-
-
 def renames_in(query: str, default_schema: str | None
                ) -> list[tuple[tuple[str, str], tuple[str, str], tuple[tuple[str, str], ...]]]:
     """(old table, new table, column renames) of one statement; ``[]`` when it renames
@@ -85,7 +65,7 @@ def renames_in(query: str, default_schema: str | None
         return []
     table = _qualify(m.group(1), m.group(2), default_schema)
     new, columns = table, []
-    for clause in _clauses(m.group(3)):
+    for clause in clauses(m.group(3)):
         c = _TO_COLUMN.match(clause) or _CHANGE.match(clause)
         if c:
             old_c, new_c = _unquote(c.group(1)), _unquote(c.group(2))
