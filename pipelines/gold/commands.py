@@ -76,7 +76,9 @@ def _warn_feedback(cfg: Config, gold_dsn: str | None, spark=None) -> None:
     from pipelines.bronze.excluded import feedback_warning
 
     schemas = None
-    if spark is not None and feedback_warning(cfg, gold_dsn) is None:
+    # silver is scanned only when the source server is unknown (binlogs read from files):
+    # with source.dsn, same_server already decides
+    if spark is not None and not cfg.source.dsn:
         from pipelines.lake import SILVER_EVENTS, Lake
 
         lake = Lake.of(cfg)
