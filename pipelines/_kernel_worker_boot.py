@@ -2,6 +2,6 @@
 (``workers.forkserver(row_kernel=True)``): loads bronze's compiled row loop once, for every
 decoding worker forked from the server."""
 
-from pipelines.bronze import rowkernel
+from pipelines.binlog.fast import rowkernel
 
 rowkernel.warm()

@@ -108,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_decode(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.bronze.parser import ChecksumPolicy
-    from pipelines.bronze.reader import BinlogFileReader
-    from pipelines.bronze.show import write_events
+    from pipelines.binlog.parser import ChecksumPolicy
+    from pipelines.binlog.reader import BinlogFileReader
+    from pipelines.binlog.show import write_events
 
     reader = BinlogFileReader(args.file, checksum=ChecksumPolicy(cfg.bronze.checksum))
     write_events(reader, sys.stdout, args.format)

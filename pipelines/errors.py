@@ -129,7 +129,7 @@ class SourceError(BinlakeError, ConnectionError):
 
 class JsonDiffError(BinlakeError, ValueError):
     """A partial JSON diff does not apply to the document (a path missing, a wrong
-    container): the row keeps the diff as logged (``bronze/json_diff.py``)."""
+    container): the row keeps the diff as logged (``binlog/json_diff.py``)."""
 
 
 class ConnectionLost(SourceError):

@@ -40,17 +40,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from pipelines.errors import ConfigError, SourceError
 
 __all__ = [
-    "EVENT_HEADER", "HEADER_SIZE", "SSL_MODES", "Tls", "Dsn", "ServerSettings", "resolve_dsn",
+    "SSL_MODES", "Tls", "Dsn", "ServerSettings", "resolve_dsn",
     "read_option_file", "redact", "redact_urls", "error_text", "ssl_context", "connect",
     "allow_local_file", "LocalFileRefused", "ServerUnreachable", "open_binlog_dump",
     "read_dump_packet", "offers_bulk_operations", "prepare_statement", "send_command", "read_ok",
 ]
-
-# The v4 event header every binlog event starts with, in files and on the wire (MySQL
-# ``libbinlogevents/include/binlog_event.h``, ``Log_event_header``):
-#   timestamp u32 | type_code u8 | server_id u32 | event_length u32 | next_pos u32 | flags u16
-EVENT_HEADER = struct.Struct("<IBIIIH")
-HEADER_SIZE = EVENT_HEADER.size  # 19
 
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
 _TLS_KEYS = ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")

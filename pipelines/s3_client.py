@@ -3,7 +3,7 @@
 Speaks the S3 REST API (AWS, MinIO, Cloudflare R2, Ceph RGW …) over ``http.client``:
 conditional ``PutObject`` (``If-None-Match: *`` creates only when absent, ``If-Match: ETAG``
 replaces only the version we wrote), ``GetObject`` (whole, or a byte range: binlogs are
-read in place, ``bronze/binlog_store.py``), ``ListObjectsV2`` and ``DeleteObject``. No SDK:
+read in place, ``binlog/store.py``), ``ListObjectsV2`` and ``DeleteObject``. No SDK:
 the package list is fixed.
 
 Settings (:class:`S3Settings`), each from the ``[storage]`` section of the configuration,

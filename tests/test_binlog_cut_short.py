@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.cli import main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"

@@ -1,4 +1,4 @@
-"""Which files of a directory are binlogs (pipelines/bronze/binlog_dir.py, ``select_files``):
+"""Which files of a directory are binlogs (pipelines/binlog/directory.py, ``select_files``):
 the server's index file when there is one, else the binlog magic; a real MariaDB data
 directory as ``binlake index --binlog-dir DATADIR --all``."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bronze.binlog_dir import list_binlogs
+from pipelines.binlog.directory import list_binlogs
 from pipelines.bronze.files import select_files
 from pipelines.errors import ConfigError
 
@@ -163,7 +163,7 @@ def test_a_failed_entry_an_older_run_left_for_a_non_binlog_is_retracted(
     """A lake an older binlake indexed the directory into (every ``<base>.NNNNNN`` name
     taken: aria_log.00000001 decoded, ``failed`` at pos 0, its ERROR row in bronze): the next
     bronze run retracts that entry and the row, once; status then shows only binlogs."""
-    from pipelines.binlog_names import binlog_order, is_binlog_file
+    from pipelines.binlog.names import binlog_order, is_binlog_file
     from pipelines.bronze import job
     from pipelines.cli import main
     from pipelines.config import load_config

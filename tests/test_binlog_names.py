@@ -1,10 +1,10 @@
-"""Binlog file names: split, server order, file numbers (pipelines/binlog_names.py)."""
+"""Binlog file names: split, server order, file numbers (pipelines/binlog/names.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.binlog_names import binlog_order, file_number, is_binlog_file, split_binlog_name
+from pipelines.binlog.names import binlog_order, file_number, is_binlog_file, split_binlog_name
 
 CASES = [
     # name                    split                     is a server's binlog

@@ -66,7 +66,7 @@ def test_a_small_run_decodes_without_workers(tmp_path: Path) -> None:
 
 _LOADS = r"""
 import json, sys
-from pipelines.bronze import rowkernel
+from pipelines.binlog.fast import rowkernel
 from pipelines.cli import main
 from pipelines.silver import render_warm
 

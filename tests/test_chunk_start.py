@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from pipelines.bronze.decode_task import decode_file_batches
-from pipelines.bronze.framing import event_starts_before, iter_raw_events
-from pipelines.bronze.reader import chunk_start
+from pipelines.binlog.framing import event_starts_before, iter_raw_events
+from pipelines.binlog.reader import chunk_start
 from tests.support.bronze_maps import split_maps
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"

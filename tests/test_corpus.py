@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from pipelines.bronze import events as ev
-from pipelines.bronze.json_binary import json_binary_to_text
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog import events as ev
+from pipelines.binlog.json_binary import json_binary_to_text
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.errors import DecodeError, TruncatedError
 from tests.conftest import CORPUS
 from tests.support.binlog_verbose import (is_unsigned, normalize_printed, parse_verbose,

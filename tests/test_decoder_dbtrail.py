@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipelines.bronze import events as ev
-from pipelines.bronze.parser import ChecksumPolicy
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog import events as ev
+from pipelines.binlog.parser import ChecksumPolicy
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BronzeBatcher, file_batches
 from tests.test_decoder_events import ANONYMOUS_GTID, FDE, GTID_TAGGED_BODY, event, parse_all
 

@@ -12,10 +12,10 @@ import io
 
 import pytest
 
-from pipelines.bronze import events as ev
-from pipelines.bronze.framing import MAGIC, iter_raw_events
-from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
-from pipelines.bronze.table_map import TableMap
+from pipelines.binlog import events as ev
+from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE, MAGIC, iter_raw_events
+from pipelines.binlog.parser import BinlogParser, ChecksumPolicy
+from pipelines.binlog.table_map import TableMap
 from pipelines.errors import (ChecksumError, DecodeError, MissingTableMapError, NotABinlogError,
                               TruncatedError)
 
@@ -175,9 +175,9 @@ import zlib as _zlib  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from pipelines.bronze.json_diff import (INSERT, REMOVE, REPLACE, JsonDiffError,  # noqa: E402
+from pipelines.binlog.json_diff import (INSERT, REMOVE, REPLACE, JsonDiffError,  # noqa: E402
                                         apply_json_diff, read_json_diff)
-from pipelines.bronze.reader import BinlogFileReader  # noqa: E402
+from pipelines.binlog.reader import BinlogFileReader  # noqa: E402
 
 
 def event(code: int, body: bytes, *, pos: int = 0, ts: int = 0x5AEC1A7F) -> bytes:
@@ -359,8 +359,19 @@ MARIA_YEAR_TABLE_MAP = bytes.fromhex(
     (False, [True, False, True]),  # without YEAR's bit, d took y's (mariadb-binlog's reading)
 ])
 def test_mariadb_counts_year_in_the_signedness_bits(mariadb, unsigned) -> None:
-    from pipelines.bronze.table_map import decode_table_map
+    from pipelines.binlog.table_map import decode_table_map
 
     tm = decode_table_map(None, MARIA_YEAR_TABLE_MAP, 8, mariadb)
     assert tm.column_names == ["b", "y", "d"]
     assert tm.unsigned == unsigned
+
+
+def test_one_event_header_struct() -> None:
+    from pipelines.binlog import payload
+    from pipelines.stream import protocol
+
+    assert payload.EVENT_HEADER is protocol.EVENT_HEADER is EVENT_HEADER  # one struct, files and wire
+    assert HEADER_SIZE == 19
+    # a ROTATE header: ts 0, type 4, server 1, length 44, next_pos 0, flags 0x20 (artificial)
+    raw = bytes.fromhex("00000000 04 01000000 2c000000 00000000 2000")
+    assert EVENT_HEADER.unpack(raw) == (0, 4, 1, 44, 0, 0x20)

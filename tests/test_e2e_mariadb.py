@@ -80,7 +80,7 @@ def test_mariadb_compressed_binlog_equals_mariadb_binlog(spark, tmp_path: Path) 
         for f in server.binlog_files():
             shutil.copy(f, out / f.name)
     types = set()
-    from pipelines.bronze.reader import BinlogFileReader
+    from pipelines.binlog.reader import BinlogFileReader
 
     for f in sorted(out.iterdir()):
         types |= {e.header.type_code for e in BinlogFileReader(str(f))}

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bronze.parser import ChecksumPolicy
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog.parser import ChecksumPolicy
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.errors import DecodeError, TruncatedError
 from tests.conftest import CORPUS
 

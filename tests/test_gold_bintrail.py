@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from devtools.mariadb import MariaDBServer
-from pipelines.binlog_names import file_number
+from pipelines.binlog.names import file_number
 from pipelines.gold.event_ids import FIRST_ID
 from tests.test_gold_event_order import BINTRAIL_PK_QUERY, _binlake, _workload
 

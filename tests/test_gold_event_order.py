@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from devtools.mariadb import MariaDBServer
-from pipelines.binlog_names import file_number
+from pipelines.binlog.names import file_number
 from pipelines.gold.event_ids import FIRST_ID, event_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.errors import ConfigError
 from pipelines.history.images import pk_values_of, quote_text, raw_values, sql_literal
 from pipelines.history.selection import parse_table, parse_where

@@ -1,4 +1,4 @@
-"""MySQL binary JSON → text (pipelines.bronze.json_binary).
+"""MySQL binary JSON → text (pipelines.binlog.json_binary).
 
 Hand-annotated hex documents (format: mysql-server sql/json_binary.h), a small *encoder*
 written here from that description for property tests and large (> 64 KiB) documents, and
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.bronze.json_binary import json_binary_to_text
+from pipelines.binlog.json_binary import json_binary_to_text
 from pipelines.errors import ValueDecodeError
 
 

@@ -12,7 +12,7 @@ from pipelines import mysql_client
 from pipelines.config import GoldConfig, SourceConfig, load_config
 from pipelines.errors import ConfigError
 from pipelines.mysql_client import (
-    EVENT_HEADER, HEADER_SIZE, Dsn, LocalFileRefused, Tls, allow_local_file, connect,
+    Dsn, LocalFileRefused, Tls, allow_local_file, connect,
     error_text, read_option_file, redact, redact_urls, resolve_dsn,
 )
 
@@ -116,17 +116,6 @@ def test_redaction() -> None:
     assert "hunter22" not in str(d) and "hunter22" not in repr(d)
 
 
-def test_one_event_header_struct() -> None:
-    from pipelines.bronze import framing, payload
-    from pipelines.stream import protocol
-
-    assert framing.EVENT_HEADER is payload.EVENT_HEADER is protocol.EVENT_HEADER is EVENT_HEADER
-    assert framing.HEADER_SIZE == HEADER_SIZE == 19
-    # a ROTATE header: ts 0, type 4, server 1, length 44, next_pos 0, flags 0x20 (artificial)
-    raw = bytes.fromhex("00000000 04 01000000 2c000000 00000000 2000")
-    assert EVENT_HEADER.unpack(raw) == (0, 4, 1, 44, 0, 0x20)
-
-
 @pytest.mark.mariadb
 def test_load_data_local_sends_only_the_file_allowed(mariadb, tmp_path: Path) -> None:
     mariadb.execute("CREATE DATABASE IF NOT EXISTS lfile")
@@ -186,27 +175,27 @@ def test_redact_urls_masks_dsn_passwords_and_password_flags() -> None:
                                  "mysql://r@h/ --password *** --password=***")
 
 
-# What only mysql_client.py may do: connect, read dump packets, reuse mysql-replication's
-# private dump set-up, define the event header, mask DSN passwords. A second copy anywhere in
-# pipelines/ is the sprawl issue 10 removed (three connect wrappers, redactions, headers).
-_ONLY_IN_CLIENT = {
-    "pymysql.connect(": "a pymysql connection",
-    "connections.Connection(": "a pymysql connection",
-    "_read_packet(": "pymysql's private packet read",
-    "__connect_to_stream": "mysql-replication's private dump set-up",
-    "BinLogStreamReader(": "mysql-replication's reader",
-    '"<IBIIIH"': "the binlog event header struct",
-    ":***@": "DSN password masking",
+# What only one module may do: mysql_client.py connects, reads dump packets, reuses
+# mysql-replication's private dump set-up and masks DSN passwords; the decoder's framing.py
+# defines the event header (files and wire). A second copy anywhere in pipelines/ is sprawl
+# (three connect wrappers, redactions and header structs were once written out).
+_ONLY_IN = {
+    "pymysql.connect(": ("a pymysql connection", "mysql_client.py"),
+    "connections.Connection(": ("a pymysql connection", "mysql_client.py"),
+    "_read_packet(": ("pymysql's private packet read", "mysql_client.py"),
+    "__connect_to_stream": ("mysql-replication's private dump set-up", "mysql_client.py"),
+    "BinLogStreamReader(": ("mysql-replication's reader", "mysql_client.py"),
+    '"<IBIIIH"': ("the binlog event header struct", "binlog/framing.py"),
+    ":***@": ("DSN password masking", "mysql_client.py"),
 }
 
 
-def test_only_the_client_module_connects_reads_packets_or_masks_passwords() -> None:
+def test_only_one_module_connects_reads_packets_defines_the_header_or_masks_passwords() -> None:
     root = Path(__file__).resolve().parents[1] / "pipelines"
     found = []
     for path in sorted(root.rglob("*.py")):
-        if path.name == "mysql_client.py" and path.parent == root:
-            continue
-        text = path.read_text()
-        found += [f"{path.relative_to(root)}: {what} ({needle})"
-                  for needle, what in _ONLY_IN_CLIENT.items() if needle in text]
+        text, here = path.read_text(), path.relative_to(root).as_posix()
+        found += [f"{here}: {what} ({needle})"
+                  for needle, (what, home) in _ONLY_IN.items() if needle in text and here != home]
     assert found == []
+    assert '"<IBIIIH"' in (root / "binlog" / "framing.py").read_text()

@@ -1,4 +1,4 @@
-"""Generated row-image code (pipelines.bronze.rowcodegen) against the reference loop.
+"""Generated row-image code (pipelines.binlog.fast.rowcodegen) against the reference loop.
 
 Every test decodes the same bytes twice: with the generated function and with
 ``rows._image`` (one ``values.column_decoder`` closure per value). Both must return the same
@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze.framing import EventHeader, RawEvent
-from pipelines.bronze.parser import BinlogParser
-from pipelines.bronze.rowcodegen import image_function, rows_function
-from pipelines.bronze.rows import _image
-from pipelines.bronze.values import column_decoder
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.framing import EventHeader, RawEvent
+from pipelines.binlog.parser import BinlogParser
+from pipelines.binlog.fast.rowcodegen import image_function, rows_function
+from pipelines.binlog.rows import _image
+from pipelines.binlog.values import column_decoder
 from tests.test_values import CASES, dec_meta, encode_datetime2, encode_decimal
 
 # (type, meta, unsigned, raw value bytes, expected bronze bytes)
@@ -223,7 +223,7 @@ def _table_map_event(parser: BinlogParser, pos: int, table_id: int):
 
 
 def test_table_map_of_equal_bytes_shares_decoders_but_keeps_its_header() -> None:
-    from pipelines.bronze.events import FormatDescription
+    from pipelines.binlog.events import FormatDescription
 
     parser = BinlogParser()
     parser.fde = FormatDescription(
@@ -290,8 +290,8 @@ def test_generated_loops_decode_or_fail_like_the_reference(case, copies, kind, d
 
 
 def test_loops_are_compiled_on_the_second_sighting_and_bounded_per_table() -> None:
-    from pipelines.bronze import rows
-    from pipelines.bronze.table_map import TableMap
+    from pipelines.binlog import rows
+    from pipelines.binlog.table_map import TableMap
 
     tm = TableMap(None, 1, "db", "t", [T.LONG] * 12, [0] * 12, [True] * 12)
     assert rows._rows_fn(tm, "INSERT", None, None) is None  # seen once: reference loop
@@ -310,8 +310,8 @@ def test_loops_are_compiled_on_the_second_sighting_and_bounded_per_table() -> No
 
 def _decode_all(path: str) -> list:
     """Every rows event's (position, kind, rows) of a corpus file, then the error if any."""
-    from pipelines.bronze.events import RowsEvent
-    from pipelines.bronze.reader import BinlogFileReader
+    from pipelines.binlog.events import RowsEvent
+    from pipelines.binlog.reader import BinlogFileReader
     from pipelines.errors import DecodeError
 
     out: list = []
@@ -325,7 +325,7 @@ def _decode_all(path: str) -> list:
 
 
 def test_corpus_rows_equal_with_and_without_generated_code(monkeypatch) -> None:
-    from pipelines.bronze import rows
+    from pipelines.binlog import rows
     from tests.conftest import CORPUS
 
     files = sorted(str(p) for p in CORPUS.rglob("*") if p.is_file()

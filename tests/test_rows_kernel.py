@@ -1,4 +1,4 @@
-"""The compiled row loop (pipelines.bronze.rowkernel) against the Python decoding.
+"""The compiled row loop (pipelines.binlog.fast.rowkernel) against the Python decoding.
 
 Every test decodes the same rows twice: through ``rows_columnar.decode_into`` (the compiled
 loop writing into image sinks, its fix-ups rendered in Python, the whole event handed to
@@ -18,15 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze import rowkernel
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.fast import rowkernel
 from pipelines.bronze.decode_task import decode_file_batches
-from pipelines.bronze.events import EventType as E
-from pipelines.bronze.events import PendingRows, RowsEvent
-from pipelines.bronze.framing import EventHeader
-from pipelines.bronze.image_sink import ImageSink
-from pipelines.bronze.rows import python_rows
-from pipelines.bronze.table_map import TableMap
+from pipelines.binlog.events import EventType as E
+from pipelines.binlog.events import PendingRows, RowsEvent
+from pipelines.binlog.framing import EventHeader
+from pipelines.binlog.fast.image_sink import ImageSink
+from pipelines.binlog.rows import python_rows
+from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError
 from tests.test_rows_fast import MALFORMED
 from tests.test_values import CASES
@@ -66,7 +66,7 @@ def _event(tm: TableMap, kind: str, body: bytes, present_a, present_b) -> RowsEv
 
 def _compiled(tm, kind, body, present_a, present_b, room=(1, 1, 1)):
     """Through the loop, starting from tiny sinks (every growth path taken)."""
-    from pipelines.bronze.rows_columnar import decode_into
+    from pipelines.binlog.fast.rows_columnar import decode_into
 
     before, after = ImageSink(*room), ImageSink(*room)
     try:
@@ -90,7 +90,7 @@ def _reference(tm, kind, body, present_a, present_b):
 
 def _loop_alone(tm, kind, body, present_a, present_b) -> int | None:
     """Rows the compiled loop (with its fix-ups) wrote, or None: it gave up."""
-    from pipelines.bronze.rows_columnar import _compiled as loop
+    from pipelines.binlog.fast.rows_columnar import _compiled as loop
 
     return loop(_event(tm, kind, body, present_a, present_b), ImageSink(), ImageSink())
 
@@ -144,7 +144,7 @@ def test_malformed_value_fails_like_the_reference(col_type, meta, hexstr) -> Non
 
 
 def test_a_good_row_then_a_bad_one_leaves_the_sinks_as_they_were() -> None:
-    from pipelines.bronze.rows_columnar import decode_into
+    from pipelines.binlog.fast.rows_columnar import decode_into
 
     tm = _table([(T.LONG, 0, None), (T.DATETIME2, 0, None)])
     good = _image_bytes([b"\x01\x00\x00\x00", bytes.fromhex("99b2badb47")])

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import BronzeTableMap, NamingPlan, TableSpec, position_key

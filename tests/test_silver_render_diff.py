@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.records import BRONZE_SCHEMA
 from pipelines.bronze.table_maps import table_maps_in, with_facts

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.bronze.records import BRONZE_SCHEMA
 from pipelines.silver import render_fast
 from pipelines.silver.naming import NamingPlan

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.bronze.files import load_states
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.delta_ops import current_version
 from pipelines.errors import EngineError
 from pipelines.lake import BRONZE_EVENTS, Lake

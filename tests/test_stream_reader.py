@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
-from pipelines.mysql_client import EVENT_HEADER, HEADER_SIZE
+from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE
 from pipelines.silver.snapshot_source import is_ddl_event
 from pipelines.stream.committer import Committer, Identity
 from pipelines.stream.gtid import GtidState

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.lake import BRONZE_EVENTS, Lake
 from pipelines.mysql_client import Dsn
 from pipelines.stream.batch import MicroBatch

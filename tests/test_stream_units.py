@@ -11,14 +11,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
 from pipelines.errors import SourceError
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import CHECKPOINT, Checkpoint, checkpoint_batch, gap_batch
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.protocol import StartAt, packet_event
-from pipelines.binlog_names import binlog_order
+from pipelines.binlog.names import binlog_order
 from tests.support.bronze_maps import split_maps
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "binlogs" / "mariadb-bin.000003"

@@ -1,4 +1,4 @@
-"""Row value decoders (pipelines.bronze.values): table-driven hex cases + property tests.
+"""Row value decoders (pipelines.binlog.values): table-driven hex cases + property tests.
 
 Each case is ``(type, meta, unsigned, hex bytes as stored in a row image, bronze text)``; the
 comment says which DDL/value produces the bytes. Property tests use small *encoders* written
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze.values import column_decoder, float32_text
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.values import column_decoder, float32_text
 from pipelines.errors import TruncatedError, ValueDecodeError
 
 

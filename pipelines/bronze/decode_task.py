@@ -20,9 +20,10 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze import binlog_store, rowkernel
-from pipelines.bronze.parser import ChecksumPolicy
-from pipelines.bronze.reader import BinlogFileReader
+from pipelines.binlog import store as binlog_store
+from pipelines.binlog.fast import rowkernel
+from pipelines.binlog.parser import ChecksumPolicy
+from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
 from pipelines.s3_client import S3Settings
 from pipelines.workers import forkserver, forkserver_is_safe, widen

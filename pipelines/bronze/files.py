@@ -31,9 +31,9 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
-from pipelines.bronze import binlog_store
-from pipelines.bronze.binlog_dir import check_binlog, list_binlogs
-from pipelines.bronze.framing import MAGIC
+from pipelines.binlog import store as binlog_store
+from pipelines.binlog.directory import check_binlog, list_binlogs
+from pipelines.binlog.framing import MAGIC
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.lake import BRONZE_FILES, Lake

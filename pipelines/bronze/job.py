@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
-from pipelines.bronze import binlog_store, rowkernel
+from pipelines.binlog import store as binlog_store
+from pipelines.binlog.fast import rowkernel
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.excluded import drop_schemas, excluded_schemas
 from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, megabytes,
                                    save_states, select_files)
-from pipelines.bronze.reader import chunk_start
+from pipelines.binlog.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
 from pipelines.delta_log import read_log

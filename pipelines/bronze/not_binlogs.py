@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from pipelines.bronze.binlog_dir import begins_with_magic
+from pipelines.binlog.directory import begins_with_magic
 from pipelines.bronze.files import DROPPED, FileState, load_states, save_states
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string

@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze import events as ev
-from pipelines.bronze.image_sink import ImageSink
-from pipelines.bronze.rows_columnar import decode_into
-from pipelines.bronze.table_map import TableMap
+from pipelines.binlog import events as ev
+from pipelines.binlog.fast.image_sink import ImageSink
+from pipelines.binlog.fast.rows_columnar import decode_into
+from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError
 from pipelines.lake import BRONZE_EVENTS
 

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.binlog_names import file_number, split_binlog_name
+from pipelines.binlog.names import file_number, split_binlog_name
 from pipelines.errors import EventIdError
 
 __all__ = ["SOURCE_BITS", "FILE_BITS", "POS_BITS", "ROW_SHIFT", "MAX_SOURCES", "FIRST_ID",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.silver.render import ColumnSpec, pk_text
 
 __all__ = ["raw_values", "sql_literal", "quote_ident", "quote_text", "pk_values_of",

@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from pipelines.binlog_names import split_binlog_name
+from pipelines.binlog.names import split_binlog_name
 from pipelines.errors import ConfigError
 from pipelines.silver.naming import position_key
 

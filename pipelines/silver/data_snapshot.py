@@ -27,8 +27,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze.values import float32_text
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.values import float32_text
 from pipelines.config import Config, Dsn
 from pipelines.delta_ops import sql_string
 from pipelines.errors import SchemaMismatchError, SourceError

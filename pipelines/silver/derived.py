@@ -152,7 +152,7 @@ def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:
          .where(" OR ".join(f"start_pos = {int(p)}" for _, _, p in by_place))
          .select(*[c for c in cols if c in have]))
     out = []
-    from pipelines.binlog_names import file_number
+    from pipelines.binlog.names import file_number
 
     for r in q.collect():
         d = r.asDict()

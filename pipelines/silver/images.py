@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver import render_fast
 from pipelines.silver.naming import TableSpec

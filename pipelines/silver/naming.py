@@ -20,8 +20,8 @@ import bisect
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping, Sequence
 
-from pipelines.binlog_names import file_number, position_key
-from pipelines.bronze import coltypes as T
+from pipelines.binlog.names import file_number, position_key
+from pipelines.binlog import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.charsets import charset_for_collation
 from pipelines.silver.ddl import DROP_DATABASE, tables_touched

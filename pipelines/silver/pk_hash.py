@@ -43,7 +43,7 @@ def _loop():
     """The compiled loop (``pk_hash_jit``: OpenSSL's SHA-256, cached on disk by numba), or
     None where numba or the library is missing or ``BINLAKE_ROW_KERNEL`` is off; imported
     once per process (``rowkernel.jit_module``)."""
-    from pipelines.bronze.rowkernel import jit_module
+    from pipelines.binlog.fast.rowkernel import jit_module
 
     module = jit_module("pipelines.silver.pk_hash_jit")
     return module.sha256_hex if module is not None else None

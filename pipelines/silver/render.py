@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.charsets import decode_text
 

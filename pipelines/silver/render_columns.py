@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.errors import SchemaMismatchError
 from pipelines.silver.render import ColumnSpec, make_renderer
 

@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze.rowkernel import jit_module
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.fast.rowkernel import jit_module
 from pipelines.silver.render_columns import ImageColumns
 
 __all__ = ["ImageBuffers", "available", "column_kinds", "loaded", "name_table", "render",

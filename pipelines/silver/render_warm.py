@@ -35,7 +35,7 @@ _STARTED: threading.Thread | None = None
 def _sample_batch() -> pa.RecordBatch:
     """An INSERT and an UPDATE of ``t(id BIGINT PRIMARY KEY, name VARCHAR utf8mb4,
     at DATETIME(6))`` with full metadata: every loop the full-image path calls."""
-    from pipelines.bronze import coltypes as T
+    from pipelines.binlog import coltypes as T
 
     ts = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     meta = dict(column_count=3, column_types=[T.LONGLONG, T.VARCHAR, T.DATETIME2],

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from pipelines.binlog_names import split_binlog_name
+from pipelines.binlog.names import split_binlog_name
 from pipelines.lake import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS
 
 __all__ = [

@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any, Sequence
 
-from pipelines.binlog_names import position_key
+from pipelines.binlog.names import position_key
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError

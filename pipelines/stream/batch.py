@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipelines.bronze import events as ev
+from pipelines.binlog import events as ev
 from pipelines.bronze.records import BronzeBatcher
 
 __all__ = ["MicroBatch"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
-from pipelines.binlog_names import position_key
+from pipelines.binlog.names import position_key
 from pipelines.config import Config
 from pipelines.errors import SourceError
 from pipelines.mysql_client import Dsn

@@ -7,7 +7,7 @@ dump command — COM_BINLOG_DUMP from a file and position (MySQL and MariaDB), M
 COM_BINLOG_DUMP_GTID, or MariaDB's ``@slave_connect_state`` + COM_BINLOG_DUMP for a GTID
 position. Its row decoding is never used: each network packet is ``0x00`` + one event exactly
 as it is in the binlog file (header, body, checksum trailer), which :func:`packet_event`
-frames for binlake's own :class:`~pipelines.bronze.parser.BinlogParser` — the decoder of
+frames for binlake's own :class:`~pipelines.binlog.parser.BinlogParser` — the decoder of
 file mode.
 
 Where an event sits in its file: the header's ``next_pos`` (``log_pos``) is the end of the
@@ -24,9 +24,9 @@ import logging
 import socket
 from dataclasses import dataclass
 
-from pipelines.bronze.framing import HEADER_SIZE, EventHeader, RawEvent
+from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE, EventHeader, RawEvent
 from pipelines.errors import BinlogGone, ConnectionLost, SourceError
-from pipelines.mysql_client import (EVENT_HEADER, Dsn, ServerUnreachable, error_text,
+from pipelines.mysql_client import (Dsn, ServerUnreachable, error_text,
                                      open_binlog_dump, read_dump_packet, redact)
 
 __all__ = ["StartAt", "StreamEvent", "ReplicationConnection", "ConnectionLost", "BinlogGone",

@@ -2,7 +2,7 @@
 and the stream's position moved with it. No I/O of its own.
 
 :class:`EventReader` holds the three things that must move together, event by event: the
-:class:`~pipelines.bronze.parser.BinlogParser` (FORMAT_DESCRIPTION, table maps), the
+:class:`~pipelines.binlog.parser.BinlogParser` (FORMAT_DESCRIPTION, table maps), the
 :class:`~pipelines.stream.batch.MicroBatch` (rows built exactly as file mode builds them) and
 the :class:`~pipelines.stream.position.StreamPosition` (here / boundary / committed).
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 import struct
 from typing import Callable, Protocol
 
-from pipelines.bronze import events as ev
+from pipelines.binlog import events as ev
 from pipelines.bronze.excluded import drop_schemas
-from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
+from pipelines.binlog.parser import BinlogParser, ChecksumPolicy
 from pipelines.silver.snapshot_source import is_ddl_event
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.position import StreamPosition

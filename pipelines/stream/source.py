@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pipelines.binlog_names import binlog_order
+from pipelines.binlog.names import binlog_order
 from pipelines.mysql_client import Dsn, connect, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import SourceCheck

@@ -37,7 +37,7 @@ from pipelines.stream.files_state import STREAMING, StreamFiles
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.position import StreamPosition, Where
 from pipelines.stream.protocol import StartAt
-from pipelines.binlog_names import binlog_order
+from pipelines.binlog.names import binlog_order
 from pipelines.stream.source import Gap, SourceServer
 
 __all__ = ["Startup"]

@@ -22,10 +22,10 @@ from __future__ import annotations
 import struct
 from typing import Callable
 
-from pipelines.bronze import coltypes
-from pipelines.bronze.decimal_codec import decimal_decoder
-from pipelines.bronze.json_binary import json_binary_to_text
-from pipelines.bronze.temporal import temporal_decoder
+from pipelines.binlog import coltypes
+from pipelines.binlog.decimal_codec import decimal_decoder
+from pipelines.binlog.json_binary import json_binary_to_text
+from pipelines.binlog.temporal import temporal_decoder
 from pipelines.errors import TruncatedError, ValueDecodeError
 
 __all__ = ["Decoder", "column_decoder", "float32_text"]

@@ -7,11 +7,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from pipelines.bronze import binlog_store
-from pipelines.bronze.events import Event, FormatDescription, TransactionPayload
-from pipelines.bronze.framing import (LOG_EVENT_BINLOG_IN_USE_F, event_starts_before,
+from pipelines.binlog import store as binlog_store
+from pipelines.binlog.events import Event, FormatDescription, TransactionPayload
+from pipelines.binlog.framing import (LOG_EVENT_BINLOG_IN_USE_F, event_starts_before,
                                      iter_raw_events)
-from pipelines.bronze.parser import BinlogParser, ChecksumPolicy
+from pipelines.binlog.parser import BinlogParser, ChecksumPolicy
 from pipelines.errors import DecodeError, TruncatedError
 
 __all__ = ["BinlogFileReader", "chunk_start", "read_events"]

@@ -16,11 +16,11 @@ import threading
 
 import numpy as np
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze import events as ev
-from pipelines.bronze import rowkernel
-from pipelines.bronze.image_sink import ImageSink
-from pipelines.bronze.rows import python_rows
+from pipelines.binlog import coltypes as T
+from pipelines.binlog import events as ev
+from pipelines.binlog.fast import rowkernel
+from pipelines.binlog.fast.image_sink import ImageSink
+from pipelines.binlog.rows import python_rows
 from pipelines.errors import DecodeError, ImageTooLargeError
 
 __all__ = ["decode_into"]

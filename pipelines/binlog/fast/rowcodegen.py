@@ -28,9 +28,9 @@ from __future__ import annotations
 import struct
 from typing import Callable, Sequence
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze.decimal_codec import DIG2BYTES
-from pipelines.bronze.temporal import (
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.decimal_codec import DIG2BYTES
+from pipelines.binlog.temporal import (
     _DATE_CACHE,
     _DT2_PREFIX,
     _MS_BITS,
@@ -41,7 +41,7 @@ from pipelines.bronze.temporal import (
     _dt2_prefix,
     _ts_prefix,
 )
-from pipelines.bronze.values import _S8, _U8
+from pipelines.binlog.values import _S8, _U8
 
 __all__ = ["MAX_COLUMNS", "ImageFn", "RowsFn", "image_function", "rows_function"]
 

@@ -8,7 +8,7 @@ pre-GA UPDATE events have one for both), then rows: per image a NULL bitmap over
 *present* columns followed by the present non-NULL values.
 
 MariaDB ``*_ROWS_COMPRESSED`` (166–171): the rows part (after the bitmaps) is one compressed
-block (:func:`~pipelines.bronze.events.maria_uncompress`). MySQL PARTIAL_UPDATE_ROWS (39,
+block (:func:`~pipelines.binlog.events.maria_uncompress`). MySQL PARTIAL_UPDATE_ROWS (39,
 ``binlog_row_value_options=PARTIAL_JSON``): every after image starts with a packed int of
 value options and, when bit 1 (PARTIAL_JSON_UPDATES) is set, a bitmap over the table's JSON
 columns; a JSON column whose bit is set holds a diff (``json_diff.py``) instead of a document.
@@ -19,15 +19,15 @@ from __future__ import annotations
 import struct
 from typing import Callable
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze import rowkernel
-from pipelines.bronze.events import EventType as E
-from pipelines.bronze.events import PendingRows, RowsEvent, maria_uncompress
-from pipelines.bronze.packed_ints import read_packed_int
-from pipelines.bronze.framing import EventHeader
-from pipelines.bronze.json_diff import JsonDiffError, apply_json_diff, read_json_diff
-from pipelines.bronze.rowcodegen import RowsFn, image_function, rows_function
-from pipelines.bronze.table_map import TableMap
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.fast import rowkernel
+from pipelines.binlog.events import EventType as E
+from pipelines.binlog.events import PendingRows, RowsEvent, maria_uncompress
+from pipelines.binlog.packed_ints import read_packed_int
+from pipelines.binlog.framing import EventHeader
+from pipelines.binlog.json_diff import JsonDiffError, apply_json_diff, read_json_diff
+from pipelines.binlog.fast.rowcodegen import RowsFn, image_function, rows_function
+from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError, MissingTableMapError, TruncatedError
 
 __all__ = ["ROWS_KINDS", "decode_rows", "python_rows", "STMT_END_F"]

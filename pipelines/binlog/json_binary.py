@@ -29,9 +29,9 @@ import base64
 import struct
 from json.encoder import encode_basestring  # the C implementation when available
 
-from pipelines.bronze import coltypes
-from pipelines.bronze.decimal_codec import decimal_text
-from pipelines.bronze.temporal import json_temporal_text
+from pipelines.binlog import coltypes
+from pipelines.binlog.decimal_codec import decimal_text
+from pipelines.binlog.temporal import json_temporal_text
 from pipelines.errors import DecodeError, ValueDecodeError
 
 __all__ = ["json_binary_to_text"]

@@ -1,7 +1,7 @@
 """Which files of a directory are binlogs: the server's index file, else the binlog magic.
 
 A data directory holds more than binlogs, and some of its files have a binlog's name (a
-base, a dot, six or more digits: ``binlog_names.is_binlog_file``): MariaDB's Aria log
+base, a dot, six or more digits: ``names.is_binlog_file``): MariaDB's Aria log
 ``aria_log.00000001`` is one. The server lists its binlogs, one per line, in its index file
 ``<base>.index`` (``log_bin_index``; the lines are ``./mariadb-bin.000001`` or absolute
 paths, the files ``SHOW BINARY LOGS`` reports, which is what ``binlake stream`` follows).
@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import os
 
-from pipelines.binlog_names import binlog_order, is_binlog_file, split_binlog_name
-from pipelines.bronze.framing import MAGIC
+from pipelines.binlog.names import binlog_order, is_binlog_file, split_binlog_name
+from pipelines.binlog.framing import MAGIC
 from pipelines.errors import ConfigError
 
 __all__ = ["INDEX_SUFFIX", "list_binlogs", "read_index", "begins_with_magic", "check_binlog"]

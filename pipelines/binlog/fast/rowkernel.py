@@ -4,7 +4,7 @@ The Python decoders (``values.py`` and the generated loops of ``rowcodegen.py``)
 ``bytes`` object per value and one list per image, which ``records.flush`` then converts to
 Arrow: about 60k row changes/s per core. Here one compiled loop (``numba``, built once per
 machine and cached on disk) walks the rows of a rows event and writes each value's bronze
-text into an :class:`~pipelines.bronze.image_sink.ImageSink` — the data, offsets and validity
+text into an :class:`~pipelines.binlog.fast.image_sink.ImageSink` — the data, offsets and validity
 buffers of the ``list<binary>`` column itself — so no Python object is made per value.
 
 A table's columns become a *program* (:func:`program`): per column whether it is present,
@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from pipelines.bronze import coltypes as T
+from pipelines.binlog import coltypes as T
 from pipelines.config import BronzeConfig
 from pipelines.errors import EngineError
 
@@ -152,7 +152,7 @@ def available() -> bool:
     """Whether the compiled loop can be used in this process (numba importable, not off)."""
     global _KERNEL
     if _KERNEL is None:
-        module = jit_module("pipelines.bronze.rowkernel_jit")
+        module = jit_module("pipelines.binlog.fast.rowkernel_jit")
         _KERNEL = module.decode_rows if module is not None else None
     return _KERNEL is not None
 
@@ -161,7 +161,7 @@ def warm() -> bool:
     """Load (or, the first time on a machine, compile) the loop in this process now."""
     global _WARM
     if not _WARM and available():
-        from pipelines.bronze.image_sink import ImageSink
+        from pipelines.binlog.fast.image_sink import ImageSink
 
         sink = ImageSink(4, 16, 256)
         prog = program([T.LONG], [0], [False], None)

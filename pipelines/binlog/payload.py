@@ -20,10 +20,9 @@ from __future__ import annotations
 import io
 from typing import Iterator
 
-from pipelines.bronze.events import TransactionPayload
-from pipelines.bronze.framing import HEADER_SIZE, EventHeader, RawEvent
+from pipelines.binlog.events import TransactionPayload
+from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE, EventHeader, RawEvent
 from pipelines.errors import DecodeError, TruncatedError
-from pipelines.mysql_client import EVENT_HEADER
 
 __all__ = ["iter_payload_events", "ZSTD", "NONE"]
 

@@ -15,12 +15,12 @@ import struct
 import warnings
 from typing import Iterator
 
-from pipelines.bronze import events as ev
-from pipelines.bronze.events import EventType as E
-from pipelines.bronze.framing import RawEvent, check_crc
-from pipelines.bronze.payload import iter_payload_events
-from pipelines.bronze.rows import ROWS_KINDS, decode_rows
-from pipelines.bronze.table_map import TableMap, decode_table_map
+from pipelines.binlog import events as ev
+from pipelines.binlog.events import EventType as E
+from pipelines.binlog.framing import RawEvent, check_crc
+from pipelines.binlog.payload import iter_payload_events
+from pipelines.binlog.rows import ROWS_KINDS, decode_rows
+from pipelines.binlog.table_map import TableMap, decode_table_map
 from pipelines.errors import DecodeError, NotABinlogError
 
 __all__ = ["BinlogParser", "ChecksumPolicy"]

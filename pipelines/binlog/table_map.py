@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze.packed_ints import read_packed_int
-from pipelines.bronze.framing import EventHeader
+from pipelines.binlog import coltypes as T
+from pipelines.binlog.packed_ints import read_packed_int
+from pipelines.binlog.framing import EventHeader
 from pipelines.errors import DecodeError, TruncatedError
 
 __all__ = ["TableMap", "decode_table_map", "OptionalMeta"]
@@ -81,7 +81,7 @@ class TableMap:
         """One value decoder per column (built once per table content, reused for every row)."""
         codecs = self._codecs
         if codecs.decoders is None:
-            from pipelines.bronze.values import column_decoder
+            from pipelines.binlog.values import column_decoder
 
             uns = self.unsigned or [None] * self.column_count
             codecs.decoders = [

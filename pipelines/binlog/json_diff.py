@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring
 
-from pipelines.bronze.packed_ints import read_packed_int
-from pipelines.bronze.json_binary import json_binary_to_text
+from pipelines.binlog.packed_ints import read_packed_int
+from pipelines.binlog.json_binary import json_binary_to_text
 from pipelines.errors import JsonDiffError, TruncatedError, ValueDecodeError
 
 __all__ = ["JsonDiffError", "read_json_diff", "apply_json_diff", "REPLACE", "INSERT", "REMOVE"]

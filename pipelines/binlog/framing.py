@@ -13,12 +13,17 @@ largest event, never by the file.
 from __future__ import annotations
 
 import os
+import struct
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from pipelines.errors import ChecksumError, NotABinlogError, TruncatedError
-from pipelines.mysql_client import EVENT_HEADER, HEADER_SIZE  # the one header struct
+
+# The v4 event header every binlog event starts with, in files and on the wire (the stream's
+# dump packets carry the same 19 bytes after their OK byte).
+EVENT_HEADER = struct.Struct("<IBIIIH")
+HEADER_SIZE = EVENT_HEADER.size  # 19
 
 __all__ = [
     "MAGIC",

@@ -7,9 +7,9 @@ import datetime as dt
 import json
 from typing import Iterable, Iterator, TextIO
 
-from pipelines.bronze import coltypes as T
-from pipelines.bronze import events as ev
-from pipelines.bronze.table_map import TableMap
+from pipelines.binlog import coltypes as T
+from pipelines.binlog import events as ev
+from pipelines.binlog.table_map import TableMap
 
 __all__ = ["render_text", "render_jsonl", "write_events"]
 

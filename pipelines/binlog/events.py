@@ -13,12 +13,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipelines.bronze.framing import EventHeader
-from pipelines.bronze.packed_ints import read_packed_int, read_varlen_uint
+from pipelines.binlog.framing import EventHeader
+from pipelines.binlog.packed_ints import read_packed_int, read_varlen_uint
 from pipelines.errors import DecodeError, TruncatedError
 
 if TYPE_CHECKING:
-    from pipelines.bronze.table_map import TableMap
+    from pipelines.binlog.table_map import TableMap
 
 __all__ = [
     "EventType", "Event", "FormatDescription", "Query", "Xid", "Rotate", "Stop", "Gtid",

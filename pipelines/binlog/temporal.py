@@ -28,7 +28,7 @@ import datetime as _dt
 import struct
 from typing import Callable
 
-from pipelines.bronze import coltypes
+from pipelines.binlog import coltypes
 from pipelines.errors import TruncatedError, ValueDecodeError
 
 __all__ = ["temporal_decoder", "year_decoder", "json_temporal_text"]

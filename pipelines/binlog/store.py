@@ -20,7 +20,7 @@ import io
 import os
 from typing import BinaryIO
 
-from pipelines.bronze.framing import MAGIC
+from pipelines.binlog.framing import MAGIC
 from pipelines.errors import BinlakeError
 from pipelines.s3_client import S3Client, S3Settings, is_s3_url, parse_s3_url
 
@@ -64,8 +64,8 @@ def remote_binlogs(binlog_dir: str, storage: object | None = None) -> list[str]:
     """The binlogs under an ``s3://`` ``binlog_dir``, in server order, chosen as
     ``binlog_dir.list_binlogs`` chooses a local directory's: per base name the objects a
     ``<base>.index`` object lists, else the binlog-named objects that begin with the magic."""
-    from pipelines.binlog_names import binlog_order, is_binlog_file, split_binlog_name
-    from pipelines.bronze.binlog_dir import INDEX_SUFFIX
+    from pipelines.binlog.names import binlog_order, is_binlog_file, split_binlog_name
+    from pipelines.binlog.directory import INDEX_SUFFIX
 
     objects = list_objects(binlog_dir, storage)
     listed: dict[str, set[str]] = {}
