@@ -26,7 +26,9 @@ from pyspark.sql import functions as F
 from pipelines.config import Config
 from pipelines.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
+from pipelines.binlog import coltypes as T
 from pipelines.history import lake
+from pipelines.history.selection import json_path
 from pipelines.history.images import (JsonReadings, pk_values_of, raw_values, reread,
                                      text_json_columns)
 from pipelines.silver.naming import TableSpec, position_key
@@ -330,5 +332,26 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
 
     warnings = [g.describe() for g in load_fk_gaps(spark, cfg)
                 if (g.schema, g.table) == (schema, table) and g.overlaps(start, point.cutoff)]
-    return Reconstruction(schema, table, columns, spec, images.orderBy("key"), start_text,
+    return Reconstruction(schema, table, columns, spec,
+                          images.orderBy(*_key_order(spec, pk_names), "key"), start_text,
                           warnings)
+
+
+def _key_order(spec: TableSpec, pk_names: list[str] | None) -> list[Any]:
+    """The rows' order: the key columns' values in their types (1, 2, 10, not 1, 10, 2);
+    ``key`` (pk_values text) breaks ties. A table without a PRIMARY KEY orders by its image."""
+    if pk_names is None:
+        return []
+    kinds = {c.name: c.col_type for c in spec.columns}
+    out = []
+    for name in pk_names:
+        value = F.get_json_object(F.col("image"), json_path(name))
+        col_type = kinds.get(name)
+        if col_type in T.INTEGER_TYPES:
+            value = value.cast("decimal(20,0)")  # BIGINT UNSIGNED included
+        elif col_type in T.NUMERIC_TYPES:
+            value = value.cast("double")
+        elif col_type == T.YEAR:
+            value = value.cast("int")
+        out.append(value)
+    return out

@@ -33,9 +33,11 @@ def print_result(res, cfg: Config) -> None:
         print(f"mirror: {schema}.{table}: {what}; its mirror keeps the rows it had then -> "
               f"{mirror_path(cfg, 'current', schema, table)}")
     rate = res.changes / res.seconds if res.seconds else 0.0
+    span = (f"silver v{res.to_version} from the start"
+            if res.from_version is None or res.from_version < 0
+            else f"silver v{res.from_version} -> v{res.to_version}")
     print(f"mirror: {len(res.tables)} table(s), {res.changes} row changes in "
-          f"{res.seconds:.1f}s ({rate:,.0f}/s), silver version {res.from_version} -> "
-          f"{res.to_version}" + (f" ({res.note})" if res.note else ""))
+          f"{res.seconds:.1f}s ({rate:,.0f}/s), {span}" + (f" ({res.note})" if res.note else ""))
 
 
 def cmd_mirror(args: argparse.Namespace, cfg: Config) -> int:
