@@ -159,6 +159,14 @@ def test_silver_holds_every_row_change_within_the_bound_busy_and_idle(server, tm
         converged_at = time.time()
         time.sleep(4)  # idle: progress lines go on
         idle = _metrics(port)
+        # `status`: each stage's lag and the binlog position it holds; caught up and idle,
+        # bronze and silver both hold what the server says it has written.
+        f, p = server.execute("SHOW MASTER STATUS")[0][:2]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env.pop("BINLAKE_CONF", None)
+        status = subprocess.run([sys.executable, "-m", "pipelines", "--lake", str(lake),
+                                 "status"], cwd=ROOT, env=env, capture_output=True, text=True,
+                                timeout=300)
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(120)
@@ -172,6 +180,10 @@ def test_silver_holds_every_row_change_within_the_bound_busy_and_idle(server, tm
           f"converged (seen by polling) {converged_at - last_write:.2f} s")
     assert lags[-1] <= FRESHNESS, (lags, out[-3000:])
     assert lags[0] >= 0
+    assert status.returncode == 0, status.stderr[-3000:]
+    for stage in ("bronze", "silver"):
+        assert re.search(rf"^  {stage}: \d+\.\ds behind the source, at {re.escape(f)}:{p}$",
+                         status.stdout, re.M), status.stdout
 
     # Off a terminal: one progress line a second (log_interval = 1), each a whole line.
     progress = [line for line in out.splitlines() if " row changes | " in line]

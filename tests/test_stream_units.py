@@ -279,9 +279,15 @@ def test_status_shows_each_following_stages_lag() -> None:
 
     lines = render_stream_status({"source_id": "s", "state": "running", "mode": "gtid",
                                   "stage_lag_seconds": {"bronze": 0.2, "silver": 1.26,
-                                                        "gold": 31.0}})
-    assert "  following: silver 1.3s behind the source, gold 31.0s behind the source" in lines
-    assert not any("following" in ln for ln in render_stream_status(
+                                                        "gold": 31.0},
+                                  "stage_positions": {"bronze": "b.000002:900",
+                                                      "silver": "b.000002:400", "gold": None},
+                                  "last_checkpoint": {"seq": 3, "file": "b.000002",
+                                                      "pos": 900, "at": "t"}})
+    assert "  bronze: 0.2s behind the source, at b.000002:900" in lines
+    assert "  silver: 1.3s behind the source, at b.000002:400" in lines
+    assert "  gold: 31.0s behind the source, at no follow yet in this run" in lines
+    assert not any("behind the source" in ln for ln in render_stream_status(
         {"source_id": "s", "state": "stopped", "mode": "gtid"}))
 
 

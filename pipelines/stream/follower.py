@@ -46,6 +46,8 @@ class Follower:
         self.retry_at = 0.0  # no snapshot attempt before (after a failed one)
         self.last_error: tuple[float, str, str] | None = None  # epoch, stage, message
         self.mirror = False  # `binlake stream --mirror`
+        self.bronze_at: str | None = None  # bronze's last committed position, "file:pos"
+        self.positions: dict[str, str] = {}  # stage → the bronze position its last follow held
 
     @property
     def stages(self) -> list[str]:
@@ -72,8 +74,10 @@ class Follower:
 
             warm_in_background(self.cfg)
 
-    def committed(self, last_ddl: tuple[str, int] | None) -> None:
-        """A commit happened: the stages lack it from now; the snapshot a DDL owes."""
+    def committed(self, last_ddl: tuple[str, int] | None, at: str | None = None) -> None:
+        """A commit (up to bronze position ``at``) happened: the stages lack it from now; the
+        snapshot a DDL owes."""
+        self.bronze_at = at or self.bronze_at
         self.fresh.committed(time.monotonic(), self.stages)
         self.pay_snapshot(last_ddl)
 
@@ -128,10 +132,13 @@ class Follower:
         """Bring ``stages`` (default: all that follow bronze) up to date with bronze; True
         when all succeeded. Silver failing, the stages that read it wait for the next try."""
         started = time.monotonic()
+        at = self.bronze_at  # nothing commits meanwhile: a follow that succeeds holds this
         ok = silver_ok = True
         for stage in [s for s in self.stages if stages is None or s in stages]:
             done = silver_ok and self._run(stage)
             self.fresh.ran(stage, done, time.monotonic())
+            if done and at is not None:
+                self.positions[stage] = at
             ok = ok and done
             silver_ok = silver_ok and (done or stage != "silver")
         self.fresh.took(time.monotonic() - started)

@@ -189,6 +189,8 @@ class StreamJob:
         want, self.committer.seq, self.reader.takeover_pending = self.startup.plan(
             flags, reset, self.pos)
         self.files.compact()  # a restart compacts what earlier runs left
+        b = self.pos.boundary  # the checkpoint resumed from: what bronze holds so far
+        self.follower.bronze_at = f"{b.file}:{b.pos}" if b is not None and b.file else None
         # A kill between a DDL's commit and its snapshot left the snapshot owed: pay it now.
         self.follower.pay_snapshot(self.pos.last_ddl)
         self.reader.new_batch(self.pos.here.file)
@@ -283,9 +285,10 @@ class StreamJob:
         """One Delta append: the micro-batch's rows (complete transactions) + a CHECKPOINT."""
         if self.pos.boundary is None or self.reader.mb is None:
             return
+        b = self.pos.boundary
         if self.committer.commit(self.reader.take(), self.pos, final=final):
+            self.follower.committed(self.pos.last_ddl, at=f"{b.file}:{b.pos}")
             self.liveness.write("running")
-            self.follower.committed(self.pos.last_ddl)
 
     def _install_signals(self):
         if threading.current_thread() is not threading.main_thread():

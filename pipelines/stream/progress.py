@@ -151,12 +151,22 @@ class Liveness:
             lags[stage] = bronze + self.follower.fresh.lag(stage, now)
         return {k: round(v, 3) for k, v in lags.items()}
 
+    def positions(self) -> dict[str, str | None]:
+        """Per stage, the binlog position ("file:pos") it holds: bronze's last commit; for a
+        following stage, the bronze commit its last successful follow started from (None:
+        none yet in this run)."""
+        f = self.follower
+        if f is None:
+            return {}
+        return {"bronze": f.bronze_at, **{s: f.positions.get(s) for s in f.stages}}
+
     def sample(self, state: str = "running") -> dict[str, Any]:
         """Everything the live file and the metrics say, taken now."""
         p, h = self.pos, self.pos.here
         errors = [e for e in (self.error, getattr(self.follower, "last_error", None)) if e]
         return {
             "state": state, "source": self.source_id, "lags": self.lags(),
+            "positions": self.positions(),
             "file": h.file if h else None, "pos": h.pos if h else None,
             "gtid": str(h.gtid) if h else None, "events": p.events,
             "row_changes": p.row_changes, "commits": self.committer.commits,
@@ -203,6 +213,7 @@ class Liveness:
             "mode": self.pos.mode, "file": doc["file"], "pos": doc["pos"], "gtid": doc["gtid"],
             "events_per_second": doc["events_per_second"],
             "lag_seconds": doc["lags"]["bronze"], "stage_lag_seconds": doc["lags"],
+            "stage_positions": doc["positions"],
             "events": doc["events"], "row_changes": doc["row_changes"],
             "commits": doc["commits"], "error": error, "server": self.server,
         })

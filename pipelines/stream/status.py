@@ -2,7 +2,9 @@
 
 Position and GTID state come from the latest CHECKPOINT row (what is committed); events/s,
 lag and running/stopped from the live file the running stream rewrites every second
-(``progress.py``); gaps from the stream's INCIDENT rows.
+(``progress.py``), with each stage's lag behind the source and the binlog position it holds
+(bronze: its last commit; silver, mirror, gold: the bronze commit their last follow held);
+gaps from the stream's INCIDENT rows.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def stream_status(spark, cfg: Config) -> dict[str, Any]:
         "events_per_second": live.get("events_per_second", ck.events_per_second if ck else None),
         "lag_seconds": live.get("lag_seconds", ck.lag_seconds if ck else None),
         "stage_lag_seconds": live.get("stage_lag_seconds"),  # bronze, silver, mirror, gold
+        "stage_positions": live.get("stage_positions"),  # stage → "file:pos" it holds
         "events": ck.events if ck else None,
         "row_changes": ck.row_changes if ck else None,
         "last_checkpoint": ({"seq": ck.seq, "at": ck.committed_at, "file": ck.file,
@@ -89,10 +92,14 @@ def render_stream_status(st: dict[str, Any]) -> list[str]:
     lines.append(f"  {st.get('events_per_second') or 0:,.0f} events/s, lag "
                  f"{st.get('lag_seconds') or 0:.1f}s, {st.get('events') or 0:,} events and "
                  f"{st.get('row_changes') or 0:,} row changes streamed")
-    stages = {k: v for k, v in (st.get("stage_lag_seconds") or {}).items() if k != "bronze"}
-    if stages:
-        lines.append("  following: " + ", ".join(f"{k} {v:.1f}s behind the source"
-                                                 for k, v in stages.items()))
+    lags = st.get("stage_lag_seconds") or {}
+    at = dict(st.get("stage_positions") or {})
+    if ck and not at.get("bronze"):
+        at["bronze"] = f"{ck['file']}:{ck['pos']}"  # what bronze holds: its last checkpoint
+    for stage, lag in lags.items():
+        where = at.get(stage)
+        lines.append(f"  {stage}: {lag:.1f}s behind the source, at "
+                     + (where if where else "no follow yet in this run"))
     if st.get("error"):
         lines.append(f"  last error: {st['error']}")
     for g in st.get("gaps", []):
