@@ -21,7 +21,7 @@ from pipelines.binlog import events as ev
 from pipelines.binlog.parser import ChecksumPolicy
 from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BronzeBatcher, file_batches
-from tests.test_decoder_events import ANONYMOUS_GTID, FDE, GTID_TAGGED_BODY, event, parse_all
+from tests.binlog.test_decoder_events import ANONYMOUS_GTID, FDE, GTID_TAGGED_BODY, event, parse_all
 
 RUST_US = "rust-us__mysql-cdc-rs"
 MARIADB_FILE = "blackbeam__rust_mysql_common/test-data__binlogs__mariadb-bin.000001"
@@ -76,7 +76,7 @@ ANNOTATE_ROWS = bytes.fromhex(
     "696e7365727420696e746f206f7574626f782028746f7069632c206576656e745f747970652c206576656e"
     "74292076616c756573202827666f6f272c20274a534f4e272c20277b22666f6f223a317d2729"
     "bf36553e")
-# GTID_TAGGED_BODY (MySQL 9.6, tests/test_decoder_events.py): field 6 (0x0c) is
+# GTID_TAGGED_BODY (MySQL 9.6, tests/binlog/test_decoder_events.py): field 6 (0x0c) is
 # immediate_commit_timestamp, varlen "7f1cf3b814244a06" = 1770368687207196; the events of that
 # transaction in the file carry header timestamp 1770368687.
 

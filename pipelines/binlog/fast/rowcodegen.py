@@ -19,7 +19,7 @@ then decodes: errors keep their classes and messages exactly, because the refere
 them, and a value the fast code cannot vouch for is never returned.
 
 Output bytes are those of ``values.py``/``temporal.py``/``decimal_codec.py`` (docs/bronze.md);
-``tests/test_rows_fast.py`` compares both paths type by type, on mutated and truncated rows,
+``tests/binlog/test_rows_fast.py`` compares both paths type by type, on mutated and truncated rows,
 and over the whole corpus.
 """
 

@@ -17,7 +17,7 @@ decoder, impossible bytes (a negative DATETIME2, a fraction or decimal digit gro
 range), a value running past the event, a sink that needs more room — makes the loop stop at
 the start of that row and say why; the caller grows the sink and goes on, or lets the Python
 decoding finish the event (raising its exact error). So the loop only ever writes what the
-reference decoding would return: ``tests/test_rows_kernel.py`` holds the two against each
+reference decoding would return: ``tests/binlog/test_rows_kernel.py`` holds the two against each
 other value by value, on mutated and truncated rows and over the whole corpus.
 
 Without numba (or with ``BINLAKE_ROW_KERNEL=off``, a switch for comparing the two paths)

@@ -3,7 +3,7 @@
 Every test decodes the same bytes twice: with the generated function and with
 ``rows._image`` (one ``values.column_decoder`` closure per value). Both must return the same
 values and end position, or raise the same exception class with the same message. Images are
-built from the hex cases of ``tests/test_values.py`` (known bronze text per type), so the
+built from the hex cases of ``tests/binlog/test_values.py`` (known bronze text per type), so the
 property tests also check the values themselves; mutated and truncated images check that the
 generated code never returns what the reference would reject.
 
@@ -24,7 +24,7 @@ from pipelines.binlog.parser import BinlogParser
 from pipelines.binlog.fast.rowcodegen import image_function, rows_function
 from pipelines.binlog.rows import _image
 from pipelines.binlog.values import column_decoder
-from tests.test_values import CASES, dec_meta, encode_datetime2, encode_decimal
+from tests.binlog.test_values import CASES, dec_meta, encode_datetime2, encode_decimal
 
 # (type, meta, unsigned, raw value bytes, expected bronze bytes)
 VALUES = [(t, m, u, bytes.fromhex(h.replace(" ", "")), x if isinstance(x, bytes) else x.encode())

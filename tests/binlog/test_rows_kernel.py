@@ -4,7 +4,7 @@ Every test decodes the same rows twice: through ``rows_columnar.decode_into`` (t
 loop writing into image sinks, its fix-ups rendered in Python, the whole event handed to
 Python when the loop gives up) and through ``rows.python_rows`` (the reference, with its
 generated code). Both must give the same images, or raise the same error class with the same
-located message. The value cases are ``tests/test_values.py``'s (known bronze text per type),
+located message. The value cases are ``tests/binlog/test_values.py``'s (known bronze text per type),
 so the property tests also check the values themselves; mutated and truncated rows check that
 the loop never writes what the reference would reject. Last, every corpus file decodes to the
 same bronze batches with and without the loop, ERROR rows included.
@@ -28,8 +28,8 @@ from pipelines.binlog.fast.image_sink import ImageSink
 from pipelines.binlog.rows import python_rows
 from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError
-from tests.test_rows_fast import MALFORMED
-from tests.test_values import CASES
+from tests.binlog.test_rows_fast import MALFORMED
+from tests.binlog.test_values import CASES
 
 VALUES = [(t, m, u, bytes.fromhex(h.replace(" ", "")), x if isinstance(x, bytes) else x.encode())
           for t, m, u, h, x in CASES]
@@ -237,7 +237,7 @@ def _files() -> list[str]:
 
     from tests.conftest import CORPUS
 
-    REPO = Path(__file__).resolve().parents[1]
+    REPO = Path(__file__).resolve().parents[2]
 
     files = sorted(str(p) for p in CORPUS.rglob("*") if p.is_file()
                    and "expected" not in p.relative_to(CORPUS).parts and p.name != "MANIFEST.md")

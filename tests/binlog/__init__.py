@@ -1,0 +1,1 @@
+"""Tests of the decoder package ``pipelines/binlog`` (annotated real bytes, the corpus, fuzzing)."""
