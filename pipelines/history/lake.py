@@ -100,8 +100,10 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
     snaps = [snap for _, snap in plan.snapshots.get(d["source_id"], [])]
     snap = next((x for x in snaps if x.snapshot_id == d["schema_version"]), None) \
         or plan.snapshot_for(d["source_id"], *table, d["seq"])
-    if snap is not None and table in snap.tables:
-        return table_spec(snap.table(*table), snap.snapshot_id)
+    if snap is not None:
+        for name in _earlier_names(spark, cfg, table, d["seq"], cache):
+            if name in snap.tables:  # its image was named before a RENAME TABLE
+                return table_spec(snap.table(*name), snap.snapshot_id)
     start, end = plan.epoch(d["source_id"], *table, d["seq"])
     key = (d["source_id"], *table, start)
     if key not in cache:
@@ -118,6 +120,21 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
                                   f"the derived change of {table[0]}.{table[1]} (no snapshot, "
                                   "no logged change in its schema epoch)")
     return cache[key]
+
+
+def _earlier_names(spark, cfg: Config, table: tuple[str, str], seq: int, cache: dict
+                   ) -> list[tuple[str, str]]:
+    """``table`` and the names it had before ``seq`` (RENAME TABLE), newest first."""
+    from pipelines.lake import Lake
+    from pipelines.silver.renames import load_renames
+
+    if "renames" not in cache:
+        cache["renames"] = load_renames(spark, Lake.of(cfg))
+    names = [table]
+    for f in reversed(cache["renames"]):
+        if f.pos < seq and f.new == names[-1] and f.old != f.new:
+            names.append(f.old)
+    return names
 
 
 def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:

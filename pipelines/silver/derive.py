@@ -40,6 +40,7 @@ __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "p
 MAX_DEPTH = 8  # levels of children followed from one parent change (as flashback)
 TRUNCATE = "TRUNCATE"  # event_type of the marker rows a TRUNCATE's QUERY event becomes
 ADD_COLUMNS = "ADD_COLUMNS"  # … and an ALTER TABLE's ADD COLUMN with a value for old rows
+RENAME = "RENAME"  # … and a rename (``old``, ``new``, ``columns``): the alive rows move along
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_QUALIFIED}\s*;?\s*$", re.I)
 _ACTIONS = ("CASCADE", "SET NULL")
 
@@ -250,6 +251,9 @@ class Fold:
                         for row in entries:
                             yield self._derived(r, table, key, row, None, origin, [])
                 continue
+            if r["event_type"] == RENAME:
+                self._rename(tuple(r["old"]), tuple(r["new"]), dict(r["columns"]))
+                continue
             if r["event_type"] == ADD_COLUMNS:
                 if self.causes(r):
                     yield from self._fill(r, table, r["added"])
@@ -275,6 +279,23 @@ class Fold:
                 yield d
                 self._apply(table, key, {"pk_kind": row.pk_kind, "schema_version": version},
                             row.values, values)
+
+    def _rename(self, old: tuple[str, str], new: tuple[str, str],
+                columns: dict[str, str]) -> None:
+        """A table's alive rows under its new name (and column names), so a later TRUNCATE,
+        ADD COLUMN or FK action of the new name reaches the rows made under the old one."""
+        for table in [t for t in self.state if t[1:] in (old, new)]:
+            for cols in self._indexed.pop(table, ()):
+                self._index.pop((table, cols), None)
+        for table in [t for t in self.state if t[1:] == old]:
+            rows = self.state.pop(table)
+            if columns:
+                for entries in rows.values():
+                    for i, row in enumerate(entries):
+                        values = {columns.get(k, k): v for k, v in row.values.items()}
+                        entries[i] = _Row(_image(values), values, row.pk_kind,
+                                          row.schema_version)
+            self.state[(table[0], *new)] = rows
 
     # -- state ------------------------------------------------------------------------------
 

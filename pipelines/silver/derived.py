@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from pipelines.delta_ops import sql_string
 from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
-from pipelines.silver.derive import (ADD_COLUMNS, TRUNCATE, Fold, Rule, added_columns,
+from pipelines.silver.derive import (ADD_COLUMNS, RENAME, TRUNCATE, Fold, Rule, added_columns,
                                      cascading_rules, partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
@@ -116,7 +116,22 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         more = {r.child for r in rules if r.parent in tables} - tables
         tables |= more
         grown = bool(more)
-    markers = _markers(spark, lake, queries)
+    # Renames (this run's and earlier ones): the rows made under a table's other names are
+    # its rows too (a TRUNCATE of the new name removes those inserted under the old one).
+    from pipelines.silver.renames import load_ddl_rows, renames
+
+    facts = renames(sorted(set(load_ddl_rows(spark, lake)) | set(ddl_rows),
+                           key=lambda r: position_key(r[1], r[2])))
+    grown = True
+    while grown:
+        more = ({f.old for f in facts if f.new in tables}
+                | {f.new for f in facts if f.old in tables}) - tables
+        tables |= more
+        grown = bool(more)
+    markers = _markers(spark, lake, queries) + [
+        {"event_type": RENAME, "seq": f.pos, "row_in_event": -1, "source_id": None,
+         "schema_name": f.new[0], "table_name": f.new[1], "old": f.old, "new": f.new,
+         "columns": f.columns} for f in facts if f.old in tables]
     # The tables' history, less the derived rows of the run's own files (derived again here:
     # the anti-join keeps those already there).
     derived_here = f"(coalesce(origin, 'binlog') <> 'binlog' AND ({where}))"
@@ -187,7 +202,7 @@ def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[
         counts: dict[tuple, int] = {}
         logged: dict[tuple, list[int]] = {}
         for r in rows:
-            if r["event_type"] in (TRUNCATE, ADD_COLUMNS) or (
+            if r["event_type"] in (TRUNCATE, ADD_COLUMNS, RENAME) or (
                     r.get("origin") or "binlog") != "binlog":
                 continue
             place = (r["source_id"], r["binlog_file"], r["start_pos"])
