@@ -1,21 +1,30 @@
-"""Stream benchmark: a sustained write load on a real MariaDB, followed by ``binlake stream``.
+"""Stream benchmark: a source writing steadily at a target rate, followed by ``binlake stream``.
 
 ::
 
-    .venv/bin/python bench/stream_load.py                    # 30 s of load, 2 writers
-    .venv/bin/python bench/stream_load.py --seconds 60 --writers 4 --rows 50
-    .venv/bin/python bench/stream_load.py --batch-interval-ms 500 --silver-lag 10
+    .venv/bin/python bench/stream_load.py --rate 5000 --seconds 60    # issue 42's two runs
+    .venv/bin/python bench/stream_load.py --rate 20000 --seconds 60
+    .venv/bin/python bench/stream_load.py --rate 0 --seconds 30       # as fast as it goes
 
 A throwaway MariaDB (``devtools/mariadb.py``, loopback only, its password never printed)
 gets ``--writers`` threads writing transactions for ``--seconds``: a multi-row INSERT of
 ``--rows`` rows into a 10-column table (integers, DECIMAL, VARCHAR, DATETIME(6), JSON, BLOB),
-an UPDATE of a few earlier rows and, every 10th transaction, a DELETE. ``python -m
-pipelines.stream`` follows it from the first binlog into a temporary lake on the embedded
-engine. Every second one line shows the writers' rate, the stream's events/s and row
-changes/s, and its lag (seconds behind the newest event it read, and bytes behind the
-server's binlog end). After the load: the time the stream needs to catch up, then SIGTERM,
-and a summary (mean/peak rates, lag percentiles). Exit status 1 when the stream's row-change
-count differs from what the writers changed.
+an UPDATE of a few earlier rows and, every 10th transaction, a DELETE; together paced to
+``--rate`` row changes/s (0: unpaced). ``python -m pipelines.stream --mirror`` follows it from
+the first binlog into a temporary lake on the embedded engine, silver and mirror following
+bronze within ``stream.freshness_seconds`` (default 5). Every second one line shows the
+writers' rate, the stream's events/s and row changes/s, and bronze's lag.
+
+Latency, measured honestly: a separate thread commits one marker row (``bench.marker``) every
+``--marker-every`` seconds and notes the wall clock right after its COMMIT returned (the
+source commit; same machine, same clock). After the run, the Delta logs of silver
+(``<lake>/silver/binlog_events``) and of the marker's mirror table (``<lake>/mirror/bench/
+marker``) are read with pyarrow: a marker is *visible* at the ``commitInfo.timestamp`` of the
+first Delta commit whose added files hold its row (silver: its pk_values; mirror: its id).
+Reported: p50/p99/max of source commit → silver visible and → mirror visible, and the median
+of the first and the last 10 s of markers (lag grows when the last is well above the first).
+Markers never seen count as missing. Exit status 1 when the stream's row-change count differs
+from what the writers changed, or a marker never reached silver.
 """
 
 from __future__ import annotations
@@ -55,9 +64,11 @@ DDL = """
 
 
 class Writer(threading.Thread):
-    def __init__(self, server: MariaDBServer, n: int, rows: int, stop: threading.Event) -> None:
+    def __init__(self, server: MariaDBServer, n: int, rows: int, stop: threading.Event,
+                 rate: float = 0.0) -> None:
         super().__init__(daemon=True)
         self.server, self.n, self.rows, self.stop = server, n, rows, stop
+        self.rate = rate  # this writer's row changes/s (0: unpaced)
         self.changed = 0
         self.trx = 0
 
@@ -66,7 +77,12 @@ class Writer(threading.Thread):
         conn = self.server.connect(autocommit=False)
         cur = conn.cursor()
         next_id = self.n << 40
+        began = time.monotonic()
         while not self.stop.is_set():
+            if self.rate:  # paced: never ahead of rate x elapsed
+                ahead = self.changed / self.rate - (time.monotonic() - began)
+                if ahead > 0:
+                    time.sleep(ahead)
             batch = [(next_id + i, self.n, rnd.randint(-1000, 1000),
                       f"{rnd.randint(0, 10 ** 9)}.{rnd.randint(0, 9999):04d}",
                       f"name {rnd.random():.6f} é",
@@ -91,6 +107,73 @@ class Writer(threading.Thread):
         conn.close()
 
 
+class Markers(threading.Thread):
+    """One marker row committed every ``every`` seconds; ``at[id]`` = the wall clock right
+    after its COMMIT returned."""
+
+    def __init__(self, server: MariaDBServer, every: float, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.server, self.every, self.stop = server, every, stop
+        self.at: dict[int, float] = {}
+
+    def run(self) -> None:
+        conn = self.server.connect(autocommit=False)
+        cur = conn.cursor()
+        n = 0
+        while not self.stop.wait(self.every):
+            n += 1
+            cur.execute("INSERT INTO bench.marker (id, note) VALUES (%s, %s)", (n, "m"))
+            conn.commit()
+            self.at[n] = time.time()
+        cur.close()
+        conn.close()
+
+
+def first_visible(table: Path, key_of) -> dict[int, float]:
+    """Per marker id, the epoch seconds of the first Delta commit of ``table`` whose added
+    files hold it (``key_of(row) -> id or None``), from the log's commitInfo timestamps."""
+    import pyarrow.parquet as pq
+
+    seen: dict[int, float] = {}
+    logdir = table / "_delta_log"
+    if not logdir.is_dir():
+        return seen
+    for commit in sorted(logdir.glob("[0-9]*.json"), key=lambda p: int(p.stem)):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        at = info.get("timestamp", commit.stat().st_mtime * 1000) / 1000
+        for a in actions:
+            if "add" not in a:
+                continue
+            parts = a["add"].get("partitionValues") or {}
+            data = pq.read_table(table / a["add"]["path"]).to_pylist()
+            for row in data:
+                key = key_of({**parts, **row})
+                if key is not None:
+                    seen.setdefault(key, at)
+    return seen
+
+
+def _silver_marker(row) -> int | None:
+    if row.get("schema_name") == "bench" and row.get("table_name") == "marker" \
+            and row.get("event_type") == "INSERT":
+        return int(row["pk_values"])
+    return None
+
+
+def _latency(name: str, made: dict[int, float], seen: dict[int, float]) -> tuple[str, bool]:
+    lags = [seen[k] - made[k] for k in sorted(made) if k in seen]
+    missing = len(made) - len(lags)
+    if not lags:
+        return f"source commit -> {name} visible: no marker seen ({missing} missing)", False
+    window = max(1, len(lags) // 6)  # 10 s of a 60 s run
+    first, last = statistics.median(lags[:window]), statistics.median(lags[-window:])
+    return (f"source commit -> {name} visible over {len(lags)} markers: p50 "
+            f"{_pct(lags, 50):.2f}s, p99 {_pct(lags, 99):.2f}s, max {max(lags):.2f}s; first "
+            f"{window} markers median {first:.2f}s, last {window} {last:.2f}s"
+            + (f"; {missing} never visible" if missing else "")), missing == 0
+
+
 def _pct(values: list[float], p: float) -> float:
     if not values:
         return 0.0
@@ -105,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=20, help="rows per INSERT (one per transaction)")
     ap.add_argument("--batch-interval-ms", type=int, default=1000)
     ap.add_argument("--batch-rows", type=int, default=50000)
-    ap.add_argument("--silver-lag", type=int, default=0, help="stream.silver_lag_seconds")
+    ap.add_argument("--rate", type=float, default=5000.0,
+                    help="target row changes/s of all writers together (0: unpaced)")
+    ap.add_argument("--marker-every", type=float, default=0.5,
+                    help="seconds between marker commits")
+    ap.add_argument("--silver-lag", type=int, default=30,
+                    help="stream.silver_lag_seconds (0: silver and mirror do not follow)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args(argv)
 
@@ -116,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
                        workdir=work / "mariadb", keep=args.keep) as server:
         server.execute("CREATE DATABASE bench")
         server.execute(DDL)
+        server.execute("CREATE TABLE bench.marker (id INT PRIMARY KEY, note VARCHAR(8)) "
+                       "ENGINE=InnoDB")
         env = dict(os.environ, BINLAKE_SOURCE_DSN=server.dsn(), PYTHONPATH=str(ROOT),
                    BINLAKE_STREAM_BATCH_INTERVAL_MS=str(args.batch_interval_ms),
                    BINLAKE_STREAM_BATCH_ROWS=str(args.batch_rows),
                    BINLAKE_STREAM_SILVER_LAG_SECONDS=str(args.silver_lag))
         proc = subprocess.Popen([sys.executable, "-m", "pipelines.stream", "--lake", str(lake),
-                                 "--server-id", "9001"], cwd=ROOT, env=env,
+                                 "--server-id", "9001", "--mirror"], cwd=ROOT, env=env,
                                 stdout=log.open("wb"), stderr=subprocess.STDOUT)
         live_file = live_path(str(lake), "default")
         try:
@@ -136,9 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'t':>5} {'writer rows/s':>13} {'stream ev/s':>11} {'rows/s':>9} "
                   f"{'lag s':>6} {'lag bytes':>10}  position")
             stop = threading.Event()
-            writers = [Writer(server, n + 1, args.rows, stop) for n in range(args.writers)]
+            writers = [Writer(server, n + 1, args.rows, stop, args.rate / args.writers)
+                       for n in range(args.writers)]
+            markers = Markers(server, args.marker_every, stop)
             for w in writers:
                 w.start()
+            markers.start()
             start = time.monotonic()
             rates, lags, last_w, last_rows, last_t = [], [], 0, 0, start
             load_over = caught_up_at = None
@@ -149,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop.set()
                     for w in writers:
                         w.join()
+                    markers.join()
                     load_over = time.monotonic()
                 live = read_live(live_file) or {}
                 end_file, end_pos = server.execute("SHOW MASTER STATUS")[0][:2]
@@ -168,9 +262,10 @@ def main(argv: list[str] | None = None) -> int:
                     rates.append(float(live.get("events_per_second", 0)))
                     lags.append(float(live.get("lag_seconds", 0)))
                 last_w, last_rows, last_t = written, rows, now
-                if load_over is not None and behind == 0:
+                if load_over is not None and behind == 0 and caught_up_at is None:
                     caught_up_at = time.monotonic()
-                    break
+                if caught_up_at is not None and now - caught_up_at > 12:
+                    break  # silver and mirror follow within the bound after bronze
                 if load_over is not None and now - load_over > 300:
                     break
             proc.send_signal(signal.SIGTERM)
@@ -180,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
                 proc.kill()
                 proc.wait()
         live = read_live(live_file) or {}
-    written = sum(w.changed for w in writers)
+        silver = first_visible(lake / "silver" / "binlog_events", _silver_marker)
+        mirror = first_visible(lake / "mirror" / "bench" / "marker",
+                               lambda r: int(r["id"]) if "id" in r else None)
+    written = sum(w.changed for w in writers) + len(markers.at)
     streamed = int(live.get("row_changes") or 0)
     print(f"\nload: {written:,} row changes in {sum(w.trx for w in writers):,} transactions "
           f"over {args.seconds:.0f}s ({written / args.seconds:,.0f}/s)")
@@ -193,13 +291,17 @@ def main(argv: list[str] | None = None) -> int:
               f"stopped with exit status {code}")
     else:
         print("did not catch up within 300 s")
+    silver_line, silver_ok = _latency("silver", markers.at, silver)
+    mirror_line, _ = _latency("mirror", markers.at, mirror)
+    print(silver_line)
+    print(mirror_line)
     if not args.keep:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"kept {work}")
-    if streamed != written or code != 0 or caught_up_at is None:
+    if streamed != written or code != 0 or caught_up_at is None or not silver_ok:
         print(f"MISMATCH: streamed {streamed} row changes, writers changed {written}",
               file=sys.stderr)
         return 1
