@@ -116,6 +116,36 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
         found = with_specs(spark, cfg, last, plan)
         cache[key] = found[0][1] if found else None
     if cache[key] is None:
+        # renamed in this epoch before any logged change: the image was named under the
+        # table's earlier name (its newest logged change before the rename)
+        for name in _earlier_names(spark, cfg, table, d["seq"], cache)[1:]:
+            last = (silver(spark, cfg)
+                    .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
+                           f"{sql_string(name[0])} AND table_name = {sql_string(name[1])}")
+                    .where("coalesce(origin, 'binlog') = 'binlog'")
+                    .where(f"seq < {d['seq']}").orderBy("seq", ascending=False).limit(1))
+            found = with_specs(spark, cfg, last, plan)
+            if found:
+                cache[key] = found[0][1]
+                break
+    if cache[key] is None:
+        # renamed right after the DDL that opened this epoch: the next name's first epoch
+        # (a rename changes no column) names the same columns
+        for f in cache.get("renames") or []:
+            if f.pos > d["seq"] and f.old == table and f.old != f.new and not f.columns:
+                lo, hi = plan.epoch(d["source_id"], *f.new, f.pos + 1)
+                first = (silver(spark, cfg)
+                         .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
+                                f"{sql_string(f.new[0])} AND table_name = "
+                                f"{sql_string(f.new[1])}")
+                         .where("coalesce(origin, 'binlog') = 'binlog'")
+                         .where(f"seq > {max(lo, f.pos)} AND seq < {hi}")
+                         .orderBy("seq").limit(1))
+                found = with_specs(spark, cfg, first, plan)
+                if found:
+                    cache[key] = found[0][1]
+                break
+    if cache[key] is None:
         raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: nothing names "
                                   f"the derived change of {table[0]}.{table[1]} (no snapshot, "
                                   "no logged change in its schema epoch)")
