@@ -20,7 +20,7 @@ decimals, escaped pk_values, 12 hours) written on the embedded Sail engine. Two 
    (``gold.method = auto``), the 1000-row INSERT and single-row INSERTs.
 
 ``python bench/gold_export.py --lake LAKE [--code OLD_TREE] [--rounds 2]`` instead exports
-an existing lake's silver (e.g. issue 13's file indexed: ``binlake --lake LAKE index``) with
+an existing lake's silver (e.g. the narrow 147 MB file indexed: ``binlake --lake LAKE index``) with
 ``binlake gold`` as a whole command (a process of its own, as a user runs it; the lake is only
 read), into fresh throwaway servers of three configurations side by side: MariaDB's defaults
 (128 MB buffer pool, 96 MB redo log), ``bench/pipeline.py``'s 1 GB buffer pool, and that plus

@@ -6,15 +6,15 @@
 
 1. Input: the binlog files of ``--binlog-dir`` or one file of ``--mb`` MB written by a
    throwaway MariaDB (``bench/binlog_server.py`` + ``bench/workload.py``): ``mixed``, four
-   ~10-column tables with TEXT (~390 bytes a row change), ``narrow``, issue 13's measured
-   file (one 8-column table, ~140 bytes a row change: ``--mb 147`` holds ~1.03 M), or
-   ``wide``, issue 40's (one table with DOUBLE, DECIMAL, DATETIME(6) and a VARCHAR growing
+   ~10-column tables with TEXT (~390 bytes a row change), ``narrow``, a measured
+   file's shape (one 8-column table, ~140 bytes a row change: ``--mb 147`` holds ~1.03 M), or
+   ``wide`` (one table with DOUBLE, DECIMAL, DATETIME(6) and a VARCHAR growing
    on UPDATE: ``--mb 147`` holds 1.05 M row changes in ~157 MB).
    ``bronze-loop-off``: bronze again without the compiled row loop (the reference decoding).
 2. Reference: ``mariadb-binlog --base64-output=decode-rows -v`` over every file (to /dev/null).
 3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand);
    with ``--one-commit`` also ``bronze (one commit)`` and ``silver (one commit)``
-   (``commit_mb = 0``: the whole run in one commit, as before issue 13's memory bound).
+   (``commit_mb = 0``: the whole run in one commit, without the memory bound).
 4. ``silver``: ``run_silver`` (rendering in the engine's Python), and ``silver (render
    workers)`` with ``silver.render_in_subprocess = true`` on a fresh silver.
    ``engine-writer``: bronze and silver again with ``lake.writer = "engine"`` (the engine's
@@ -38,11 +38,11 @@
    more, numbered after it (a link), indexed after the history against an empty lake: what
    a day's large file costs a lake with a history, time and memory. ``batch``: every input
    file once more, numbered after the input (links), in one run, the same way: what a day's
-   batch of binlogs costs (its quality checks a window of several files: session 24).
+   batch of binlogs costs (its quality checks a window of several files).
    ``many-runs``: one new small file after ``--runs`` more runs of one small file each on a
    copy of the history (made before the clock starts), against small-file's run after the
    history: what a scheduled job's run costs once the runs before it left their commits and
-   files (session 25).
+   files.
 
 The stages run in rounds, each stage once per round in the order above, ``--repeat`` rounds:
 a stage and its reference run within a minute of each other (this machine's speed drifts over
@@ -334,7 +334,7 @@ def table(figures: list[Figure], runs: dict[str, list[Figure]] | None = None) ->
 # buffer pool holds the table's unique key (the 128 MB default stops fitting it past ~1M rows
 # and every insert then waits on the disk). The redo log holds one export's redo (~0.7 KB a
 # row change: docs/gold.md recommends 1 GB; with MariaDB 10.11's 96 MB default the server
-# spent 46 CPU-s instead of 37 on issue 13's 1.03M row changes, flushing pages to advance
+# spent 46 CPU-s instead of 37 on the narrow file's 1.03M row changes, flushing pages to advance
 # its checkpoint; devtools' test servers shrink it to 8 MB).
 # innodb_autoinc_lock_mode is MariaDB's default, 1 (docs/gold.md); the rest is devtools'
 # server (binary log on, relaxed flushing: with MariaDB's own flushing and no binary log the

@@ -6,7 +6,7 @@
 One engine process (the embedded one), one lake. Bronze is indexed once untimed (the engine
 and the compiled loops warmed up, and the bronze the parts read); then each round times:
 
-* ``bronze``: the bronze stage into a lake of its own (goal 1's reference);
+* ``bronze``: the bronze stage into a lake of its own (the reference);
 * ``read``: the row changes silver reads from bronze (its columns), handed to a Python task
   that drops them;
 * ``read + render``: the same rows through silver's transform (``to_silver``: naming,

@@ -2,7 +2,7 @@
 
 ::
 
-    .venv/bin/python bench/stream_load.py --rate 5000 --seconds 60    # issue 42's two runs
+    .venv/bin/python bench/stream_load.py --rate 5000 --seconds 60    # the two measured runs
     .venv/bin/python bench/stream_load.py --rate 20000 --seconds 60
     .venv/bin/python bench/stream_load.py --rate 0 --seconds 30       # as fast as it goes
 

@@ -257,7 +257,7 @@ def fill_binlog(conn, target_bytes: int, *, seed: int = 7, rows_per_insert: int 
     return name, w
 
 
-# -- the narrow workload: issue 13's file (one 8-column table) ---------------------------------
+# -- the narrow workload: one 8-column table, ~140 bytes a row change -------------------------
 
 NARROW_TABLE = """
     CREATE TABLE benchdb.payments (
@@ -279,7 +279,7 @@ _NARROW_DELETE = "DELETE FROM benchdb.payments WHERE id BETWEEN %s AND %s"
 
 def fill_narrow_binlog(conn, target_bytes: int, *, seed: int = 7, progress=None
                        ) -> tuple[str, Written]:
-    """The shape of issue 13's measured file: one 8-column table (integers, VARCHAR, DECIMAL,
+    """The shape of the narrow measured file: one 8-column table (integers, VARCHAR, DECIMAL,
     DATETIME(6), a nullable note) and, per transaction, 400 inserted rows, 200 updated and
     100 deleted: 4 row changes in 7 are UPDATEs' before/after pairs' halves, so ~1.3 row
     images per row change, ~140 bytes of binlog per row change (the issue's 147 MB held
@@ -318,7 +318,7 @@ def fill_narrow_binlog(conn, target_bytes: int, *, seed: int = 7, progress=None
     return name, w
 
 
-# -- the wide workload: issue 40's file (one table of DOUBLE, DECIMAL, DATETIME(6), growing text) --
+# -- the wide workload: one table of DOUBLE, DECIMAL, DATETIME(6), growing text ---------------
 
 WIDE_TABLE = """
     CREATE TABLE benchdb.events (
@@ -334,7 +334,7 @@ _WIDE_DELETE = "DELETE FROM benchdb.events WHERE id BETWEEN %s AND %s"
 
 def fill_wide_binlog(conn, target_bytes: int, *, seed: int = 7, progress=None
                      ) -> tuple[str, Written]:
-    """Issue 40's file: one 8-column table (INT, VARCHAR, DECIMAL, DATETIME(6), TINYINT,
+    """The wide file: one 8-column table (INT, VARCHAR, DECIMAL, DATETIME(6), TINYINT,
     DOUBLE, a VARCHAR(200) note that grows on UPDATE); rows inserted 1,000 per ``executemany``,
     then UPDATEs of 1,000-row ranges over half of them and DELETEs over a quarter, each
     statement its own transaction. The row count scales with ``target_bytes``: 147 MB asks for

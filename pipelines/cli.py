@@ -143,7 +143,7 @@ def _cmd_index(args: argparse.Namespace, cfg: Config) -> int:
 def _quality_and_gold(spark, cfg: Config, window) -> int:
     """``index --gold-dsn``: quality over the run's silver rows on a thread while gold exports
     them (neither waits on the other: quality reports, it does not hold gold back; the gold
-    server's inserts leave binlake's process mostly idle, docs/performance.md, session 29).
+    server's inserts leave binlake's process mostly idle, docs/performance.md, Gold export).
     Quality's line is printed before gold's; gold's error wins over quality's."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -163,7 +163,7 @@ def current_version(path: str) -> int | None:
     newest version its ``_delta_log`` directory lists (what delta-rs reads first, before it
     loads the snapshot with every file's statistics: 5–7 ms after the 250 MB workload's
     history, 44 ms after 200 more runs; the listing takes well under a millisecond,
-    docs/performance.md, session 27); elsewhere delta-rs."""
+    docs/performance.md, Optimize and the small tables); elsewhere delta-rs."""
     if os.path.isabs(path):
         try:
             names = os.listdir(os.path.join(path, "_delta_log"))
@@ -448,7 +448,7 @@ def holds_commit_rows(spark) -> bool:
     commit's size is the engine's memory: Sail's does; JVM Spark's with delta-spark and
     Databricks' write rows to files as they come, and each extra commit costs them a job, a
     Delta commit and a slice too small to keep their cores busy (docs/performance.md,
-    session 22)."""
+    Other figures)."""
     return sail_engine(spark)
 
 
@@ -459,7 +459,7 @@ def commit_bytes(spark, commit_mb: float | None, *, engine_writes: bool = True) 
     commit per run: where binlake's tasks write the files (``task_files``) nothing holds a
     commit's rows, and each commit more costs a job whose last tasks leave cores idle (a 1 GB
     binlog: bronze 6.5 s in one commit against 9.8 s in commits of 64 MB, the same peak
-    memory: docs/performance.md, session 28)."""
+    memory: docs/performance.md, Bronze decode)."""
     if commit_mb is None:
         commit_mb = BOUNDED_COMMIT_MB if engine_writes and holds_commit_rows(spark) else 0.0
     return int(commit_mb * 2**20)

@@ -4,8 +4,8 @@
 quality run and ``silver/quarantine`` at every silver run that quarantines: each append is a
 data file of a few rows, and the next runs read the table whole. A query opens every data file
 of a table: on the embedded engine about 0.8 ms each (800 one-row appends: a read of 622 ms,
-28 ms once compacted; docs/performance.md, session 25), so a lake's runs got slower with the
-number of runs before them.
+28 ms once compacted; docs/performance.md, Optimize and the small tables), so a lake's runs
+got slower with the number of runs before them.
 
 Their writers therefore compact such a table once it holds more than :data:`FEW_FILES` data
 files (:func:`keep_few_files`): the engine's ``OPTIMIZE`` where it has one (delta-spark,

@@ -4,7 +4,7 @@
 A slice assignment in a loop (``dst[a:b] = src[c:d]``) checks the shapes and the overlap
 and copies element by element: for the loops' many short copies (a column's name and its
 value, a string value) that cost a quarter of silver's ``render_side``
-(docs/performance.md, session 20). The caller has made room; the arrays are distinct. Imported
+(docs/performance.md, Silver render). The caller has made room; the arrays are distinct. Imported
 only by the loops' modules (it imports numba); the copy is compiled into their cached code.
 """
 

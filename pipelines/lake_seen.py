@@ -4,7 +4,7 @@ Each stage makes its own ``Lake`` object, and each asked the engine again whethe
 exists and whether it holds every declared column: a query plan each, which on the embedded
 engine loads the table's Delta log (a checkpoint of every data file). One small-file run
 asked that 24 times, 120–133 ms of a ~1.05 s run after a history, and 265 ms once 200 more
-runs had left their files and commits (docs/performance.md, session 26).
+runs had left their files and commits (docs/performance.md, Optimize and the small tables).
 
 Both answers only ever turn true: no stage drops a table, and no column is ever dropped. So
 once seen, a table at a local path is remembered for the process together with the state of

@@ -7,7 +7,7 @@ holds the peak of every arena, not what it uses (1 GB binlog, bronze: the engine
 process peaked at 1.0 GB with, 0.8 GB without that retention; docs/performance.md).
 ``malloc_trim(0)`` returns those pages. Elsewhere (no glibc, or the engine in another
 process) it does nothing harmful. Silver does not trim between its slices: each slice would
-fault the pages in again, and the next slice reuses them (docs/performance.md, session 19).
+fault the pages in again, and the next slice reuses them (docs/performance.md, Memory).
 
 :func:`use_system_allocator` makes pyarrow allocate with the C library's malloc instead of
 its bundled mimalloc in the processes binlake starts (the embedded engine's, the decoding and
@@ -27,7 +27,7 @@ glibc raises the threshold to the size of every mmapped block freed (up to 32 Mi
 a rendering batch's buffers (several MiB each) have been freed the next ones come from the
 arenas, whose freed pages stay with the process and fragment: a silver run's peak grew with
 the binlog (1 GB narrow binlog, 7 M row changes: the engine's process 1,297 MiB by default,
-1,105 MiB with the threshold fixed, 1% more CPU; docs/performance.md, session 29). Blocks of
+1,105 MiB with the threshold fixed, 1% more CPU; docs/performance.md, Memory). Blocks of
 4 MiB and more are then mapped and unmapped as they come. ``MALLOC_MMAP_THRESHOLD_``, when
 set, still decides.
 """

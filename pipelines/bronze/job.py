@@ -175,7 +175,7 @@ def with_file_literals(decoded, source_id: str, paths: list[str]):
     where the tasks read one file: every row of a task carries the run's ``source_id`` and its
     file's name (``decode_task``), and an engine writing a partitioned table whose partition
     values are literals does not sort the rows by them first (Sail's sort held every row of
-    the commit and copied it twice: docs/performance.md, session 17)."""
+    the commit and copied it twice: docs/performance.md, Bronze decode)."""
     names = {os.path.basename(p) for p in paths}
     if len(names) != 1:
         return decoded
@@ -315,7 +315,7 @@ def _may_hold(spark, lake: Lake, source_id: str, names: list[str],
     or by a run killed after it wrote some, or by the stream): False only when the Delta log
     lists no data file in their partitions. A file indexed for the first time then needs no
     DELETE, which on the embedded engine is a query over the table's log (~50 ms once the
-    lake holds a history, docs/performance.md, session 26). The log's listing
+    lake holds a history, docs/performance.md, Optimize and the small tables). The log's listing
     (``delta_log``, every file naming both partition columns), else delta-rs file pruning."""
     where = lake.location(spark, BRONZE_EVENTS)
     if not where:

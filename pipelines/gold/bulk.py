@@ -4,7 +4,7 @@
 rows in one command, in the binary protocol: the server parses the INSERT once per
 connection, not once per row, and reads each value as it is sent instead of lexing a quoted,
 escaped literal. Exporting the bench's 681,449 silver rows, the server used 18-22 CPU-s
-against 24-27 for multi-row INSERT text (docs/performance.md, session 15). Same statement, same
+against 24-27 for multi-row INSERT text (docs/performance.md, Gold export). Same statement, same
 rows, same duplicate-key no-op as the ``insert`` method (``exporter``).
 
 Wire form of one command (after the command byte ``0xFA``): the statement id (4 bytes), the

@@ -246,7 +246,7 @@ def source_numbers(conn, keys) -> dict[SourceKey, int]:
 
 
 def renumber_events(conn) -> int:
-    """Give the rows a ``binlog_events`` numbered by AUTO_INCREMENT (binlake before issue 43,
+    """Give the rows a ``binlog_events`` numbered by AUTO_INCREMENT (binlake before computed ids,
     or rows written without an id) their computed ``event_id`` (``event_ids.py``); idempotent
     (only ids below :data:`~pipelines.gold.event_ids.FIRST_ID` change). Returns the rows
     renumbered."""

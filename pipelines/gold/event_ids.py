@@ -4,7 +4,7 @@ bintrail's readers order a key's history by ``(event_timestamp, event_id)`` (its
 builder's ``ORDER BY`` and its Go-side sort) and page by ``event_id``; its own ``event_id`` is
 an AUTO_INCREMENT filled in binlog order by one writer. binlake's export writes from several
 tasks at once, so an AUTO_INCREMENT would number rows in the order the tasks happened to
-write them (issue 43: 1,836 of 5,019 rows out of ``row_in_event`` order). Instead each row's
+write them (seen: 1,836 of 5,019 rows out of ``row_in_event`` order). Instead each row's
 ``event_id`` is computed from where it sits in the binlog, the same on every run, task and
 re-export::
 

@@ -216,7 +216,7 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     from pipelines.lake import Lake
     from pipelines.silver.renames import forward, lineage, load_renames, renamed, segments_where
 
-    # A renamed table (issue 41 §3): --table NEW selects the changes made under its earlier
+    # A renamed table: --table NEW selects the changes made under its earlier
     # names too, and every change is undone under the name and columns it has today.
     facts = load_renames(spark, Lake.of(cfg))
     df = lake.silver(spark, cfg)
@@ -249,7 +249,7 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     parsed = []
     readings = JsonReadings.of_plan(naming)
     for d, spec in changes:
-        # MariaDB JSON values read as the spec writing the undo renders them (issue 41 §4)
+        # MariaDB JSON values read as the spec writing the undo renders them
         was = readings.rendered(d.get("schema_version"),
                                 *d.get("__made_as", (d["schema_name"], d["table_name"])))
         want = text_json_columns(spec.columns)

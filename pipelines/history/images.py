@@ -107,7 +107,7 @@ def pk_values_of(values: dict[str, str], pk_names: list[str]) -> str:
     return "|".join(pk_text(values.get(n, "null")) for n in pk_names)
 
 
-# -- one reading of a MariaDB JSON column (issue 41 §4) -----------------------------------------
+# -- one reading of a MariaDB JSON column -----------------------------------------------------
 # MariaDB's JSON is a LONGTEXT with a json_valid CHECK, which only a schema snapshot names:
 # silver renders such a value as the document's own text where its snapshot says JSON, and as
 # a JSON string of that text elsewhere (``schema_version`` 'binlog', or a snapshot taken before

@@ -128,7 +128,7 @@ def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
 
 
 def _json_reading(spark, cfg: Config):
-    """A function: a change's images with MariaDB JSON values read once (issue 41 §4): as
+    """A function: a change's images with MariaDB JSON values read once: as
     the newest snapshot naming the table renders them, whatever its own ``schema_version``
     rendered (``images.reread``). The identity where no snapshot names such a column."""
     from pipelines.history.images import JsonReadings, raw_values, reread

@@ -101,7 +101,7 @@ class MirrorResult:
     note: str = ""
     seconds: float = 0.0
     # mirrored tables whose name is gone (DROP TABLE/DATABASE, renamed away): table → what
-    # and where; their mirror keeps the rows of then (issue 41 §3)
+    # and where; their mirror keeps the rows of then
     gone: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
@@ -203,7 +203,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                                & (F.col("seq") > F.lit(last_seq)))
             if last_seq < 0 and len(segments) > 1:
                 # A renamed table's first mirror run starts from its rows under the earlier
-                # names (issue 41 §3), their images read with today's column names.
+                # names, their images read with today's column names.
                 log.info("mirror: %s.%s was named %s before: its rows since then included",
                          *key, ", ".join(f"{x.name[0]}.{x.name[1]}" for x in segments[1:]))
                 rows = _renamed_rows(

@@ -69,7 +69,7 @@ class TableTyping:
     pk: tuple[str, ...] = ()
     # MariaDB JSON columns (a LONGTEXT with a json_valid CHECK that only a snapshot names):
     # silver renders their values as a JSON string of the document where no snapshot of the
-    # row's schema_version says JSON (issue 41 §4)
+    # row's schema_version says JSON
     text_json: frozenset[str] = frozenset()
 
     @classmethod

@@ -267,7 +267,7 @@ def hashed_key_counts(df: DataFrame, rule: Rule) -> DataFrame:
     the rows per hash (``count``). Rows sharing a key share its hash, so a pass where no two
     rows share a hash holds no duplicate. On the embedded engine grouping by one bigint took
     ~35% less time than grouping by the key's columns, a string among them, and left less
-    memory behind (docs/performance.md, session 24)."""
+    memory behind (docs/performance.md, Quality)."""
     cols = list(rule.columns)
     key_hash = F.when(_any_value(cols), F.xxhash64(*[F.col(c) for c in cols]))
     return df.where(considered(rule)).groupBy(key_hash.alias("__h")).count()

@@ -171,7 +171,7 @@ def with_image_counts(df: DataFrame) -> DataFrame:
         "coalesce(from_json(absent_columns, 'array<string>'), array()))))")
     # 1 where the row has an image, else NULL. A product, not ``F.when(has_image, names)``:
     # the embedded engine evaluates a CASE's branch on a copy of the rows it selects, which
-    # cost 0.25 s of the rule's 0.8 s over 681k rows (docs/performance.md, session 21).
+    # cost 0.25 s of the rule's 0.8 s over 681k rows (docs/performance.md, Quality).
     has_image = F.nullif(F.col("row_before").isNotNull() | F.col("row_after").isNotNull(),
                          F.lit(False)).cast("int")
     return df.withColumn("image_column_count", names.cast("int") * has_image)
@@ -288,7 +288,7 @@ def keyed_rows(sl: SilverSlice, columns: list[str], where: Column | None = None)
     is :func:`alone_in_bounds`, its context, grouped by key as :func:`context_key_counts`
     groups the context otherwise (without the union with the table's rows and without a
     filter on the bounds: on the embedded engine a filter on a string column made each pass
-    three times slower, docs/performance.md, session 24)."""
+    three times slower, docs/performance.md, Tried and dropped)."""
     assert sl.rows is not None
     rows = sl.rows if where is None else sl.rows.where(where)
     return rows.where(_whole_key(columns))

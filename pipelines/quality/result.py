@@ -56,7 +56,7 @@ class QualityResult:
     rows_checked: dict[str, int] = field(default_factory=dict)
     report_path: str | None = None
     seconds: float = 0.0
-    # what the lake cannot know (issue 41: tables whose FK rules are unknown in an epoch)
+    # what the lake cannot know (tables whose FK rules are unknown in an epoch)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -4,7 +4,7 @@ A UNIQUE rule groups the rows it considers by key and counts the rows whose key 
 than once (``checks._unique_counts``). The embedded engine holds a grouped aggregate's keys in
 memory (Sail 0.7's memory pool is unbounded, so its aggregates never spill): ~100 MiB per
 million keys of the default rules, the only part of a quality run that followed the window's
-size (docs/performance.md, session 23). There a window of more than :data:`PASS_ROWS` rows is
+size (docs/performance.md, Quality). There a window of more than :data:`PASS_ROWS` rows is
 grouped in several passes:
 
 - over ranges of the key's first integer column (``seq``, ``start_pos``), and one pass for the
@@ -13,7 +13,7 @@ grouped in several passes:
   joined while they hold at most ``PASS_ROWS`` rows. Equally wide ranges were not equally
   full: ``seq`` is ``file_number * 2^32 + position``, so a window of several binlog files
   bunches each file's rows in one range, and that pass held a whole file's rows (2.7 million
-  for a 1 GB binlog, docs/performance.md, session 24);
+  for a 1 GB binlog, docs/performance.md, Quality);
 - over buckets of the key's hash when the key has no integer column.
 
 Rows sharing a key share every part of it, so each key's rows fall in one pass and the sums

@@ -1,4 +1,4 @@
-"""Pure: the schema epochs in which a table's cascading FK rules are unknown (issue 41).
+"""Pure: the schema epochs in which a table's cascading FK rules are unknown.
 
 Silver derives the child rows an ``ON DELETE`` / ``ON UPDATE`` ``CASCADE`` or ``SET NULL``
 rule changed from the rules of the snapshot valid in the child's schema epoch

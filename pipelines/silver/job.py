@@ -69,7 +69,7 @@ def run_silver(spark, cfg: Config) -> SilverResult:
         close_idle()  # the rendering processes the run's tasks shared
         # Freed pages go back to the OS once, at the end of the run: between slices, the next
         # slice would fault the same pages in again (~9% of silver's CPU on 250 MB), and the
-        # allocator's arenas are reused slice after slice (docs/performance.md, session 19).
+        # allocator's arenas are reused slice after slice (docs/performance.md, Memory).
         release_freed_memory()
 
 
@@ -216,7 +216,7 @@ def _compiled(cfg: Config, n_bytes: int, n_rows: int = 0) -> bool:
     ``silver.compiled_min_rows`` row changes (narrow rows: many in few MB), loaded
     on a thread of their own while the planning waits on the engine; and for any run where
     this process renders (``render_warm.renders_here``) and holds them already (a stream's
-    follows, a notebook's later runs: docs/performance.md, session 13)."""
+    follows, a notebook's later runs: docs/performance.md, Silver render)."""
     if n_bytes >= cfg.silver.compiled_min_mb * 2**20 or n_rows >= cfg.silver.compiled_min_rows:
         warm_in_background(cfg)
         return True

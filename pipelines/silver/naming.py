@@ -1,6 +1,6 @@
 """Pure: which schema names a bronze row change — or why none can, without guessing.
 
-Rules (issue 3, ``docs/silver.md``):
+Rules (``docs/silver.md``):
 
 * A table's *schema epochs* are delimited by the DDL events touching it (``ddl.py``), in
   binlog order per source. Positions compare as ``file_number << 32 | pos``.

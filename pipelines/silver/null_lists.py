@@ -6,7 +6,7 @@ after every row, and Arrow Java's ``ListVector`` walks back over every NULL list
 last non-NULL one to answer: quadratic in a batch's run of NULL lists. Bronze row changes hold
 many (the TABLE_MAP fact columns since they moved to TABLE_MAP rows, an INSERT's before image,
 a DELETE's after image), and silver's exchange took 16.8 s instead of 2.8 s on 164k row
-changes (docs/performance.md, session 11). Empty lists cost nothing there, NULL strings and
+changes (docs/performance.md, Tried and dropped). Empty lists cost nothing there, NULL strings and
 structs neither; the byte limit stays (it bounds a batch of large BLOB images).
 
 ``lists_not_null`` (engine side) and ``restore_null_lists`` (the Python task) are exact

@@ -1,4 +1,4 @@
-"""Renames in the DDL silver records: a table's earlier names and its columns' (issue 41 §3).
+"""Renames in the DDL silver records: a table's earlier names and its columns'.
 
 Pure, but for :func:`load_renames`. ``RENAME TABLE a TO b[, c TO d]``, ``ALTER TABLE a …
 RENAME [TO|AS] b``, ``ALTER TABLE a … RENAME COLUMN x TO y`` and ``CHANGE [COLUMN] x y …``

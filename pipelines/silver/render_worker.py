@@ -193,9 +193,9 @@ def _coalesced(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Reco
 
 # Rows per rendering batch. A columnar pass costs per batch as well as per row; the batch is
 # also the memory bound of a rendering task. 16,384 everywhere: where the embedded engine's
-# own process renders, 65,536 (sessions 16-29) was no faster with the compiled loops and held
+# own process renders, 65,536 was no faster with the compiled loops and held
 # ~250 MiB more on a 1 GB binlog, a 60 MB one's peak +30% instead of +15%
-# (docs/performance.md, session 30).
+# (docs/performance.md, Silver render).
 BATCH_ROWS = 16384
 
 

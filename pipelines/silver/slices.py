@@ -14,7 +14,7 @@ rows by it first (Sail: a sort that holds the commit's rows and copies each of t
 ~0.5 CPU-s per 681k row changes). A write whose ``event_date`` is one literal needs no sort.
 Binlogs are written in time order, so most slices lie within a day; the others, and lakes
 whose silver table does not take literals (``Lake.takes_literals``), are written sorted.
-docs/performance.md, session 17.
+docs/performance.md, Silver render.
 """
 
 from __future__ import annotations
