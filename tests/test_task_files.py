@@ -144,8 +144,12 @@ def test_tasks_write_the_engines_rows_in_row_groups_with_bloom_filters(spark, tm
     biggest = events.groupBy("schema_name", "table_name").count().orderBy("count",
                                                                           ascending=False).first()
     row = events.where(f"schema_name = '{biggest[0]}' AND table_name = '{biggest[1]}'").first()
-    absent = row["pk_hash"][:-1] + ("0" if row["pk_hash"][-1] != "0" else "1")
-    for pk_hash, present in ((row["pk_hash"], True), (absent, False)):
+    # keys no row has: a bloom filter answers "maybe" for a few of them wrongly (its false
+    # positive rate), so eight are probed and most must read no row group at all
+    absent = [row["pk_hash"][:-2] + f"{i:02x}" for i in range(256)
+              if f"{i:02x}" != row["pk_hash"][-2:]][:8]
+    absent_read = []
+    for pk_hash, present in [(row["pk_hash"], True)] + [(a, False) for a in absent]:
         plan = spark.sql(f"EXPLAIN ANALYZE SELECT * FROM delta.`{silver}` WHERE schema_name = "
                          f"'{row['schema_name']}' AND table_name = '{row['table_name']}' AND "
                          f"pk_hash = '{pk_hash}'").collect()[0][0]
@@ -165,7 +169,8 @@ def test_tasks_write_the_engines_rows_in_row_groups_with_bloom_filters(spark, tm
                                for i in range(f.metadata.num_row_groups))
             assert 1 <= holding <= read < total_groups and read <= holding + 1, plan[-3000:]
         else:
-            assert read == 0, plan[-3000:]
+            absent_read.append(read)
+    assert sum(r == 0 for r in absent_read) >= 6 and max(absent_read) <= 2, absent_read
 
     # A re-run appends nothing: the anti-join and bronze's file states read the files.
     version = DeltaTable(silver).version()

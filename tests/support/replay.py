@@ -78,14 +78,29 @@ def _canon(col: dict[str, Any], value: Any, *, from_silver: bool) -> Any:
     return str(value)
 
 
+def _frozen(v: Any) -> Any:
+    """A hashable form of a JSON value that keeps its types (a Decimal stays a Decimal)."""
+    if isinstance(v, dict):
+        return ("json-object", tuple(sorted((k, _frozen(x)) for k, x in v.items())))
+    if isinstance(v, list):
+        return ("json-array", tuple(_frozen(x) for x in v))
+    return v
+
+
+def _thawed(v: Any) -> Any:
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == "json-object":
+        return {k: _thawed(x) for k, x in v[1]}
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == "json-array":
+        return [_thawed(x) for x in v[1]]
+    return v
+
+
 def _frozen_row(row: tuple) -> tuple:
-    return tuple(("json", json.dumps(v, sort_keys=True, default=str))
-                 if isinstance(v, (dict, list)) else v for v in row)
+    return tuple(_frozen(v) for v in row)
 
 
 def _thawed_row(row: tuple) -> tuple:
-    return tuple(json.loads(v[1], parse_float=Decimal)
-                 if isinstance(v, tuple) and len(v) == 2 and v[0] == "json" else v for v in row)
+    return tuple(_thawed(v) for v in row)
 
 
 def server_tables(conn, tables: Iterable[str]) -> dict[str, list[tuple]]:
