@@ -51,7 +51,7 @@ $(MINIO_DIR)/minio:
 	@echo "minio: built $(MINIO_DIR)/minio"
 
 demo: setup
-	$(PY) -m pipelines.demo
+	$(PY) -m pipelines.cli.demo
 
 # Everything but the tests that start a JVM Spark (marked `jvm` by tests/conftest.py).
 test: setup mariadb chromium minio

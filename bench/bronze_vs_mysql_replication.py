@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                    lambda _i: timed(binlake_decode, big, False))
 
         say("[4/6] binlake bronze stage, 1 file (decode + Delta write, embedded Sail)")
-        from pipelines.session import engine_name, get_spark
+        from pipelines.engine.session import engine_name, get_spark
 
         cfg = load_config()
         t0 = time.perf_counter()

@@ -51,7 +51,7 @@ def child(engine: str, master: str, lake: str, binlog_dir: str) -> dict:
     from pipelines.bronze.job import run_bronze
     from pipelines.config import load_config
     from pipelines.quality import run_quality
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
     from pipelines.silver.job import run_silver
 
     cfg = load_config(env={}, overrides={"lake.root": lake, "engine.kind": engine,

@@ -3,7 +3,7 @@ silver just written, by binlake's tasks and by the engine's Delta writer, side b
 
 Silver is rendered twice from the bronze the bench left (unmeasured): with ``lake.writer =
 "auto"`` (binlake's tasks: row groups of ``lake.row_group_rows`` and a ``pk_hash`` bloom
-filter, ``pipelines/task_files.py``) and with ``"engine"`` (Sail's writer: one row group per
+filter, ``pipelines/lake/task_files.py``) and with ``"engine"`` (Sail's writer: one row group per
 data file). Then, on each, the histories of ``KEYS`` keys of the table with the most rows and
 of one key silver does not hold, as ``binlake query`` asks for them (``schema_name``,
 ``table_name``, ``pk_hash``): the row groups the scan read after the Delta statistics, the

@@ -30,8 +30,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from pipelines.config import EngineConfig  # noqa: E402
-from pipelines.delta_ops import files_added, rows_written_since  # noqa: E402
-from pipelines.session import get_spark  # noqa: E402
+from pipelines.lake.delta_ops import files_added, rows_written_since  # noqa: E402
+from pipelines.engine.session import get_spark  # noqa: E402
 
 
 def _best(rounds: int, fn) -> tuple[float, object]:

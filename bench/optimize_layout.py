@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from silver_gen import pk_hash, silver_batches, table_names  # noqa: E402
 
 from pipelines.config import load_config  # noqa: E402
-from pipelines.delta_ops import sql_string  # noqa: E402
-from pipelines.optimize import optimize_lake  # noqa: E402
-from pipelines.session import get_spark  # noqa: E402
+from pipelines.lake.delta_ops import sql_string  # noqa: E402
+from pipelines.ops.optimize import optimize_lake  # noqa: E402
+from pipelines.engine.session import get_spark  # noqa: E402
 
 TABLES = 40
 KEYS = 200_000

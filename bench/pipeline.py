@@ -18,7 +18,7 @@
 4. ``silver``: ``run_silver`` (rendering in the engine's Python), and ``silver (render
    workers)`` with ``silver.render_in_subprocess = true`` on a fresh silver.
    ``engine-writer``: bronze and silver again with ``lake.writer = "engine"`` (the engine's
-   Delta writer, not binlake's tasks: ``pipelines/task_files.py``), against the stages
+   Delta writer, not binlake's tasks: ``pipelines/lake/task_files.py``), against the stages
    above; with ``stage-commands``, the two commands that way too. ``key-history``
    (``bench/key_history.py``): silver written both ways from the bronze left, then what one
    key's history reads from each (row groups, bytes, seconds).
@@ -506,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
     from pipelines.bronze.job import run_bronze
     from pipelines.quality import Window, run_quality
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
     from pipelines.silver.job import run_silver
 
     def cfg_for(lake: Path, **overrides):
@@ -580,7 +580,7 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
         """Index one new small file into a copy of the history after ``count`` runs of one
         new small file each (made by ``run.prepare``, unmeasured): what a scheduled job's run
         costs once the lake holds the runs before it (every run appends to the small tables
-        the next one reads whole: pipelines/few_files.py)."""
+        the next one reads whole: pipelines/lake/few_files.py)."""
         where = work / "runs"
 
         def prepare() -> None:

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from pipelines.config import EngineConfig, load_config  # noqa: E402
 from pipelines.history.query import query_silver  # noqa: E402
 from pipelines.history.selection import Selection  # noqa: E402
-from pipelines.session import get_spark  # noqa: E402
+from pipelines.engine.session import get_spark  # noqa: E402
 from pipelines.silver.transform import SILVER_COLUMNS  # noqa: E402
 
 TABLES = 20

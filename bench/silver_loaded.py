@@ -55,7 +55,7 @@ def child(kind: str, lake: Path, binlog_dir: str) -> int:
     """One engine process: answers ``run`` lines on stdin with a JSON line per round."""
     from pipelines.bronze.job import run_bronze
     from pipelines.config import load_config
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
     from pipelines.silver import render_fast
     from pipelines.silver.job import run_silver
     from pipelines.silver.render_warm import warm

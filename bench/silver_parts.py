@@ -63,8 +63,8 @@ def parts(binlog_dir: Path, work: Path, repeat: int) -> tuple[dict[str, list[dic
     from pipelines.bronze.table_maps import read_table_maps
     from pipelines.config import load_config
     from pipelines.history.lake import naming_plan
-    from pipelines.lake import BRONZE_EVENTS, Lake
-    from pipelines.session import get_spark
+    from pipelines.lake.tables import BRONZE_EVENTS, Lake
+    from pipelines.engine.session import get_spark
     from pipelines.silver.job import run_silver
     from pipelines.silver.render_warm import batch_rows, warm
     from pipelines.silver.transform import bronze_changes, to_silver

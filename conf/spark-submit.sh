@@ -6,7 +6,7 @@
 #
 # bronze -> silver -> quality -> gold (when BINLAKE_GOLD_DSN is set) -> optimize, one
 # spark-submit each. spark-submit starts the session (with the Delta extensions below) before
-# binlake runs, so pipelines/session.py uses that active session. The gold DSN is read from the
+# binlake runs, so pipelines/engine/session.py uses that active session. The gold DSN is read from the
 # environment, never put on the command line.
 #
 # Needs on the driver and executors: Spark 4.0/4.1 (spark-submit on PATH or $SPARK_HOME/bin)
@@ -24,7 +24,7 @@ SUBMIT=spark-submit
 if [ -n "${SPARK_HOME:-}" ] && [ -x "$SPARK_HOME/bin/spark-submit" ]; then
   SUBMIT="$SPARK_HOME/bin/spark-submit"
 fi
-ENTRY=$("$PYTHON" -c 'import pipelines.cli as m; print(m.__file__)')
+ENTRY=$("$PYTHON" -c 'import pipelines.cli.main as m; print(m.__file__)')
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PYTHON}"
 # A classic job: a Spark Connect setting left in the shell would turn the driver into a client.
 unset SPARK_REMOTE SPARK_CONNECT_MODE_ENABLED SPARK_LOCAL_REMOTE

@@ -169,7 +169,7 @@ class MinioServer:
 
     def make_bucket(self, name: str | None = None) -> str:
         """Create a bucket (a fresh random name unless given) and return its name."""
-        from pipelines.s3_client import S3Client, S3Settings
+        from pipelines.lake.s3_client import S3Client, S3Settings
 
         name = name or "lake-" + secrets.token_hex(6)
         S3Client(S3Settings.resolve(env=self.env()), name).create_bucket()

@@ -1,6 +1,6 @@
 """A realistic silver table made fast by the engine, for the gold tests and ``bench/gold_export.py``.
 
-Silver's declared columns (``pipelines.lake.SILVER_EVENTS``), written as Delta partitioned by
+Silver's declared columns (``pipelines.lake.tables.SILVER_EVENTS``), written as Delta partitioned by
 ``event_date``. Values a gold export must keep exact: 64-bit unsigned and signed extremes and
 long decimals inside the JSON text, ``pk_values`` with escaped ``|`` and ``\\``, one in a
 thousand ``pk_values`` longer than 512 characters, several hours of events. Columns the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pipelines.lake import SILVER_EVENTS
+from pipelines.lake.tables import SILVER_EVENTS
 
 __all__ = ["silver_frame", "write_silver", "BIG_UNSIGNED", "BIG_NEGATIVE", "DECIMAL_TEXT",
            "RAW_DECIMAL", "LONG_PK", "ESCAPED_PK_TAIL"]

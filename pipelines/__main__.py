@@ -2,6 +2,6 @@
 
 import sys
 
-from pipelines.cli import command
+from pipelines.cli.main import command
 
 sys.exit(command())

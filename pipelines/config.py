@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
-from pipelines.lake import parse_catalog, resolve_root, table_dir
-from pipelines.mysql_client import Dsn, Tls  # Dsn lives in the client module; kept here too
-from pipelines.task_files import ROW_GROUP_ROWS
+from pipelines.lake.tables import parse_catalog, resolve_root, table_dir
+from pipelines.mysql.client import Dsn, Tls  # Dsn lives in the client module; kept here too
+from pipelines.lake.task_files import ROW_GROUP_ROWS
 
 __all__ = [
     "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
@@ -33,13 +33,13 @@ DEFAULT_CONF = Path("conf/binlake.toml")
 
 @dataclass(frozen=True)
 class LakeConfig:
-    """Where the lake's tables are (``pipelines/lake.py``, docs/lake.md)."""
+    """Where the lake's tables are (``pipelines/lake/tables.py``, docs/lake.md)."""
 
     root: str = "./lake"
     catalog: str = ""  # catalog.schema: metastore tables there (external, at the root's paths)
     managed: bool = False  # with catalog: managed tables (the catalog's storage), not external
     # Who writes bronze's and silver's data files: "auto" = binlake's own tasks on the embedded
-    # engine at a local path (row groups, bloom filters: pipelines/task_files.py), else the
+    # engine at a local path (row groups, bloom filters: pipelines/lake/task_files.py), else the
     # engine; "engine" = always the engine's Delta writer
     writer: str = "auto"  # auto | engine
     # Rows per Parquet row group where binlake writes the files (and `binlake optimize`'s
@@ -170,7 +170,7 @@ class LeaseConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    """Object-store access for an ``s3://`` lake root (``pipelines/s3_client.py``,
+    """Object-store access for an ``s3://`` lake root (``pipelines/lake/s3_client.py``,
     docs/concurrency.md); an empty key falls back to the usual ``AWS_*`` variable."""
 
     endpoint: str = ""  # http(s)://host:port of MinIO, R2 …; empty: AWS (AWS_ENDPOINT_URL)
@@ -198,7 +198,7 @@ class Config:
         return resolve_root(self.lake.root)
 
     def table_path(self, layer: str, name: str) -> str:
-        """``<lake root>/<layer>/<name>`` (the registry's path; see ``pipelines.lake.Lake``
+        """``<lake root>/<layer>/<name>`` (the registry's path; see ``pipelines.lake.tables.Lake``
         for reading and writing a table whether it is a path or a catalog table)."""
         return table_dir(self.lake_root, layer, name)
 

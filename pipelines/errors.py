@@ -101,7 +101,7 @@ class EngineError(BinlakeError, RuntimeError):
 class LeaseHeldError(BinlakeError, RuntimeError):
     """Another process holds the lake stage (or the gold database) beyond ``--wait``.
 
-    ``holder`` is the :class:`pipelines.lease.Holder` when the lake lease says who it is.
+    ``holder`` is the :class:`pipelines.lake.lease.Holder` when the lake lease says who it is.
     """
 
     def __init__(self, message: str, *, holder: object | None = None) -> None:

@@ -6,7 +6,7 @@ version>`` and its dependencies (delta-storage, unitycatalog-client) and copies 
 (Scala library, SLF4J, Log4j, JSR-305) are left out so the JVM sees one copy of each, and so is any other jar whose
 artifact pyspark's ``jars/`` already holds (Delta 4.4 brings Hadoop, Jackson and Parquet
 builds older than Spark 4.2's own).
-``pipelines.session`` uses that directory when ``engine.delta_jars`` is empty.
+``pipelines.engine.session`` uses that directory when ``engine.delta_jars`` is empty.
 
 Usage: ``python scripts/fetch_delta_jars.py [DEST] [-- MAVEN ARGS…]`` (default DEST:
 ``<venv>/delta-jars``; Maven arguments such as ``--settings FILE`` or ``--offline`` are passed on).
@@ -38,7 +38,7 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 
 
 def default_dest() -> Path:
-    """``<venv>/delta-jars``: where :mod:`pipelines.session` looks by default."""
+    """``<venv>/delta-jars``: where :mod:`pipelines.engine.session` looks by default."""
     return Path(sys.prefix) / "delta-jars"
 
 

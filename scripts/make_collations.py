@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsn", help="read this server instead of starting a throwaway MariaDB")
     args = ap.parse_args(argv)
     if args.dsn:
-        from pipelines.mysql_client import Dsn, connect
+        from pipelines.mysql.client import Dsn, connect
 
         conn = connect(Dsn.parse(args.dsn, setting="--dsn"))
         try:

@@ -35,9 +35,9 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    """The embedded engine, started once (``pipelines.session.get_spark``)."""
+    """The embedded engine, started once (``pipelines.engine.session.get_spark``)."""
     from pipelines.config import EngineConfig
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     return get_spark(EngineConfig())
 

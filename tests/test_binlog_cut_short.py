@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.binlog.reader import BinlogFileReader
-from pipelines.cli import main
+from pipelines.cli.main import main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 NAME = "mariadb-bin.000002"

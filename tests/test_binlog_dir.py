@@ -98,7 +98,7 @@ def test_a_named_file_that_is_not_a_binlog_is_an_error_naming_it(datadir: Path) 
 @pytest.mark.parametrize("command", ["bronze", "index"])
 def test_the_command_names_a_file_that_is_not_a_binlog_and_creates_no_lake(
         tmp_path: Path, datadir: Path, capsys, command: str) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     assert main(["--lake", str(lake), command, "--binlog-dir", str(datadir), "--files",
@@ -116,7 +116,7 @@ def test_index_all_on_a_real_mariadb_data_directory(spark, tmp_path: Path, capsy
     selected, every binlog the server lists is, and the run succeeds (it exited 1 and left
     a ``failed`` aria_log.00000001 in ``status``)."""
     from devtools.mariadb import MariaDBServer
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = str(tmp_path / "lake")
     with MariaDBServer() as server:
@@ -165,7 +165,7 @@ def test_a_failed_entry_an_older_run_left_for_a_non_binlog_is_retracted(
     bronze run retracts that entry and the row, once; status then shows only binlogs."""
     from pipelines.binlog.names import binlog_order, is_binlog_file
     from pipelines.bronze import job
-    from pipelines.cli import main
+    from pipelines.cli.main import main
     from pipelines.config import load_config
 
     def older_selection(binlog_dir: str, *, all_files: bool = False, names=None, **_) -> list:

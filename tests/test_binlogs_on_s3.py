@@ -22,7 +22,7 @@ import pytest
 from devtools.mariadb import MariaDBServer
 from devtools.minio import MinioServer
 from devtools.random_workload import run_random_workload
-from pipelines.s3_client import S3Client, S3Settings
+from pipelines.lake.s3_client import S3Client, S3Settings
 from tests.support.lake_runs import ROOT, SAMPLE_FILES, SAMPLES
 
 pytestmark = [pytest.mark.minio, pytest.mark.spark]
@@ -49,7 +49,7 @@ def _binlake(minio, lake: Path, *args: str, env: dict | None = None) -> tuple[in
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("BINLAKE_", "AWS_")) and k not in ("SPARK_CONNECT_MODE_ENABLED",
                                                                    "SPARK_REMOTE")}
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "--lake", str(lake), *args],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake), *args],
                           cwd=ROOT, env=dict(base, PYTHONPATH=str(ROOT), **minio.env(),
                                              **(env or {})),
                           capture_output=True, text=True, timeout=900)

@@ -75,7 +75,7 @@ def test_index_then_rerun_adds_nothing(spark, tmp_path: Path, binlog_dir: Path) 
 @pytest.fixture
 def deletes(monkeypatch) -> list[str]:
     """The DELETEs bronze runs issue on the lake (their predicates)."""
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
 
     got: list[str] = []
     real = Lake.delete_where
@@ -266,7 +266,7 @@ def test_one_file_waves_write_the_same_bronze(spark, tmp_path: Path, binlog_dir:
 
 
 def test_incident_is_recorded_and_shown_as_a_gap(spark, tmp_path: Path, corpus: Path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     d = tmp_path / "inc"
     d.mkdir()
@@ -289,7 +289,7 @@ def test_unguarded_script_decodes_without_forked_workers(tmp_path: Path) -> None
     script.write_text(
         "from pipelines.bronze.job import run_bronze\n"
         "from pipelines.config import load_config\n"
-        "from pipelines.session import get_spark\n"
+        "from pipelines.engine.session import get_spark\n"
         # inline_max_mb 0: the sample files are small enough to decode in the task's process
         f"cfg = load_config(env={{}}, overrides={{'lake.root': {str(tmp_path / 'lake')!r}, "
         "'bronze.inline_max_mb': 0})\n"

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.bronze.job import plan_chunks, plan_commits
 from pipelines.config import BronzeConfig
-from pipelines.delta_ops import BOUNDED_COMMIT_MB
+from pipelines.lake.delta_ops import BOUNDED_COMMIT_MB
 
 MB = 2**20
 DEFAULT = BronzeConfig()

@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 _SCRIPT = r"""
 import json, sys
 from multiprocessing import forkserver as fs
-import pipelines.session as session
-from pipelines.cli import main
+import pipelines.engine.session as session
+from pipelines.cli.main import main
 
 def running():
     return fs._forkserver._forkserver_pid is not None
@@ -67,7 +67,7 @@ def test_a_small_run_decodes_without_workers(tmp_path: Path) -> None:
 _LOADS = r"""
 import json, sys
 from pipelines.binlog.fast import rowkernel
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.silver import render_warm
 
 code = main(sys.argv[1:])
@@ -102,7 +102,7 @@ import json, sys
 from pipelines.bronze import records
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.session import get_spark
+from pipelines.engine.session import get_spark
 
 real = records.BronzeBatcher.add
 def add(self, event):  # a decoder bug in one file (fault injection: no worker to die)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from pipelines.cli import build_parser
+from pipelines.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "conf" / "databricks" / "databricks.yml"
@@ -51,7 +51,7 @@ def _tasks(bundle: dict):
 def _parse(script: str, target: str, params: list[str]):
     """Parse ``params`` with the parser of the console script ``script`` (``binlake``, or a
     stage's job entry point and its own flat parser)."""
-    if target == "pipelines.cli:command":
+    if target == "pipelines.cli.main:command":
         return build_parser().parse_args(params)
     module = re.fullmatch(r"(pipelines\.\w+\.__main__):main", target).group(1)
     return importlib.import_module(module).build_parser().parse_args(params)

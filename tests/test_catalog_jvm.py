@@ -18,13 +18,13 @@ import pytest
 from pipelines.bronze.job import run_bronze
 from pipelines.config import Dsn, load_config
 from pipelines.gold.job import run_gold, run_vacuum
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_tables
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_tables
 from pipelines.quality import last_quality, run_quality
 from pipelines.silver.job import run_silver
 from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import load_snapshots, save_snapshot
-from pipelines.status import collect_status, render_status
-from pipelines.views import register_views
+from pipelines.ops.status import collect_status, render_status
+from pipelines.ops.views import register_views
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables

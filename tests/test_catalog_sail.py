@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake
 from pipelines.quality import last_quality, run_quality
 from pipelines.silver.job import KEY, run_silver
-from pipelines.status import collect_status
-from pipelines.views import register_views
+from pipelines.ops.status import collect_status
+from pipelines.ops.views import register_views
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 FILES = ["mariadb-bin.000002", "mariadb-bin.000003"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from tests.support.python_run import run_python
 
 CRC32_FILE = "osheroff__mysql-binlog-connector-java/src__test__resources__mysql-bin.checksum-crc32"
@@ -186,7 +186,7 @@ def test_a_stage_entry_point_takes_binlakes_options_for_it(stage: str) -> None:
     as ``binlake <stage>`` and the global ones, the latter anywhere on the line."""
     import importlib
 
-    from pipelines.cli import build_parser
+    from pipelines.cli.main import build_parser
 
     def options(parser) -> set[str]:
         return {o for a in parser._actions for o in a.option_strings} - {"-h", "--help"}
@@ -211,7 +211,7 @@ def test_a_version_the_engine_cannot_read_is_named_not_called_bad_sql(spark, tmp
 
     from deltalake import DeltaTable
 
-    from pipelines.shell import Shell
+    from pipelines.cli.shell import Shell
 
     path = str(tmp_path / "t")
     for i in range(12):

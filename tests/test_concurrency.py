@@ -113,7 +113,7 @@ def test_racing_acquirers_exactly_one_wins(tmp_path) -> None:
     import threading
 
     from pipelines.errors import LeaseHeldError
-    from pipelines.lease import Lease, LocalLeaseStore
+    from pipelines.lake.lease import Lease, LocalLeaseStore
 
     for _ in range(20):
         store = LocalLeaseStore(str(tmp_path / uuid.uuid4().hex))
@@ -138,7 +138,7 @@ def test_racing_acquirers_exactly_one_wins(tmp_path) -> None:
 
 
 def test_a_stalled_holder_learns_it_lost_the_lease(tmp_path) -> None:
-    from pipelines.lease import Lease, LocalLeaseStore
+    from pipelines.lake.lease import Lease, LocalLeaseStore
 
     store = LocalLeaseStore(str(tmp_path / "leases"))
     stalled = Lease(store, "bronze", "stalled", expiry=3, wait=0, say=lambda _m: None)
@@ -420,7 +420,7 @@ def test_stream_and_index_together_keep_every_row_once(spark, tmp_path, request,
         rc, out, err = finish(stream)
         assert rc == 0, err[-3000:]
     _ok([binlake(lake, *flags, "silver")])
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
 
     states = load_states(spark, Lake(str(lake)))
     for round_ in range(rounds):

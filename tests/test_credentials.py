@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from devtools.mariadb import MariaDBServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]

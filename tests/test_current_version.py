@@ -9,7 +9,7 @@ import os
 import deltalake
 import pytest
 
-from pipelines.delta_ops import current_version
+from pipelines.lake.delta_ops import current_version
 
 
 def _append(spark, path: str, n: int) -> None:
@@ -48,6 +48,6 @@ def test_the_listing_gives_delta_rs_version(spark, tmp_path, monkeypatch) -> Non
     (["_last_checkpoint", "00000000000000000000.00000000000000000009.compacted.json"], None),
 ])
 def test_what_a_listing_names(names, want) -> None:
-    from pipelines.delta_ops import _newest_listed
+    from pipelines.lake.delta_ops import _newest_listed
 
     assert _newest_listed(names) == want

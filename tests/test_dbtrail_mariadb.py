@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake
 from pipelines.silver.job import run_silver
 from devtools.mariadb import MariaDBServer
 

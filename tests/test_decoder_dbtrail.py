@@ -190,7 +190,7 @@ def test_mariadb_annotate_rows_match_mariadb_binlog(corpus: Path) -> None:
 
 
 def test_decode_shows_statements_and_commit_times(corpus: Path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     path = corpus / MARIADB_FILE
     assert main(["decode", str(path)]) == 0

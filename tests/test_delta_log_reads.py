@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.delta_ops import rows_in_table, rows_written_since
+from pipelines.lake.delta_ops import rows_in_table, rows_written_since
 
 pytestmark = pytest.mark.spark
 
@@ -115,7 +115,7 @@ def test_rows_in_table_sums_the_files_row_counts(spark, tmp_path: Path) -> None:
 
 
 def test_a_file_without_a_row_count_is_not_guessed(spark, tmp_path: Path) -> None:
-    from pipelines.lake import Lake, SILVER_QUARANTINE
+    from pipelines.lake.tables import Lake, SILVER_QUARANTINE
 
     lake = Lake(str(tmp_path / "lake"))
     path = lake.path(SILVER_QUARANTINE)

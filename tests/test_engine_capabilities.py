@@ -1,4 +1,4 @@
-"""Capabilities asked, not assumed (pipelines/delta_ops.py): the embedded Sail engine has no
+"""Capabilities asked, not assumed (pipelines/lake/delta_ops.py): the embedded Sail engine has no
 DESCRIBE HISTORY, VACUUM, OPTIMIZE or change data feed, so history and vacuum go through
 delta-rs there; delta-spark (the JVM Spark Connect server) has them all, and the same calls
 use SQL. Retention properties go through delta-rs on both. ``silver.change_data_feed = true`` gives silver a change data
@@ -17,9 +17,9 @@ from deltalake import DeltaTable
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.delta_ops import (BOUNDED_COMMIT_MB, Capabilities, capabilities, commit_bytes,
+from pipelines.lake.delta_ops import (BOUNDED_COMMIT_MB, Capabilities, capabilities, commit_bytes,
                                  history, holds_commit_rows, set_retention, vacuum_table)
-from pipelines.session import engine_cores
+from pipelines.engine.session import engine_cores
 from pipelines.silver.job import run_silver
 from tests.support.engine_cli import binlake
 from tests.support.python_run import run_python
@@ -79,7 +79,7 @@ def test_jvm_spark_is_asked_its_parallelism(delta_spark) -> None:
     # This machine has 2 cores: a classic JVM of its own with 3, in a subprocess (a classic
     # session here would be the active one for this module's later tests).
     code = ("from pipelines.config import EngineConfig; "
-            "from pipelines.session import get_spark, engine_cores; "
+            "from pipelines.engine.session import get_spark, engine_cores; "
             "print('cores', engine_cores(get_spark(EngineConfig(kind='spark', "
             "master='local[3]'))))")
     done = run_python(code)

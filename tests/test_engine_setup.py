@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import session
+from pipelines.engine import session
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 

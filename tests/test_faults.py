@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.delta_ops import current_version
+from pipelines.lake.delta_ops import current_version
 from tests.support.lake_runs import (SAMPLE_FILES, SAMPLES, assert_bronze_once,
                                      assert_silver_once, binlake, start, finish, wait_for)
 

@@ -1,4 +1,4 @@
-"""The small tables every run reads whole stay in a few data files (``pipelines/few_files.py``).
+"""The small tables every run reads whole stay in a few data files (``pipelines/lake/few_files.py``).
 
 On the embedded engine (Sail), with delta-rs rewriting the files: a bound crossed compacts
 to one file with the same rows; ``binlake bronze`` and ``binlake quality`` runs keep
@@ -21,8 +21,8 @@ from deltalake import DeltaTable
 
 from pipelines.bronze.files import FileState, load_states, save_states
 from pipelines.config import load_config
-from pipelines.few_files import FEW_FILES, keep_few_files
-from pipelines.lake import BRONZE_FILES, QUALITY_RESULTS, Lake
+from pipelines.lake.few_files import FEW_FILES, keep_few_files
+from pipelines.lake.tables import BRONZE_FILES, QUALITY_RESULTS, Lake
 from pipelines.quality import run_quality
 from pipelines.stream.files_state import StreamFiles
 from tests.support.lake_runs import (ROOT, SAMPLE_FILES, SAMPLES, _env, binlake, finish,

@@ -1,4 +1,4 @@
-"""``pipelines/few_files.py`` on JVM Spark with delta-spark: the engine's own ``OPTIMIZE``
+"""``pipelines/lake/few_files.py`` on JVM Spark with delta-spark: the engine's own ``OPTIMIZE``
 compacts a small table past its bound (delta-rs only where the engine has none)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections import Counter
 from deltalake import DeltaTable
 
 from pipelines.bronze.files import FileState, load_states, save_states
-from pipelines.few_files import keep_few_files
-from pipelines.lake import BRONZE_FILES, Lake
+from pipelines.lake.few_files import keep_few_files
+from pipelines.lake.tables import BRONZE_FILES, Lake
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.delta_ops import create_with_stats_columns, current_version, files_added
-from pipelines.file_stats import TRUSTED_CHARS, alone_in_key_ranges
+from pipelines.lake.delta_ops import create_with_stats_columns, current_version, files_added
+from pipelines.lake.file_stats import TRUSTED_CHARS, alone_in_key_ranges
 
 DDL = "source_id string, seq bigint, note string"
 KEYS = [["source_id", "seq"], ["seq"], ["note"]]

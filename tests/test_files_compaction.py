@@ -19,7 +19,7 @@ import pytest
 
 from pipelines.bronze.files import (DROPPED, FileState, compact_states, compaction_due,
                                     load_states, save_states)
-from pipelines.lake import BRONZE_FILES, Lake
+from pipelines.lake.tables import BRONZE_FILES, Lake
 from tests.support.lake_runs import (ROOT, SAMPLE_FILES, SAMPLES, _env, binlake, finish, start,
                                      wait_for)
 
@@ -198,7 +198,7 @@ def test_kill_9_mid_compaction_leaves_every_files_latest_state(spark, tmp_path) 
 
 
 def test_a_bronze_run_compacts_when_due_and_says_so(spark, tmp_path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     _grow(spark, Lake(str(lake)), 30, 6)  # 180 rows for 30 files: due (> 2 * 30 + 100)

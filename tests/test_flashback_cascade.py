@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import Dsn, load_config
 from pipelines.history.flashback import plan_flashback
 from pipelines.history.selection import Selection

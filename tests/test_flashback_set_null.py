@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
 from pipelines.history.flashback import plan_flashback
 from pipelines.history.selection import Selection

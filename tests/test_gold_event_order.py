@@ -85,7 +85,7 @@ def _assert_binlog_order(rows: list[tuple]) -> None:
 
 
 def _binlake(*args: str) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     assert main(list(args)) == 0
 

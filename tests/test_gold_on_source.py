@@ -17,7 +17,7 @@ import pytest
 
 from devtools.mariadb import MariaDBServer
 from pipelines.bronze.excluded import drop_schemas, same_server
-from pipelines.mysql_client import Dsn
+from pipelines.mysql.client import Dsn
 
 GOLD_DB = "binlake_gold"
 
@@ -33,7 +33,7 @@ def _workload(server: MariaDBServer, first: int, n: int) -> None:
 
 
 def _binlake(*args: str) -> int:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     return main(list(args))
 

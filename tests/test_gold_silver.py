@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from devtools.silver_rows import ESCAPED_PK_TAIL, write_silver
-from pipelines.lake import SILVER_EVENTS
+from pipelines.lake.tables import SILVER_EVENTS
 
 pytestmark = pytest.mark.spark
 

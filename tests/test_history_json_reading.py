@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
 from pipelines.mirror.job import mirror_path
 from devtools.mariadb import MariaDBServer

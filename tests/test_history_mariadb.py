@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import Dsn, load_config
 from pipelines.history.flashback import plan_flashback, render_script
 from pipelines.history.reconstruct import HistoryStartError, reconstruct, resolve_point

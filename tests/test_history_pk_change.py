@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables, table_columns

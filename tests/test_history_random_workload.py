@@ -29,7 +29,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import Dsn, load_config
 from pipelines.history.reconstruct import Point, reconstruct
 from pipelines.silver.job import run_silver

@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
 from pipelines.silver.renames import gone, renames_in
 from devtools.mariadb import MariaDBServer

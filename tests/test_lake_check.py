@@ -10,9 +10,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from pipelines import lake_check
-from pipelines.delta_log import read_log
-from pipelines.lake_check import table_faults
+from pipelines.lake import check as lake_check
+from pipelines.lake.delta_log import read_log
+from pipelines.lake.check import table_faults
 
 
 def _listed(path: str, storage: object | None = None) -> list[tuple[str, int, str | None]] | None:
@@ -102,7 +102,7 @@ def test_the_log_of_a_table_on_an_object_store(partitioned, monkeypatch):
     """The same table copied to a real MinIO: its checkpoint and commits are read from the
     store, and a data file cut short there is named."""
     from devtools.minio import MinioServer
-    from pipelines.s3_client import S3Client, S3Settings
+    from pipelines.lake.s3_client import S3Client, S3Settings
 
     with MinioServer() as minio:
         for k, v in minio.env().items():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake, LakeTable
+from pipelines.lake.tables import Lake, LakeTable
 
 pytestmark = [pytest.mark.spark]
 

@@ -1,4 +1,4 @@
-"""The lake registry (``pipelines/lake.py``): one declaration per table, and every stage and
+"""The lake registry (``pipelines/lake/tables.py``): one declaration per table, and every stage and
 every table list (vacuum, views, docs) goes through it."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ import pyarrow as pa
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.cli import build_parser
+from pipelines.cli.main import build_parser
 from pipelines.config import load_config
-from pipelines.entry import config_of
+from pipelines.cli.entry import config_of
 from pipelines.errors import ConfigError
 from pipelines.gold.job import run_vacuum
-from pipelines.lake import (BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_table, lake_tables,
+from pipelines.lake.tables import (BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_table, lake_tables,
                             parse_catalog, register, tables_markdown)
 from pipelines.quality import run_quality
 from pipelines.silver.job import run_silver
-from pipelines.sql_types import arrow_type, parse_columns
-from pipelines.views import register_views
+from pipelines.lake.sql_types import arrow_type, parse_columns
+from pipelines.ops.views import register_views
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "lake.md"
@@ -85,7 +85,7 @@ def test_paths_identifiers_and_the_catalog_setting(tmp_path: Path) -> None:
 
 def test_docs_list_every_table() -> None:
     text = DOCS.read_text(encoding="utf-8")
-    assert tables_markdown() in text, "docs/lake.md is stale: paste pipelines.lake.tables_markdown()"
+    assert tables_markdown() in text, "docs/lake.md is stale: paste pipelines.lake.tables.tables_markdown()"
 
 
 def _delta_dirs(root: Path) -> set[str]:
@@ -129,7 +129,7 @@ def test_silver_keeps_statistics_for_what_readers_filter_by(spark, tmp_path: Pat
     only (delta.dataSkippingStatsColumns), never for the JSON images."""
     import json
 
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
 
     cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
     lake = Lake.of(cfg)

@@ -1,4 +1,4 @@
-"""A ``--lake`` that names no lake (pipelines/lake_root.py): one line naming the path, exit 2,
+"""A ``--lake`` that names no lake (pipelines/lake/root.py): one line naming the path, exit 2,
 nothing created. Before: ``binlake --lake /etc/passwd status`` printed a NotADirectoryError
 traceback, ``quality`` on a missing path created ``quality/`` there and reported ``PASSED, 0
 rule(s)``, ``status`` on a mistyped path exited 0."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 
 READERS = [["status"], ["status", "--format", "json"], ["quality"], ["silver"], ["mirror"],
            ["repair"], ["optimize"], ["vacuum"]]

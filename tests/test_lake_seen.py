@@ -1,5 +1,5 @@
 """Every stage makes its own ``Lake``; what one saw of a table at a local path (it exists, it
-holds every declared column) serves the others of the process (pipelines/lake_seen.py) until
+holds every declared column) serves the others of the process (pipelines/lake/seen.py) until
 the table's ``_delta_log`` changes. Sail, real tables; the engine's answers are counted by
 wrapping the two functions ``Lake`` asks them through."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.lake as lake_mod
-from pipelines import lake_seen
-from pipelines.lake import Lake, LakeTable
+import pipelines.lake.tables as lake_mod
+from pipelines.lake import seen as lake_seen
+from pipelines.lake.tables import Lake, LakeTable
 
 pytestmark = [pytest.mark.spark]
 

@@ -207,7 +207,7 @@ def test_bytes_bound_cuts_rows(lake: AssistLake, spark) -> None:
 
 
 def test_no_lake_is_refused_before_serving(tmp_path: Path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     missing = str(tmp_path / "nolake")
     for command in (["mcp"], ["console", "--port", "1"]):

@@ -1,5 +1,5 @@
 """binlake's processes allocate Arrow memory with malloc and cap glibc's arenas
-(``pipelines/memory.py``); a user's ``ARROW_DEFAULT_MEMORY_POOL`` / ``MALLOC_ARENA_MAX`` win."""
+(``pipelines/engine/memory.py``); a user's ``ARROW_DEFAULT_MEMORY_POOL`` / ``MALLOC_ARENA_MAX`` win."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 _PROBE = """
 import pyarrow as pa
-from pipelines.memory import limit_malloc_arenas, release_freed_memory, use_system_allocator
+from pipelines.engine.memory import limit_malloc_arenas, release_freed_memory, use_system_allocator
 use_system_allocator()
 limit_malloc_arenas()
 release_freed_memory()
@@ -35,13 +35,13 @@ def test_the_embedded_engine_process_and_the_workers_use_malloc() -> None:
     engine = """
 import pyarrow as pa
 from pipelines.config import load_config
-from pipelines.session import get_spark
+from pipelines.engine.session import get_spark
 get_spark(load_config(env={}).engine)
 print(pa.default_memory_pool().backend_name)
 """
     worker = """
 import pyarrow as pa
-from pipelines.workers import prepare_process
+from pipelines.engine.workers import prepare_process
 prepare_process()
 print(pa.default_memory_pool().backend_name)
 """
@@ -64,10 +64,10 @@ libc.free.argtypes = [ctypes.c_void_p]
 libc.mallinfo2.restype = Mallinfo2
 if sys.argv[1] == "engine":
     from pipelines.config import load_config
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
     get_spark(load_config(env={}).engine)
 elif sys.argv[1] == "fixed":
-    from pipelines.memory import fix_mmap_threshold
+    from pipelines.engine.memory import fix_mmap_threshold
     fix_mmap_threshold()
 libc.free(libc.malloc(8 << 20))
 before = libc.mallinfo2().hblkhd

@@ -35,7 +35,7 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import Dsn, load_config
-from pipelines.delta_ops import current_version
+from pipelines.lake.delta_ops import current_version
 from pipelines.mirror.job import mirror_path, mirrored_tables, run_mirror
 from pipelines.silver.job import run_silver
 from pipelines.silver.naming import position_key
@@ -282,7 +282,7 @@ def _tables(spark, lake: Path) -> dict:
 
 def _cli(lake: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--lake", str(lake),
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake),
                              "mirror", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -339,7 +339,7 @@ def test_kill_9_mid_run_then_rerun_gives_the_same_tables(spark, built, run: str)
 
 
 def test_sql_registers_the_mirror_views(spark, built, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     cfg, _, final, _ = built
     assert main(["--lake", cfg.lake_root, "sql",

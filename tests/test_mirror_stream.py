@@ -65,11 +65,11 @@ def test_stream_mirror_follows_the_server_across_an_alter(spark, tmp_path: Path)
         server.execute("CREATE DATABASE feed")
         server.execute(DDL)
         env = _env(server)
-        snap = subprocess.run([sys.executable, "-m", "pipelines.cli", "--lake", str(lake),
+        snap = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake),
                                "snapshot"], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=300)
         assert snap.returncode == 0, snap.stdout + snap.stderr
-        proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--lake", str(lake),
+        proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake),
                                  "stream", "--server-id", "4243", "--mirror"], cwd=ROOT,
                                 env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         try:

@@ -126,7 +126,7 @@ def test_versions_without_a_key_pair_identical_rows_first_in_first_out(spark) ->
 
 @pytest.mark.spark
 def test_index_mirror_on_the_sample_binlogs(spark, tmp_path: Path, capsys, caplog) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),
@@ -147,7 +147,7 @@ def test_catalog_names_with_lake_catalog(spark, tmp_path: Path, capsys) -> None:
     ``…__history`` in the catalog schema, external at the mirror paths."""
     import uuid
 
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     catalog = f"spark_catalog.mirror_{uuid.uuid4().hex[:8]}"
@@ -171,9 +171,9 @@ def test_stream_follow_runs_the_mirror_after_silver(spark, tmp_path: Path) -> No
     """``binlake stream --mirror``: the stream's silver step also brings the mirror up to
     date (the stream job on a lake whose bronze came from files; no source is contacted)."""
     from pipelines.bronze.job import run_bronze
-    from pipelines.cli import build_parser
+    from pipelines.cli.main import build_parser
     from pipelines.config import load_config
-    from pipelines.mysql_client import Dsn
+    from pipelines.mysql.client import Dsn
     from pipelines.stream.follower import Follower
 
     assert build_parser().parse_args(["stream", "--server-id", "9", "--mirror"]).mirror
@@ -190,7 +190,7 @@ def test_stream_follow_runs_the_mirror_after_silver(spark, tmp_path: Path) -> No
 
 @pytest.mark.spark
 def test_vacuum_covers_the_mirror_tables(spark, tmp_path: Path) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
     from pipelines.config import load_config
     from pipelines.gold.job import run_vacuum
 
@@ -214,7 +214,7 @@ def test_first_mirror_survives_a_checkpoint_landing_meanwhile(spark, tmp_path: P
     from deltalake import DeltaTable
 
     from devtools.silver_rows import write_silver
-    from pipelines.cli import main
+    from pipelines.cli.main import main
     from pipelines.config import load_config
     from pipelines.mirror import job as mirror_job
 

@@ -1,4 +1,4 @@
-"""``pipelines.mysql_client``: DSN parsing with TLS parameters, where a password comes from,
+"""``pipelines.mysql.client``: DSN parsing with TLS parameters, where a password comes from,
 redaction, the one event-header struct, and the LOAD DATA LOCAL guard on a real server."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import mysql_client
+from pipelines.mysql import client as mysql_client
 from pipelines.config import GoldConfig, SourceConfig, load_config
 from pipelines.errors import ConfigError
-from pipelines.mysql_client import (
+from pipelines.mysql.client import (
     Dsn, LocalFileRefused, Tls, allow_local_file, connect,
     error_text, read_option_file, redact, redact_urls, resolve_dsn,
 )
@@ -180,13 +180,13 @@ def test_redact_urls_masks_dsn_passwords_and_password_flags() -> None:
 # defines the event header (files and wire). A second copy anywhere in pipelines/ is sprawl
 # (three connect wrappers, redactions and header structs were once written out).
 _ONLY_IN = {
-    "pymysql.connect(": ("a pymysql connection", "mysql_client.py"),
-    "connections.Connection(": ("a pymysql connection", "mysql_client.py"),
-    "_read_packet(": ("pymysql's private packet read", "mysql_client.py"),
-    "__connect_to_stream": ("mysql-replication's private dump set-up", "mysql_client.py"),
-    "BinLogStreamReader(": ("mysql-replication's reader", "mysql_client.py"),
+    "pymysql.connect(": ("a pymysql connection", "mysql/client.py"),
+    "connections.Connection(": ("a pymysql connection", "mysql/client.py"),
+    "_read_packet(": ("pymysql's private packet read", "mysql/client.py"),
+    "__connect_to_stream": ("mysql-replication's private dump set-up", "mysql/client.py"),
+    "BinLogStreamReader(": ("mysql-replication's reader", "mysql/client.py"),
     '"<IBIIIH"': ("the binlog event header struct", "binlog/framing.py"),
-    ":***@": ("DSN password masking", "mysql_client.py"),
+    ":***@": ("DSN password masking", "mysql/client.py"),
 }
 
 

@@ -41,7 +41,7 @@ def test_row_change_history_notebook(spark, tmp_path: Path) -> None:
 
 
 def test_change_pictures_notebook_draws_its_figures(spark, tmp_path: Path) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     assert main(["--lake", str(lake), "index", "--binlog-dir", str(ROOT / "samples" / "binlogs"),

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines.cli import main
-from pipelines.delta_ops import files_added
+from pipelines.cli.main import main
+from pipelines.lake.delta_ops import files_added
 from pipelines.silver.job import KEY
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"

@@ -478,7 +478,7 @@ def test_real_pipeline_over_samples_passes_every_rule(spark, tmp_path):
 def test_index_checks_every_row_of_a_silver_run_that_commits_several_times(tmp_path):
     """`binlake index` with tiny commits: silver commits several times in one run; the
     quality summary counts all 340 rows, not the last commit's."""
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     out = tmp_path / "out.txt"

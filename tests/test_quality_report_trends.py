@@ -67,7 +67,7 @@ def test_stored_runs_give_the_newest_runs_whole(spark, tmp_path: Path) -> None:
     """``load_trends`` over a real results table: the newest ``last`` runs, every row of
     each (two rules per run; two runs share a time and are told by their ids)."""
     from pipelines.config import load_config
-    from pipelines.lake import QUALITY_RESULTS, Lake
+    from pipelines.lake.tables import QUALITY_RESULTS, Lake
     from pipelines.quality.trends import load_trends
 
     cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
@@ -87,7 +87,7 @@ def test_report_trends_render_in_headless_chromium(spark, tmp_path: Path) -> Non
     import numpy as np
     from PIL import Image
 
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     assert main(["--lake", str(lake), "index", "--binlog-dir",

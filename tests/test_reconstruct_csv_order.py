@@ -13,7 +13,7 @@ import pytest
 
 from devtools.mariadb import MariaDBServer
 from pipelines.bronze.job import run_bronze
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
 from pipelines.silver.job import run_silver
 

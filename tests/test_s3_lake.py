@@ -1,8 +1,8 @@
 """A whole lake on an object store: ``binlake --lake s3://bucket/prefix`` on a real MinIO.
 
-Real ``python -m pipelines.cli`` processes with the embedded engine (Sail) write bronze and
+Real ``python -m pipelines.cli.main`` processes with the embedded engine (Sail) write bronze and
 silver of the shipped samples into MinIO; two ``binlake silver`` started at the same moment
-leave every row once (the object-store lease, ``pipelines/lease_s3.py``); ``binlake status``
+leave every row once (the object-store lease, ``pipelines/lake/lease_s3.py``); ``binlake status``
 names a holder; a truncated data file on the store is found before anything is written and
 ``binlake repair`` then the re-runs it prints restore every row once.
 The tables are read back with delta-rs straight from the store.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from devtools.minio import MinioServer
-from pipelines.s3_client import S3Client, S3Settings
+from pipelines.lake.s3_client import S3Client, S3Settings
 from tests.support.lake_runs import KEY, ROOT, SAMPLE_FILES, SAMPLES
 
 pytestmark = [pytest.mark.minio, pytest.mark.spark]
@@ -49,7 +49,7 @@ def _env(minio) -> dict[str, str]:
 
 
 def _start(minio, cwd: Path, root: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--lake", root,
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--lake", root,
                              "--wait", "600", *args], cwd=cwd, env=_env(minio), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -168,7 +168,7 @@ def test_two_bronze_runs_at_once_on_s3_decode_each_file_once(minio, bucket, tmp_
 _HOLD = """
 import sys, time
 from pipelines.config import load_config
-from pipelines.lease import lake_lease
+from pipelines.lake.lease import lake_lease
 cfg = load_config(env={}, overrides={"lake.root": sys.argv[1]})
 with lake_lease(cfg, "bronze", "test holder of bronze"):
     print("held", flush=True)
@@ -211,7 +211,7 @@ def test_stream_into_s3_then_silver_each_row_once(minio, bucket, tmp_path, monke
         server.execute("CREATE TABLE app.t (id INT PRIMARY KEY, v INT)")
         env = dict(_env(minio), BINLAKE_SOURCE_DSN=server.dsn(),
                    BINLAKE_STREAM_BATCH_INTERVAL_MS="200", BINLAKE_STREAM_SILVER_LAG_SECONDS="1")
-        stream = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--lake", root,
+        stream = subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--lake", root,
                                    "stream", "--server-id", "4545"], cwd=tmp_path, env=env,
                                   text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:

@@ -23,9 +23,9 @@ import pytest
 from devtools.minio import MinioServer
 from pipelines.config import load_config
 from pipelines.errors import ConfigError, LeaseHeldError
-from pipelines.lease import Lease, LocalLeaseStore, _store, current_holders
-from pipelines.lease_s3 import S3LeaseStore
-from pipelines.s3_client import S3Client, S3Settings, sign_v4
+from pipelines.lake.lease import Lease, LocalLeaseStore, _store, current_holders
+from pipelines.lake.lease_s3 import S3LeaseStore
+from pipelines.lake.s3_client import S3Client, S3Settings, sign_v4
 from tests.support.lake_runs import ROOT
 
 pytestmark = [pytest.mark.minio]
@@ -101,7 +101,7 @@ def test_settings_come_from_storage_keys_then_aws_env_and_hide_the_secret(minio)
 
 
 def test_the_engine_gets_the_resolved_settings_as_aws_env(minio) -> None:
-    from pipelines.s3_client import export_engine_env
+    from pipelines.lake.s3_client import export_engine_env
 
     cfg = _cfg(minio, "s3://b-1/lake")
     env = {"AWS_SESSION_TOKEN": "of-another-identity"}
@@ -128,7 +128,7 @@ def test_refused_credentials_and_a_missing_bucket_are_config_errors(minio, bucke
 
 
 def test_lake_root_urls_are_checked_without_echoing_credentials() -> None:
-    from pipelines.s3_client import parse_s3_url
+    from pipelines.lake.s3_client import parse_s3_url
 
     loc = parse_s3_url("s3://my-bucket/a/b/")
     assert (loc.bucket, loc.prefix, loc.key("_binlake", "leases")) == (
@@ -154,8 +154,8 @@ def test_store_follows_the_lake_roots_scheme(minio, root, tmp_path) -> None:
 
 _RACE = """
 import json, sys, time
-from pipelines.lease_s3 import S3LeaseStore
-from pipelines.s3_client import S3Client, S3Settings
+from pipelines.lake.lease_s3 import S3LeaseStore
+from pipelines.lake.s3_client import S3Client, S3Settings
 bucket, prefix, me = sys.argv[1:4]
 t0, rounds = float(sys.argv[4]), int(sys.argv[5])
 store = S3LeaseStore(S3Client(S3Settings.resolve(), bucket), prefix)
@@ -218,7 +218,7 @@ def test_list_read_and_delete(minio, bucket) -> None:
 
 
 def test_a_store_ignoring_conditional_puts_is_refused(minio, bucket) -> None:
-    from pipelines import lease_s3
+    from pipelines.lake import lease_s3
     from tests.support.s3_proxy import S3Proxy
 
     with S3Proxy(minio.endpoint, strip_conditions=True) as proxy:
@@ -267,7 +267,7 @@ _CONTEND = """
 import os, sys, time
 from pipelines.config import load_config
 from pipelines.errors import LeaseHeldError
-from pipelines.lease import lake_lease
+from pipelines.lake.lease import lake_lease
 cfg = load_config(env={}, overrides={"lake.root": sys.argv[1], "lease.wait_seconds": sys.argv[2],
                                      "lease.expiry_seconds": 6})
 time.sleep(max(0.0, float(sys.argv[3]) - time.time()))
@@ -317,7 +317,7 @@ import socket, sys, time
 if sys.argv[3]:
     socket.gethostname = lambda: sys.argv[3]  # plays a process on another machine
 from pipelines.config import load_config
-from pipelines.lease import lake_lease
+from pipelines.lake.lease import lake_lease
 cfg = load_config(env={}, overrides={"lake.root": sys.argv[1],
                                      "lease.expiry_seconds": int(sys.argv[4])})
 with lake_lease(cfg, sys.argv[2], "test holder of " + sys.argv[2]):
@@ -409,7 +409,7 @@ def test_a_holder_whose_lease_object_was_overwritten_learns_it_is_lost(minio, ro
 
 def test_lake_files_answer_alike_on_s3_and_on_a_filesystem(minio, bucket, tmp_path,
                                                            monkeypatch) -> None:
-    from pipelines.lake_files import (delta_tables_under, lake_path_exists, list_lake_dir,
+    from pipelines.lake.files import (delta_tables_under, lake_path_exists, list_lake_dir,
                                       move_lake_path, read_lake_file, write_lake_file)
     from pipelines.stream.progress import read_live, write_live
 
@@ -445,7 +445,7 @@ def test_a_store_gone_for_a_while_does_not_lose_a_renewed_lease(minio, root, cap
     # the 12 s expiry.
     lease = Lease(store, "silver", "me", expiry=12, wait=0, say=_quiet)
     me = lease.acquire()
-    with caplog.at_level("WARNING", logger="pipelines.lease"):
+    with caplog.at_level("WARNING", logger="pipelines.lake.lease"):
         minio.restart(down_seconds=6.5)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and lease.me.expires == me.expires:

@@ -46,7 +46,7 @@ def _read_until(proc: subprocess.Popen, pattern: str, timeout: float = 180) -> r
 
 
 def test_serve_shares_the_views_with_another_process(spark, tmp_path: Path) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path / "lake"
     assert main(["--lake", str(lake), "index", "--binlog-dir",
@@ -54,7 +54,7 @@ def test_serve_shares_the_views_with_another_process(spark, tmp_path: Path) -> N
     orders = spark.read.format("delta").load(str(lake / "mirror" / "shop" / "orders")).count()
     silver = spark.read.format("delta").load(str(lake / "silver" / "binlog_events")).count()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--lake", str(lake),
+    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake),
                                "serve", "--port", "0", "--refresh", "1"],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)

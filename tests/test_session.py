@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import session
+from pipelines.engine import session
 from pipelines.config import EngineConfig
 from pipelines.errors import EngineError
 from tests.support.python_run import run_python
@@ -24,7 +24,7 @@ def test_embedded_engine_reads_and_writes_delta(spark, tmp_path: Path) -> None:
 
 
 _TWICE = """
-from pipelines.session import engine_name, get_spark
+from pipelines.engine.session import engine_name, get_spark
 first = get_spark()
 made = engine_name()
 print(made, get_spark() is first, engine_name())
@@ -40,7 +40,7 @@ def test_the_embedded_engine_stays_itself_when_asked_again() -> None:
 
 
 _RESTART = """
-from pipelines.session import engine_name, get_spark, stop_engine
+from pipelines.engine.session import engine_name, get_spark, stop_engine
 first = get_spark()
 print(first.range(3).count())
 stop_engine()
@@ -70,7 +70,7 @@ def test_local_spark_without_delta_jars_is_a_clear_error(tmp_path: Path) -> None
 
 _IDLE = """
 import time
-from pipelines.session import get_spark
+from pipelines.engine.session import get_spark
 spark = get_spark()
 assert spark.range(3).count() == 3
 time.sleep(5)
@@ -92,7 +92,7 @@ def test_embedded_session_outlives_sails_idle_timeout(tmp_path: Path) -> None:
 _SIGINT = """
 import ctypes, signal
 from pipelines.config import load_config
-from pipelines.session import get_spark
+from pipelines.engine.session import get_spark
 
 libc = ctypes.CDLL(None)
 

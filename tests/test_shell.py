@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.shell import split_statements
+from pipelines.cli.shell import split_statements
 
 pytestmark = pytest.mark.spark
 
@@ -85,7 +85,7 @@ class Pty:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> Path:
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     lake = tmp_path_factory.mktemp("shell") / "lake"
     assert main(["--lake", str(lake), "index", "--binlog-dir",
@@ -96,7 +96,7 @@ def lake(tmp_path_factory) -> Path:
 def _shell(lake: Path, home: Path) -> Pty:
     env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(home), TERM="xterm",
                PAGER="sed -e s/^/PAGED:/", BINLAKE_HISTORY="")
-    return Pty([sys.executable, "-m", "pipelines.cli", "--lake", str(lake), "sql"], env)
+    return Pty([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake), "sql"], env)
 
 
 def test_interactive_shell_through_a_pty(spark, lake: Path, tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_interactive_shell_through_a_pty(spark, lake: Path, tmp_path: Path) -> N
 
 def test_piped_statements_without_a_terminal(lake: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "--lake", str(lake), "sql"],
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake), "sql"],
                          input="SELECT 1 AS one;\nSELECT 2\n AS two;\n", text=True,
                          capture_output=True, cwd=ROOT, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -72,7 +72,7 @@ def test_full_metadata_alter_mid_stream_one_final_snapshot(spark, tmp_path: Path
     assert quarantine == []
     assert len(silver) == summary.total_row_changes
     _assert_replays(expected, replayed, WORKLOAD_TABLES)
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     assert main(["--lake", cfg.lake.root, "quality", "--window", "all"]) == 0
 
@@ -111,7 +111,7 @@ def test_minimal_metadata_alter_only_final_snapshot_quarantines(spark, tmp_path:
     assert_pre_alter_orders_quarantined(summary, silver, quarantine)
     _assert_replays(expected, replayed, [t for t in WORKLOAD_TABLES if t != "shop.orders"])
     # `binlake quality` fails, naming the column-count rule.
-    from pipelines.cli import main
+    from pipelines.cli.main import main
 
     assert main(["--lake", cfg.lake.root, "quality"]) == 1
     out = capsys.readouterr().out

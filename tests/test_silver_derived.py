@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.config import load_config
 from pipelines.history.reconstruct import Point, reconstruct
 from pipelines.mirror.job import mirror_path

@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 from pipelines.bronze.files import load_states, save_states
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.few_files import FEW_FILES
-from pipelines.lake import SILVER_PROGRESS, Lake
+from pipelines.lake.few_files import FEW_FILES
+from pipelines.lake.tables import SILVER_PROGRESS, Lake
 from pipelines.silver.job import run_silver
 from pipelines.silver.progress import load_progress, save_progress
 

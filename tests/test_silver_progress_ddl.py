@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.silver.job import run_silver
 from pipelines.silver.progress import load_progress
 

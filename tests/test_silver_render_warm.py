@@ -115,9 +115,9 @@ def test_with_render_workers_the_loops_load_in_the_workers_not_here(spark) -> No
 _RUN_SCRIPT = r"""
 import dataclasses, json, shutil, sys, tempfile
 from pipelines.config import Config
-from pipelines.session import get_spark
+from pipelines.engine.session import get_spark
 from pipelines.bronze.job import run_bronze
-from pipelines.lake import SILVER_EVENTS, Lake
+from pipelines.lake.tables import SILVER_EVENTS, Lake
 from pipelines.silver import render_fast, render_warm
 from pipelines.silver.job import run_silver
 

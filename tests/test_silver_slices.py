@@ -92,7 +92,7 @@ def test_silver_days_on_a_real_server(spark, tmp_path: Path):
     from pipelines.config import load_config
     from pipelines.history.lake import naming_plan
     from pipelines.bronze.table_maps import read_table_maps
-    from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+    from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake
     from pipelines.silver.job import run_silver
     from pipelines.silver.transform import SILVER_COLUMNS, to_silver
     from tests.support.replay import replay_silver, server_tables
@@ -167,7 +167,7 @@ def test_a_row_of_another_day_stops_the_commit_and_a_rerun_recovers(spark, tmp_p
     (bronze changed during the run; here the days are made wrong), the slice stops before its
     commit with ``LakeChangedError`` naming the row (raised in the engine's task, raised
     again as itself on the driver), and a re-run writes every row change once."""
-    from pipelines.lake import SILVER_EVENTS, Lake
+    from pipelines.lake.tables import SILVER_EVENTS, Lake
     from pipelines.silver import job
     from pipelines.silver.job import KEY, run_silver
     from tests.support.lake_runs import bronze_of_sample
@@ -181,7 +181,7 @@ def test_a_row_of_another_day_stops_the_commit_and_a_rerun_recovers(spark, tmp_p
         run_silver(spark, cfg)
     assert not isinstance(raised.value.__cause__, LakeChangedError)  # the engine's exception
     assert "Traceback" in str(raised.value.__cause__)
-    from pipelines.cli import main  # the command says it in one line, exit status 1
+    from pipelines.cli.main import main  # the command says it in one line, exit status 1
 
     capsys.readouterr()
     assert main(["--lake", str(tmp_path / "lake"), "silver"]) == 1

@@ -21,7 +21,7 @@ from pipelines.silver.snapshot_store import (
     export_json, fks_path, import_json, load_checks, load_export, load_snapshots,
     save_snapshot, snapshots_path,
 )
-from pipelines.delta_ops import table_exists
+from pipelines.lake.delta_ops import table_exists
 from devtools.mariadb import MariaDBServer
 
 pytestmark = [pytest.mark.mariadb]

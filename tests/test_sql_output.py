@@ -1,4 +1,4 @@
-"""What ``binlake sql`` prints, checked as text (pipelines/text_table.py, ``cli.write_result``):
+"""What ``binlake sql`` prints, checked as text (pipelines/cli/text_table.py, ``cli.write_result``):
 a cut cell ends in ``…``, a table says how many rows it left out, ``--format csv|jsonl``
 carry whole values (their note on stderr), ``--limit`` caps any format. One copy of the
 formatting: ``binlake query`` and the shell print through the same functions."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
-from pipelines.text_table import fit, json_text, rows_line, write_rows
+from pipelines.cli.main import main
+from pipelines.cli.text_table import fit, json_text, rows_line, write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,7 +130,7 @@ def test_sql_options_that_do_not_fit_are_one_line(tmp_path: Path, capsys) -> Non
 
 @pytest.mark.spark
 def test_the_shell_cuts_cells_the_same_way(spark) -> None:
-    from pipelines.shell import Shell
+    from pipelines.cli.shell import Shell
 
     out = io.StringIO()
     assert Shell(spark, out=out, limit=2).run_sql(

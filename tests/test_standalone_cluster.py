@@ -28,7 +28,7 @@ from devtools.mariadb import MariaDBServer
 from devtools.minio import MinioServer
 from devtools.mixed_workload import WORKLOAD_TABLES, run_mixed_workload
 from devtools.spark_cluster import StandaloneCluster
-from pipelines.s3_client import S3Client, S3Settings
+from pipelines.lake.s3_client import S3Client, S3Settings
 from tests.support.replay import replay_silver, server_tables
 
 pytestmark = [pytest.mark.classic, pytest.mark.mariadb, pytest.mark.minio]
@@ -59,7 +59,7 @@ def _silver(lake: Path) -> list[dict]:
 
 
 def _binlake(env: dict, lake: Path, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "--lake", str(lake), *args],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-3000:])
     return proc.stdout

@@ -29,7 +29,7 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.lake import Lake
+from pipelines.lake.tables import Lake
 from pipelines.silver.job import KEY, run_silver
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.progress import live_path, read_live
@@ -153,7 +153,7 @@ def _replayed(spark, cfg, server: MariaDBServer, tables: list[str]) -> tuple[lis
 
 
 def _silver_rows(spark, cfg) -> int:
-    from pipelines.delta_ops import table_exists
+    from pipelines.lake.delta_ops import table_exists
 
     path = cfg.table_path("silver", "binlog_events")
     return spark.read.format("delta").load(path).count() if table_exists(spark, path) else 0
@@ -316,7 +316,7 @@ def test_a_kill_before_a_rotations_files_entry_is_saved_loses_no_row_in_silver(
     # leaves the file `streaming` at an entry silver has already read: the lake is made so
     # here (the entry the rotation saved is deleted, as if never written), and the restart
     # must make silver read the rows committed after it.
-    from pipelines.lake import BRONZE_FILES
+    from pipelines.lake.tables import BRONZE_FILES
 
     lake = tmp_path / "lake"
     log = tmp_path / "stream.log"

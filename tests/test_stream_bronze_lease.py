@@ -38,7 +38,7 @@ def test_stream_takeover_waits_for_the_bronze_lease_and_keeps_every_row_once(
         spark, tmp_path) -> None:
     from devtools.mariadb import MariaDBServer
     from pipelines.bronze.files import load_states
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
     from pipelines.stream.progress import live_path, read_live
 
     lake = tmp_path / "lake"
@@ -115,7 +115,7 @@ def test_stream_takeover_waits_for_the_bronze_lease_and_keeps_every_row_once(
 
 
 def test_stream_files_ask_for_compaction_every_n_saves(spark, tmp_path) -> None:
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
     from pipelines.stream.files_state import StreamFiles
 
     calls = []
@@ -131,7 +131,7 @@ def test_stream_files_ask_for_compaction_every_n_saves(spark, tmp_path) -> None:
 def test_a_stream_compacts_bronze_files_when_the_bronze_lease_is_free(spark, tmp_path) -> None:
     from devtools.mariadb import MariaDBServer
     from pipelines.bronze.files import FileState, load_states, save_states
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
 
     lake = tmp_path / "lake"
 

@@ -10,9 +10,9 @@ import pytest
 
 from pipelines.bronze.files import load_states
 from pipelines.binlog.reader import BinlogFileReader
-from pipelines.delta_ops import current_version
+from pipelines.lake.delta_ops import current_version
 from pipelines.errors import EngineError
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import gap_batch, load_gaps, load_latest
 from pipelines.stream.committer import Committer, Identity

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import load_config
-from pipelines.lake import Lake
+from pipelines.lake.tables import Lake
 from pipelines.errors import SourceError
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.job import run_stream

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.binlog.reader import BinlogFileReader
-from pipelines.lake import BRONZE_EVENTS, Lake
-from pipelines.mysql_client import Dsn
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
+from pipelines.mysql.client import Dsn
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.committer import Committer, Identity

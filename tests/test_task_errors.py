@@ -53,7 +53,7 @@ def test_a_task_error_on_jvm_spark_comes_back_as_itself(spark, tmp_path, request
 
     from pipelines.bronze.table_maps import read_table_maps
     from pipelines.history.lake import naming_plan
-    from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+    from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake
     from pipelines.silver.transform import to_silver
     from tests.support.lake_runs import bronze_of_sample
 

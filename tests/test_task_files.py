@@ -1,4 +1,4 @@
-"""Data files written by binlake's tasks on the embedded engine (``pipelines/task_files.py``).
+"""Data files written by binlake's tasks on the embedded engine (``pipelines/lake/task_files.py``).
 
 The pure parts are checked against what Spark and Delta write (partition directory escaping,
 the statistics' format); the rest on real lakes: the shipped sample binlogs indexed on the
@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from pipelines.cli import main
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS
-from pipelines.task_files import (FileSpec, commit_files, partition_dir, stats_json,
+from pipelines.cli.main import main
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS
+from pipelines.lake.task_files import (FileSpec, commit_files, partition_dir, stats_json,
                                   write_files)
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
@@ -191,7 +191,7 @@ def test_files_written_but_not_committed_are_not_rows(spark, tmp_path: Path) -> 
     spec = FileSpec(silver, SILVER_EVENTS.partition_by, SILVER_EVENTS.stats_columns,
                     SILVER_EVENTS.bloom_columns,
                     schema=SILVER_EVENTS.arrow_schema(exclude=SILVER_EVENTS.partition_by))
-    from pipelines.task_files import ADDED_DDL
+    from pipelines.lake.task_files import ADDED_DDL
 
     added = [r.asDict() for r in df.mapInArrow(write_files(spec), ADDED_DDL).collect()]
     assert added and all((Path(silver) / a["path"]).exists() for a in added)
@@ -222,7 +222,7 @@ def test_a_task_that_fails_leaves_no_file(tmp_path: Path) -> None:
 def test_a_task_keeps_few_files_open_whatever_its_partitions(tmp_path: Path) -> None:
     """Rows of 30 partitions interleaved (silver's days of a long binlog file): the task
     holds at most ``_OPEN_FILES`` files open, and every row is written once."""
-    from pipelines.task_files import _OPEN_FILES, _Sink
+    from pipelines.lake.task_files import _OPEN_FILES, _Sink
 
     schema = pa.schema([("day", pa.int32()), ("n", pa.int64())])
     spec = FileSpec(str(tmp_path), ("day",), row_group_rows=1000,

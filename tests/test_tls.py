@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.errors import ConfigError, SourceError
-from pipelines.mysql_client import Dsn, connect
+from pipelines.mysql.client import Dsn, connect
 from pipelines.stream.protocol import ConnectionLost, ReplicationConnection, StartAt
 from devtools.mariadb import MariaDBServer
 from tests.support.tls import Pki, make_pki, tls_options

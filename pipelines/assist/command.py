@@ -1,5 +1,5 @@
 """``binlake mcp`` and ``binlake console`` on the command line: their parsers and handlers.
-``pipelines.cli`` wires them with :func:`add_assist_parsers` (each sub-parser carries its
+``pipelines.cli.main`` wires them with :func:`add_assist_parsers` (each sub-parser carries its
 handler as ``args.handler``, as the history commands do).
 """
 

@@ -1,5 +1,5 @@
 """One lake for a server's requests: the configuration, its limits, the passwords to scrub,
-and the one Spark session (:func:`pipelines.session.get_spark`, made on first use), used by
+and the one Spark session (:func:`pipelines.engine.session.get_spark`, made on first use), used by
 one request at a time (``binlake mcp`` and ``binlake console`` share it)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class LakeHandle:
         """``fn(spark, cfg, **kwargs)``, its result scrubbed of passwords."""
         with self._lock:
             if self._spark is None:
-                from pipelines.session import get_spark
+                from pipelines.engine.session import get_spark
 
                 self._spark = get_spark(self.cfg.engine)
             return scrub(fn(self._spark, self.cfg, **kwargs), self.secrets)

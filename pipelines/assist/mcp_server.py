@@ -5,7 +5,7 @@
 Every tool is read-only; results pass :func:`~pipelines.assist.mcp_tools.scrub` (no
 password of the configuration, no ``user:pw@`` URL) and a binlake error becomes the tool's
 error result with its one-line message (also scrubbed). The Spark session comes from the one
-factory (:func:`pipelines.session.get_spark`), made on the first call; calls are serialised
+factory (:func:`pipelines.engine.session.get_spark`), made on the first call; calls are serialised
 on it. On stdio, file descriptor 1 carries only the protocol: anything else writing to
 stdout (the engine, a library) is sent to stderr.
 """

@@ -1,6 +1,6 @@
 """The read-only tools of ``binlake mcp`` (and the data of ``binlake console``): plain
 functions ``(spark, cfg, ...) -> dict`` over the history, status and quality functions the
-CLI uses (``pipelines.history.query``/``reconstruct``/``flashback``, ``pipelines.status``,
+CLI uses (``pipelines.history.query``/``reconstruct``/``flashback``, ``pipelines.ops.status``,
 ``pipelines.quality``): no second copy of their logic.
 
 Every result is JSON-able and bounded: at most ``Limits.rows`` rows and about
@@ -200,7 +200,7 @@ def tool_flashback(spark, cfg: Config, *, table: str | None = None, schema: str 
 
 def tool_status(spark, cfg: Config, *, limits: Limits = Limits()) -> dict[str, Any]:
     """``binlake status --format json``, with its per-file list bounded to ``limits.rows``."""
-    from pipelines.status import collect_status
+    from pipelines.ops.status import collect_status
 
     st = _plain(collect_status(spark, cfg))
     files = st.get("files") or []
@@ -282,7 +282,7 @@ def change_volume(spark, cfg: Config, *, hours: int = 48) -> list[dict[str, Any]
 
 def secrets_of(cfg: Config) -> list[str]:
     """Every password the configuration holds (settings and DSNs)."""
-    from pipelines.mysql_client import Dsn
+    from pipelines.mysql.client import Dsn
 
     out = []
     for section in (cfg.source, cfg.gold):
@@ -301,7 +301,7 @@ def secrets_of(cfg: Config) -> list[str]:
 def scrub(result: Any, secrets: Iterable[str]) -> Any:
     """``result`` with every secret and every ``user:pw@`` URL password replaced by ``***``
     (``mysql_client.redact``/``redact_urls``)."""
-    from pipelines.mysql_client import redact, redact_urls
+    from pipelines.mysql.client import redact, redact_urls
 
     text = json.dumps(result, default=_json_value, ensure_ascii=False)
     clean = redact_urls(redact(text, *secrets))

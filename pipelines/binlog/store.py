@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from pipelines.binlog.framing import MAGIC
 from pipelines.errors import BinlakeError
-from pipelines.s3_client import S3Client, S3Settings, is_s3_url, parse_s3_url
+from pipelines.lake.s3_client import S3Client, S3Settings, is_s3_url, parse_s3_url
 
 __all__ = ["is_remote", "join", "absolute", "size", "open_binlog", "head", "list_objects",
            "RangeReader", "BLOCK"]

@@ -10,7 +10,7 @@ import sys
 from typing import Sequence
 
 from pipelines.bronze.command import HELP, add_bronze_arguments, cmd_bronze
-from pipelines.entry import stage_main, stage_parser
+from pipelines.cli.entry import stage_main, stage_parser
 
 
 def build_parser():

@@ -1,7 +1,7 @@
 """``binlake bronze`` on the command line: its arguments and its handler.
 
-``pipelines.cli`` wires them (``binlake index`` runs the handler first);
-``python -m pipelines.bronze`` runs the same command on its own (``pipelines.entry``).
+``pipelines.cli.main`` wires them (``binlake index`` runs the handler first);
+``python -m pipelines.bronze`` runs the same command on its own (``pipelines.cli.entry``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 from typing import Callable
 
 from pipelines.config import Config
-from pipelines.entry import csv_list
+from pipelines.cli.entry import csv_list
 from pipelines.errors import BinlakeError, ConfigError
 
 __all__ = ["HELP", "add_bronze_arguments", "cmd_bronze"]
@@ -38,8 +38,8 @@ def cmd_bronze(args: argparse.Namespace, cfg: Config,
     """Index the binlog files ``args`` name into bronze; one line per file and a summary.
     ``on_todo``: called with the files left to decode, before decoding (``binlake index``)."""
     from pipelines.bronze.job import run_bronze
-    from pipelines.lake import BRONZE_EVENTS, Lake
-    from pipelines.session import get_spark
+    from pipelines.lake.tables import BRONZE_EVENTS, Lake
+    from pipelines.engine.session import get_spark
 
     paths = _binlog_paths(args, cfg)
     _start_decoders(cfg, paths)

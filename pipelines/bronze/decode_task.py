@@ -3,7 +3,7 @@
 On the embedded engine, Python UDFs run inside Sail's process under one GIL, so two files
 decoded there share one core. ``decode_file_batches(..., subprocess=True)`` runs the decoder
 in a worker process forked from a ``forkserver`` that has the decoder imported already
-(``pipelines.workers``), which streams its Arrow batches back over a pipe: each task then
+(``pipelines.engine.workers``), which streams its Arrow batches back over a pipe: each task then
 has a core of its own and memory stays bounded by the batch size. On a Spark cluster each
 executor's Python worker is already a process; the worker process is a cheap extra hop there
 and can be turned off (``bronze.decode_in_subprocess = false``).
@@ -25,8 +25,8 @@ from pipelines.binlog.fast import rowkernel
 from pipelines.binlog.parser import ChecksumPolicy
 from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
-from pipelines.s3_client import S3Settings
-from pipelines.workers import forkserver, forkserver_is_safe, widen
+from pipelines.lake.s3_client import S3Settings
+from pipelines.engine.workers import forkserver, forkserver_is_safe, widen
 
 __all__ = ["decode_file_batches", "main"]
 
@@ -133,7 +133,7 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str, source_id: str, chunk
 def _worker_body(conn, *args) -> None:
     """Forked worker body: decode inline, write each bronze batch to ``conn``'s pipe as an
     Arrow IPC stream (Arrow writes the batch's buffers straight to the pipe: no serialised
-    copy). The forkserver (``pipelines.workers``) has this module imported already: a forked
+    copy). The forkserver (``pipelines.engine.workers``) has this module imported already: a forked
     worker starts in milliseconds instead of re-importing pyarrow and the decoder."""
     try:
         with open(conn.fileno(), "wb", closefd=False) as sink, \

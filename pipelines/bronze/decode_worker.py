@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":
-    from pipelines.workers import prepare_process
+    from pipelines.engine.workers import prepare_process
 
     prepare_process()
     from pipelines.bronze.decode_task import main

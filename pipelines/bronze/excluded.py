@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import ConfigError
-from pipelines.mysql_client import Dsn
+from pipelines.mysql.client import Dsn
 
 if TYPE_CHECKING:
     from pipelines.config import Config

@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass
 from pipelines.binlog import store as binlog_store
 from pipelines.binlog.directory import check_binlog, list_binlogs
 from pipelines.binlog.framing import MAGIC
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
-from pipelines.lake import BRONZE_FILES, Lake
+from pipelines.lake.tables import BRONZE_FILES, Lake
 
 __all__ = ["FileState", "FILES_DDL", "DROPPED", "select_files", "megabytes", "load_states",
            "save_states", "latest_states", "Compacted", "compact_states", "superseded_keys",

@@ -29,15 +29,15 @@ from pipelines.bronze.files import (Compacted, FileState, compact_states, load_s
 from pipelines.binlog.reader import chunk_start
 from pipelines.bronze.records import BRONZE_DDL
 from pipelines.config import Config
-from pipelines.delta_log import read_log
-from pipelines.delta_ops import commit_bytes, files_in_partitions, sql_string
-from pipelines.few_files import keep_few_files
-from pipelines.lake import BRONZE_EVENTS, BRONZE_FILES, Lake
-from pipelines.lease import holds_lease
-from pipelines.memory import release_freed_memory
-from pipelines.session import engine_cores, engine_name
-from pipelines.task_files import ADDED_DDL, FileSpec, write_files
-from pipelines.workers import forkserver, forkserver_is_safe
+from pipelines.lake.delta_log import read_log
+from pipelines.lake.delta_ops import commit_bytes, files_in_partitions, sql_string
+from pipelines.lake.few_files import keep_few_files
+from pipelines.lake.tables import BRONZE_EVENTS, BRONZE_FILES, Lake
+from pipelines.lake.lease import holds_lease
+from pipelines.engine.memory import release_freed_memory
+from pipelines.engine.session import engine_cores, engine_name
+from pipelines.lake.task_files import ADDED_DDL, FileSpec, write_files
+from pipelines.engine.workers import forkserver, forkserver_is_safe
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL", "plan_chunks", "plan_commits", "start_decoders", "task_frame"]

@@ -20,9 +20,9 @@ import os
 from pipelines.binlog.directory import begins_with_magic
 from pipelines.bronze.files import DROPPED, FileState, load_states, save_states
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
-from pipelines.lake import BRONZE_EVENTS, Lake
-from pipelines.lease import holds_lease
+from pipelines.lake.delta_ops import sql_string
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
+from pipelines.lake.lease import holds_lease
 
 __all__ = ["stale_entries", "retract_not_binlogs"]
 

@@ -32,7 +32,7 @@ from pipelines.binlog.fast.image_sink import ImageSink
 from pipelines.binlog.fast.rows_columnar import decode_into
 from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError
-from pipelines.lake import BRONZE_EVENTS
+from pipelines.lake.tables import BRONZE_EVENTS
 
 __all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches", "truncated_note", "TABLE_MAP_FIELDS",
            "table_map_hash"]

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze.records import BRONZE_SCHEMA, TABLE_MAP_FIELDS
-from pipelines.lake import BRONZE_EVENTS
+from pipelines.lake.tables import BRONZE_EVENTS
 
 __all__ = ["read_table_maps", "table_maps_in", "with_facts"]
 

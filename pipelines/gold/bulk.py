@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.gold.rows import INT_COLUMNS, byte_slices, concat_body
-from pipelines.mysql_client import prepare_statement, read_ok, send_command
+from pipelines.mysql.client import prepare_statement, read_ok, send_command
 
 __all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "command_parts"]
 

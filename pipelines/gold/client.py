@@ -3,7 +3,7 @@
 Every connection runs in strict mode (an over-long or invalid value is an error, never a
 silent truncation), with backslash escapes on (the INSERT literals and LOAD DATA files rely on
 them) and UTC as the session time zone. Connecting (TLS, credentials, timeouts, redaction)
-is :mod:`pipelines.mysql_client`'s; errors surface as :class:`SourceError` naming the server by
+is :mod:`pipelines.mysql.client`'s; errors surface as :class:`SourceError` naming the server by
 host and port, never the password.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipelines import mysql_client
+from pipelines.mysql import client as mysql_client
 from pipelines.errors import ConfigError
-from pipelines.mysql_client import Dsn
+from pipelines.mysql.client import Dsn
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -48,10 +48,10 @@ def database_of(dsn: Dsn) -> str:
 def connect(dsn: Dsn, *, database: bool = True, local_infile: bool = False,
             autocommit: bool = True, section: str = "gold", bulk: bool = False):
     """A connection to ``dsn`` (its database unless ``database=False``) through
-    :func:`pipelines.mysql_client.connect`: the DSN's TLS and credentials, strict mode, UTC.
+    :func:`pipelines.mysql.client.connect`: the DSN's TLS and credentials, strict mode, UTC.
 
     With ``local_infile`` the server gets only the bytes given under their name by
-    :func:`~pipelines.mysql_client.allow_local_file`. With ``bulk`` it asks a MariaDB server
+    :func:`~pipelines.mysql.client.allow_local_file`. With ``bulk`` it asks a MariaDB server
     for bulk operations (``gold/bulk.py``; ``conn.bulk_operations``). Raises
     :class:`SourceError` when the server cannot be reached or refuses the login (a TLS failure names the ``gold.ssl_*``
     setting; ``section`` names whose settings they are).

@@ -1,6 +1,6 @@
 """``binlake init | gold | rotate | vacuum``: argparse options and handlers.
 
-``pipelines/cli.py`` wires them (``add_*_arguments`` on a sub-parser, ``cmd_*`` in its
+``pipelines/cli/main.py`` wires them (``add_*_arguments`` on a sub-parser, ``cmd_*`` in its
 command table); ``python -m pipelines.gold`` uses the same pieces. Handlers take the parsed
 arguments and the loaded :class:`Config`, print one line per fact, and return the exit code.
 The DSN is printed only in its redacted form.
@@ -61,7 +61,7 @@ def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_gold(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_gold
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     spark = get_spark(cfg.engine)
     code = report_gold(run_gold(spark, cfg, gold_dsn=args.gold_dsn))
@@ -79,7 +79,7 @@ def _warn_feedback(cfg: Config, gold_dsn: str | None, spark=None) -> None:
     # silver is scanned only when the source server is unknown (binlogs read from files):
     # with source.dsn, same_server already decides
     if spark is not None and not cfg.source.dsn:
-        from pipelines.lake import SILVER_EVENTS, Lake
+        from pipelines.lake.tables import SILVER_EVENTS, Lake
 
         lake = Lake.of(cfg)
         if lake.exists(spark, SILVER_EVENTS):
@@ -111,7 +111,7 @@ def report_gold(res) -> int:
 
 def cmd_rotate(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_rotate
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     res = run_rotate(get_spark(cfg.engine), cfg, gold_dsn=args.gold_dsn, retain=args.retain,
                      add_future=args.add_future)
@@ -126,7 +126,7 @@ def cmd_rotate(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_vacuum(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.gold.job import run_vacuum
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     # The session finds catalog tables' files, and runs VACUUM where its engine has it.
     for t in run_vacuum(cfg, dry_run=args.dry_run, spark=get_spark(cfg.engine)):

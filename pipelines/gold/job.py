@@ -20,19 +20,19 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pipelines.config import Config, parse_retain
-from pipelines.delta_ops import (current_version, files_added, set_retention, table_id,
+from pipelines.lake.delta_ops import (current_version, files_added, set_retention, table_id,
                                  vacuum_table, version_files)
-from pipelines.mysql_client import Dsn, error_text, offers_bulk_operations
+from pipelines.mysql.client import Dsn, error_text, offers_bulk_operations
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, index_state, snapshots, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
 from pipelines.gold.event_ids import binlog_base
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.gold.lock import holds_gold_lock
-from pipelines.lease import holds_lease
+from pipelines.lake.lease import holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
-from pipelines.lake import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables, read_data_files
+from pipelines.lake.tables import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables, read_data_files
 
 __all__ = ["InitResult", "GoldResult", "RotateResult", "run_init", "run_gold", "run_rotate",
            "run_vacuum", "gold_status", "resolve_dsn", "LAKE_TABLES"]
@@ -381,7 +381,7 @@ def run_vacuum(cfg: Config, *, dry_run: bool = False, spark=None) -> list[dict[s
     """Set the retention properties from ``gold.log_retention`` /
     ``gold.deleted_file_retention`` (or the table's own retention in the registry) on every
     lake table, then VACUUM it by them: SQL where ``spark``'s engine has it, else delta-rs on
-    the table's files (:mod:`pipelines.delta_ops`); in catalog mode ``spark`` finds them
+    the table's files (:mod:`pipelines.lake.delta_ops`); in catalog mode ``spark`` finds them
     through the catalog."""
     lake = Lake.of(cfg)
     if lake.uses_catalog and spark is None:

@@ -3,7 +3,7 @@
 Gold's state lives in MySQL, so ``binlake gold`` into one gold database is serialised by the
 server's lock (released by the server when the holder's connection dies, so a killed exporter
 never blocks it), with the holder described in ``binlake_lease`` for the next one to name.
-The lake's own stages are serialised by leases on the lake (``pipelines/lease.py``); see
+The lake's own stages are serialised by leases on the lake (``pipelines/lake/lease.py``); see
 ``docs/concurrency.md``.
 """
 
@@ -20,8 +20,8 @@ from typing import Iterator
 from pipelines.config import Config
 from pipelines.errors import LeaseHeldError
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
-from pipelines.lake_check import check_tables
-from pipelines.lease import redact_command
+from pipelines.lake.check import check_tables
+from pipelines.lake.lease import redact_command
 
 __all__ = ["gold_lock", "holds_gold_lock"]
 

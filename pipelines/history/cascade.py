@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.history import lake
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.history.selection import json_path

@@ -1,5 +1,5 @@
 """``binlake query``, ``reconstruct``, ``flashback`` and ``snapshot --data`` on the command
-line: their parsers and handlers. ``pipelines.cli`` wires them with :func:`add_history_parsers`
+line: their parsers and handlers. ``pipelines.cli.main`` wires them with :func:`add_history_parsers`
 (each sub-parser carries its handler as ``args.handler``).
 """
 
@@ -11,7 +11,7 @@ import json
 import sys
 
 from pipelines.config import Config
-from pipelines.mysql_client import resolve_dsn
+from pipelines.mysql.client import resolve_dsn
 from pipelines.errors import ConfigError
 
 __all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "build_selection"]
@@ -153,7 +153,7 @@ def cmd_query(args: argparse.Namespace, cfg: Config) -> int:
     if gold:
         rows = iter(query_gold(gold, sel, args.limit, cfg.gold))
     else:
-        from pipelines.session import get_spark
+        from pipelines.engine.session import get_spark
 
         spark = get_spark(cfg.engine)
         rows = query_silver(spark, cfg, sel, args.limit)
@@ -180,7 +180,7 @@ def cmd_reconstruct(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.history.reconstruct import reconstruct, resolve_point
     from pipelines.history.selection import parse_table
     from pipelines.history.times import parse_time
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     schema, table = parse_table(args.table)
     spark = get_spark(cfg.engine)
@@ -209,7 +209,7 @@ def cmd_reconstruct(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.history.flashback import apply_plan, plan_flashback, render_script
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     sel = _selection(args)
     if not any((sel.table, sel.schema, sel.pk, sel.since, sel.until, sel.gtids,
@@ -264,8 +264,8 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.lake import BASELINE_ROWS, Lake
-    from pipelines.session import get_spark
+    from pipelines.lake.tables import BASELINE_ROWS, Lake
+    from pipelines.engine.session import get_spark
     from pipelines.silver.data_snapshot import take_data_snapshot
 
     if args.import_path or args.export:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history import lake
 from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, pk_values_of,
@@ -213,7 +213,7 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
     # The FK actions silver derived (docs/silver.md) are undone with their cause, by the
     # cascade module (children re-inserted after their parent; ON UPDATE CASCADE by the
     # target's own rule), not as changes of their own. A TRUNCATE's derived DELETEs are.
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
     from pipelines.silver.renames import forward, lineage, load_renames, renamed, segments_where
 
     # A renamed table: --table NEW selects the changes made under its earlier

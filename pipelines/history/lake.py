@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.silver.naming import TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec
 
@@ -22,7 +22,7 @@ TM_COLUMNS = [*TABLE_MAP_COLUMNS, "trx_pos"]
 
 def silver(spark, cfg: Config):
     """Silver's row changes; :class:`ConfigError` when the lake has none yet."""
-    from pipelines.lake import SILVER_EVENTS, Lake
+    from pipelines.lake.tables import SILVER_EVENTS, Lake
 
     lk = Lake.of(cfg)
     if not lk.exists(spark, SILVER_EVENTS):
@@ -32,7 +32,7 @@ def silver(spark, cfg: Config):
 
 
 def bronze(spark, cfg: Config):
-    from pipelines.lake import BRONZE_EVENTS, Lake
+    from pipelines.lake.tables import BRONZE_EVENTS, Lake
 
     lk = Lake.of(cfg)
     if not lk.exists(spark, BRONZE_EVENTS):
@@ -72,7 +72,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
         if d["column_types"] is None and d["table_map_hash"] is not None:
             if maps is None:  # bronze's TABLE_MAP rows (docs/bronze.md)
                 from pipelines.bronze.table_maps import read_table_maps
-                from pipelines.lake import Lake
+                from pipelines.lake.tables import Lake
 
                 maps = read_table_maps(spark, Lake.of(cfg), in_files)
             d.update(maps.get(d["table_map_hash"], {}))
@@ -155,7 +155,7 @@ def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache
 def _earlier_names(spark, cfg: Config, table: tuple[str, str], seq: int, cache: dict
                    ) -> list[tuple[str, str]]:
     """``table`` and the names it had before ``seq`` (RENAME TABLE), newest first."""
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
     from pipelines.silver.renames import load_renames
 
     if "renames" not in cache:
@@ -205,7 +205,7 @@ def starts_at_creation(spark, cfg: Config, schema: str, table: str) -> bool:
 def quarantined(spark, cfg: Config, schema: str, table: str, start: int = -1,
                 end: int = (1 << 63) - 1) -> list[dict]:
     """The table's quarantined changes with start <= position < end (silver lacks them)."""
-    from pipelines.lake import SILVER_QUARANTINE, Lake
+    from pipelines.lake.tables import SILVER_QUARANTINE, Lake
     from pipelines.silver.naming import position_key
 
     lk = Lake.of(cfg)

@@ -16,12 +16,12 @@ import json
 from typing import Any, Iterable, Iterator, TextIO
 
 from pipelines.config import Config
-from pipelines.mysql_client import resolve_dsn
-from pipelines.delta_ops import sql_string
+from pipelines.mysql.client import resolve_dsn
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
-from pipelines.text_table import write_rows
+from pipelines.cli.text_table import write_rows
 
 __all__ = ["OUTPUT_COLUMNS", "GOLD_OUTPUT_COLUMNS", "query_silver", "query_gold",
            "write_changes", "check_names", "before_history"]
@@ -112,7 +112,7 @@ def query_silver(spark, cfg: Config, sel: Selection, limit: int | None
         # A renamed table's history goes on under its earlier names (silver.renames)
         from dataclasses import replace
 
-        from pipelines.lake import Lake
+        from pipelines.lake.tables import Lake
         from pipelines.silver.renames import lineage, load_renames, segments_where
 
         segments = lineage(load_renames(spark, Lake.of(cfg)), *sel.table, 1 << 62)

@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.binlog import coltypes as T
 from pipelines.history import lake
@@ -261,7 +261,7 @@ _FOLD_DDL = "key string, seq bigint, rie int, ord int, delta int, image string"
 def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
                 pk: str | None = None) -> Reconstruction:
     """The table's rows at ``point`` (optionally one key); see the module docstring."""
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
     from pipelines.silver.renames import column_maps, lineage, load_renames, segments_where
 
     facts = load_renames(spark, Lake.of(cfg))
@@ -296,7 +296,7 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
     changes = changes.select("seq", "row_in_event", "row_before", "row_after",
                              "schema_version")
     if base is not None:
-        from pipelines.lake import BASELINE_ROWS, Lake
+        from pipelines.lake.tables import BASELINE_ROWS, Lake
 
         lk = Lake.of(cfg)
         if lk.exists(spark, BASELINE_ROWS):

@@ -1,4 +1,4 @@
-"""``binlake mirror``: argparse wiring and the handler (registered in ``pipelines/cli.py``)."""
+"""``binlake mirror``: argparse wiring and the handler (registered in ``pipelines/cli/main.py``)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def print_result(res, cfg: Config) -> None:
 
 def cmd_mirror(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.mirror.job import run_mirror
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     print_result(run_mirror(get_spark(cfg.engine), cfg, source=getattr(args, "source", None)),
                  cfg)

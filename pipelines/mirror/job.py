@@ -18,7 +18,7 @@ re-run computes the same changes from the same inputs, and both MERGEs are idemp
 existing version is matched by its start seq, a deleted one is no longer there). When the
 history's version is not the recorded one (an interrupted run wrote to it), that table's
 MERGE matches on the whole history once, so no version is inserted twice. The ``mirror``
-lease (``pipelines/lease.py``) keeps two runs on one lake from interleaving (Sail does not
+lease (``pipelines/lake/lease.py``) keeps two runs on one lake from interleaving (Sail does not
 fail a racing commit).
 """
 
@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.delta_ops import (current_version, files_added, sql_string, table_exists,
+from pipelines.lake.delta_ops import (current_version, files_added, sql_string, table_exists,
                                  version_files)
 from pipelines.errors import EngineError
-from pipelines.lake import SILVER_EVENTS, Lake, parse_catalog, read_data_files
-from pipelines.lease import holds_lease
+from pipelines.lake.tables import SILVER_EVENTS, Lake, parse_catalog, read_data_files
+from pipelines.lake.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
@@ -65,7 +65,7 @@ def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
 def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
     """(label, path) of every mirror Delta table on disk, the state and scratch tables
     included (for ``binlake vacuum``); found by their ``_delta_log`` directories."""
-    from pipelines.lake_files import delta_tables_under, list_lake_dir
+    from pipelines.lake.files import delta_tables_under, list_lake_dir
 
     out = []
     for layer in ("mirror", "mirror_history", "mirror_state/work"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from pipelines.config import Config
-from pipelines.delta_ops import table_exists
+from pipelines.lake.delta_ops import table_exists
 from pipelines.mirror.job import mirror_path, mirrored_tables, view_names
 
 __all__ = ["mirror_views", "register_mirror_views"]

@@ -40,9 +40,9 @@ from pyspark.sql.window import Window as W
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
-from pipelines.delta_ops import files_added
-from pipelines.file_stats import alone_in_key_ranges
-from pipelines.lake import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
+from pipelines.lake.delta_ops import files_added
+from pipelines.lake.file_stats import alone_in_key_ranges
+from pipelines.lake.tables import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
                             read_data_files)
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",

@@ -25,9 +25,9 @@ import uuid
 from typing import Any, Sequence
 
 from pipelines.config import Config
-from pipelines.delta_ops import version_unreadable
-from pipelines.few_files import keep_few_files
-from pipelines.lake import QUALITY_FAILURES, QUALITY_RESULTS, Lake
+from pipelines.lake.delta_ops import version_unreadable
+from pipelines.lake.few_files import keep_few_files
+from pipelines.lake.tables import QUALITY_FAILURES, QUALITY_RESULTS, Lake
 from pipelines.quality.checks import (KeyPass, Outcome, check_rules_against, considered,
                                       failing_rows, key_pass, unique_filters, unique_measures,
                                       validate)
@@ -199,7 +199,7 @@ def run_quality(spark, cfg: Config, *, window: Window | str | None = None,
 
 
 def _store(spark, cfg: Config, res: QualityResult) -> None:
-    from pipelines.lake_files import write_lake_file
+    from pipelines.lake.files import write_lake_file
     from pipelines.quality.report import render_report
 
     base = os.path.join(cfg.lake_root, "quality")

@@ -48,7 +48,7 @@ def points_from_rows(rows: Iterable[dict[str, Any]], last: int = 30) -> list[Run
 
 def load_trends(spark, cfg, last: int = 30) -> list[RunPoint]:
     """The last ``last`` runs stored in the lake's quality results (empty when none)."""
-    from pipelines.lake import QUALITY_RESULTS, Lake
+    from pipelines.lake.tables import QUALITY_RESULTS, Lake
 
     lake = Lake.of(cfg)
     if not lake.exists(spark, QUALITY_RESULTS):

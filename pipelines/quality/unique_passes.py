@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
-from pipelines.delta_ops import sail_engine
+from pipelines.lake.delta_ops import sail_engine
 from pipelines.quality.rules import Rule
 
 __all__ = ["PASS_ROWS", "BUCKETS_PER_PASS", "pass_rows", "bounds", "passes", "pack"]

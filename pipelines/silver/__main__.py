@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.entry import stage_main, stage_parser
+from pipelines.cli.entry import stage_main, stage_parser
 from pipelines.silver.command import HELP, add_silver_arguments, cmd_silver
 
 

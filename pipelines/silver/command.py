@@ -1,7 +1,7 @@
 """``binlake silver`` on the command line: its handler (the command has no options of its own).
 
-``pipelines.cli`` wires it (``binlake index`` runs :func:`report_silver` after bronze);
-``python -m pipelines.silver`` runs the same command on its own (``pipelines.entry``).
+``pipelines.cli.main`` wires it (``binlake index`` runs :func:`report_silver` after bronze);
+``python -m pipelines.silver`` runs the same command on its own (``pipelines.cli.entry``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ def add_silver_arguments(p: argparse.ArgumentParser) -> None:
 
 def report_silver(cfg: Config):
     """Run silver and print its line; the ``SilverResult``."""
-    from pipelines.lake import SILVER_EVENTS, Lake
-    from pipelines.session import get_spark
+    from pipelines.lake.tables import SILVER_EVENTS, Lake
+    from pipelines.engine.session import get_spark
     from pipelines.silver.job import run_silver
 
     res = run_silver(get_spark(cfg.engine), cfg)

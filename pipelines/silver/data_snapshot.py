@@ -11,7 +11,7 @@ Rows are selected in bronze's value forms (numbers as text, ``+0`` for BIT/ENUM/
 bytes for strings) and rendered by silver's own renderer (:mod:`pipelines.silver.images`), so a
 baseline image equals the image silver would have written for the same row. Tables:
 
-Both tables are declared in ``pipelines/lake.py`` (``BASELINE_ROWS``, ``BASELINES``):
+Both tables are declared in ``pipelines/lake/tables.py`` (``BASELINE_ROWS``, ``BASELINES``):
 
 - ``<lake>/silver/baseline_rows``: snapshot_id, source_id, schema_name, table_name,
   pk_values, pk_hash, row_image (appended per batch of ``batch_rows``: memory stays bounded);
@@ -30,14 +30,14 @@ from typing import Any, Sequence
 from pipelines.binlog import coltypes as T
 from pipelines.binlog.values import float32_text
 from pipelines.config import Config, Dsn
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import SchemaMismatchError, SourceError
-from pipelines.lake import BASELINE_ROWS, BASELINES, Lake
+from pipelines.lake.tables import BASELINE_ROWS, BASELINES, Lake
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
 from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
-from pipelines.mysql_client import connect, error_text
+from pipelines.mysql.client import connect, error_text
 from pipelines.silver.snapshot_source import (
     _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
     server_checks,

@@ -18,8 +18,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from pipelines.delta_ops import sql_string
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, Lake
+from pipelines.lake.delta_ops import sql_string
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake
 from pipelines.silver.derive import (ADD_COLUMNS, RENAME, TRUNCATE, Fold, Rule, added_columns,
                                      cascading_rules, partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key

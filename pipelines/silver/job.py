@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pipelines.bronze.files import load_states
 from pipelines.bronze.table_maps import read_table_maps
 from pipelines.config import Config
-from pipelines.delta_ops import (commit_bytes, enable_change_data_feed, rows_in_table,
+from pipelines.lake.delta_ops import (commit_bytes, enable_change_data_feed, rows_in_table,
                                  rows_written_since)
-from pipelines.few_files import keep_few_files
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
-from pipelines.lease import holds_lease
-from pipelines.memory import release_freed_memory
-from pipelines.session import engine_name
+from pipelines.lake.few_files import keep_few_files
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
+from pipelines.lake.lease import holds_lease
+from pipelines.engine.memory import release_freed_memory
+from pipelines.engine.session import engine_name
 from pipelines.silver import render_fast
 from pipelines.silver.derived import append_derived
 from pipelines.silver.naming import NamingPlan

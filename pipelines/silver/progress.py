@@ -17,8 +17,8 @@ import datetime as dt
 import json
 from typing import Any, Iterable
 
-from pipelines.few_files import keep_few_files
-from pipelines.lake import SILVER_PROGRESS, Lake
+from pipelines.lake.few_files import keep_few_files
+from pipelines.lake.tables import SILVER_PROGRESS, Lake
 
 __all__ = ["load_progress", "save_progress"]
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote, clauses
 
 __all__ = ["Rename", "Segment", "renames_in", "renames", "lineage", "column_maps", "renamed",

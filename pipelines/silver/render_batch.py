@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import SchemaMismatchError
-from pipelines.lake import SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.lake.tables import SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver import render_fast
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import (TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec,

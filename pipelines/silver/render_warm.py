@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from pipelines.lake import BRONZE_EVENTS
+from pipelines.lake.tables import BRONZE_EVENTS
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -78,7 +78,7 @@ def renders_here(cfg: "Config") -> bool:
     """Whether silver's rows are rendered in this process: on the embedded engine (Sail runs
     the Python tasks here; JVM Spark and Spark Connect servers run them in their own Python
     workers) and without render worker processes (``silver.render_in_subprocess``)."""
-    from pipelines.session import engine_name
+    from pipelines.engine.session import engine_name
     from pipelines.silver.transform import render_workers
 
     return engine_name() == "sail" and not render_workers(cfg.silver.render_workers,

@@ -1,7 +1,7 @@
 """Silver rendering in worker processes: a task's bronze batches rendered on every core.
 
 :func:`render_batches` is what silver's ``mapInArrow`` runs. With ``workers`` > 0 it forks that
-many rendering processes from the preloaded forkserver (``pipelines.workers``), sends them the
+many rendering processes from the preloaded forkserver (``pipelines.engine.workers``), sends them the
 naming plan once, then deals the task's batches round-robin, ``workers`` in flight, and yields
 the results in input order: on the embedded engine a single task keeps every core busy while
 the engine's own process only moves serialised Arrow batches. With ``workers`` = 0 (a Spark
@@ -28,10 +28,10 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipelines.errors import EngineError
-from pipelines.memory import release_freed_memory
+from pipelines.engine.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import QUARANTINE, RENDERED, BatchRenderer
-from pipelines.workers import forkserver, forkserver_is_safe, widen
+from pipelines.engine.workers import forkserver, forkserver_is_safe, widen
 
 __all__ = ["render_batches", "serve", "close_idle"]
 

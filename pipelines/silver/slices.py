@@ -22,8 +22,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pipelines.delta_ops import sql_string
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lake.delta_ops import sql_string
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.silver.render_batch import DAY_US
 from pipelines.silver.transform import CHANGE_TYPES
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from pipelines.binlog.names import split_binlog_name
-from pipelines.lake import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS
+from pipelines.lake.tables import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS
 
 __all__ = [
     "ColumnSchema", "TableSchema", "ForeignKey", "Snapshot", "SourceCheck", "CHECK_LEVELS",

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from pipelines.mysql_client import Dsn, connect, error_text
+from pipelines.mysql.client import Dsn, connect, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import (
     ColumnSchema, ForeignKey, Snapshot, SourceCheck, TableSchema,

@@ -19,9 +19,9 @@ from typing import Any, Sequence
 
 from pipelines.binlog.names import position_key
 from pipelines.config import Config
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
-from pipelines.lake import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS, Lake, LakeTable
+from pipelines.lake.tables import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS, Lake, LakeTable
 from pipelines.silver.snapshot_model import (
     JSON_FORMAT, JSON_VERSION, Snapshot,
     SourceCheck, check_from_json, check_to_json, checks_to_rows, fk_to_rows, snapshot_from_json,

@@ -16,12 +16,12 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from pipelines.errors import LakeChangedError
-from pipelines.lake import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.null_lists import lists_not_null, restore_null_lists
 from pipelines.silver.pk_hash import pk_hash
 from pipelines.silver.render_worker import BATCH_ROWS, render_batches
-from pipelines.task_files import ADDED_DDL, FileSpec, write_files
+from pipelines.lake.task_files import ADDED_DDL, FileSpec, write_files
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "bronze_changes",
            "to_silver", "to_silver_files", "to_quarantine", "render_workers", "on_day",

@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.bronze.records import BRONZE_SCHEMA
-from pipelines.delta_ops import sql_string
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lake.delta_ops import sql_string
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
 
 __all__ = ["Checkpoint", "CHECKPOINT", "GAP_INCIDENT", "checkpoint_batch", "gap_batch",
            "load_latest", "load_gaps"]

@@ -1,6 +1,6 @@
 """``binlake stream`` on the command line: its arguments and its handler.
 
-``pipelines.cli`` wires them with :func:`add_stream_parser` and :func:`cmd_stream`;
+``pipelines.cli.main`` wires them with :func:`add_stream_parser` and :func:`cmd_stream`;
 ``python -m pipelines.stream`` runs the same command on its own.
 """
 
@@ -53,14 +53,14 @@ def add_stream_parser(sub) -> argparse.ArgumentParser:
 
 
 def cmd_stream(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
     from pipelines.stream.job import run_stream
 
     url = args.source_dsn or cfg.source.dsn
     if not url:
         raise ConfigError("stream needs --source-dsn mysql://user:password@host:port/ or "
                           "source.dsn in the configuration")
-    from pipelines.lease import lake_lease
+    from pipelines.lake.lease import lake_lease
 
     with lake_lease(cfg, f"stream-{cfg.source.name}"):  # one stream per source and lake
         return run_stream(get_spark(cfg.engine), cfg, source_dsn=url,

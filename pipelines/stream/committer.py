@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import EngineError
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.stream.checkpoint import Checkpoint, checkpoint_batch
 from pipelines.stream.files_state import StreamFiles
 from pipelines.stream.position import StreamPosition, Where

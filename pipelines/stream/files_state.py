@@ -22,9 +22,9 @@ from typing import Callable
 
 from pipelines.bronze.files import FileState, compact_states, load_states, save_states
 from pipelines.config import Config
-from pipelines.few_files import FEW_FILES, keep_few_files
-from pipelines.lake import BRONZE_FILES, Lake
-from pipelines.lease import lease_if_free
+from pipelines.lake.few_files import FEW_FILES, keep_few_files
+from pipelines.lake.tables import BRONZE_FILES, Lake
+from pipelines.lake.lease import lease_if_free
 
 __all__ = ["StreamFiles", "STREAMING", "compact_if_free"]
 

@@ -37,10 +37,10 @@ import time
 from pipelines.bronze.excluded import excluded_schemas
 from pipelines.config import Config
 from pipelines.errors import ConfigError, DecodeError, SourceError
-from pipelines.few_files import keep_few_files
-from pipelines.lake import BRONZE_FILES, Lake
-from pipelines.lease import lake_lease
-from pipelines.mysql_client import Dsn, resolve_dsn
+from pipelines.lake.few_files import keep_few_files
+from pipelines.lake.tables import BRONZE_FILES, Lake
+from pipelines.lake.lease import lake_lease
+from pipelines.mysql.client import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import refusals
 from pipelines.stream.backoff import Backoff
 from pipelines.stream.checkpoint import gap_batch

@@ -99,7 +99,7 @@ def live_path(lake_root: str, source_id: str) -> str:
 def write_live(path: str, doc: dict[str, Any]) -> None:
     """Replace the live file atomically (write + rename); errors are ignored (best effort)."""
     from pipelines.errors import BinlakeError
-    from pipelines.lake_files import write_lake_file
+    from pipelines.lake.files import write_lake_file
 
     doc = dict(doc, updated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     try:
@@ -111,7 +111,7 @@ def write_live(path: str, doc: dict[str, Any]) -> None:
 def read_live(path: str) -> dict[str, Any] | None:
     """The live file (a path, or an ``s3://`` URL under an object-store lake), or None."""
     from pipelines.errors import BinlakeError
-    from pipelines.lake_files import read_lake_file
+    from pipelines.lake.files import read_lake_file
 
     try:
         return json.loads(read_lake_file(path))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE, EventHeader, RawEvent
 from pipelines.errors import BinlogGone, ConnectionLost, SourceError
-from pipelines.mysql_client import (Dsn, ServerUnreachable, error_text,
+from pipelines.mysql.client import (Dsn, ServerUnreachable, error_text,
                                      open_binlog_dump, read_dump_packet, redact)
 
 __all__ = ["StartAt", "StreamEvent", "ReplicationConnection", "ConnectionLost", "BinlogGone",

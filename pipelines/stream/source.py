@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pipelines.binlog.names import binlog_order
-from pipelines.mysql_client import Dsn, connect, error_text
+from pipelines.mysql.client import Dsn, connect, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import SourceCheck
 from pipelines.silver.snapshot_source import server_checks

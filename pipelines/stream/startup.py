@@ -29,9 +29,9 @@ import json
 import logging
 from typing import Callable, ContextManager
 
-from pipelines.delta_ops import sql_string
+from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import SourceError
-from pipelines.lake import BRONZE_EVENTS, Lake
+from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.stream.checkpoint import Checkpoint, load_latest
 from pipelines.stream.files_state import STREAMING, StreamFiles
 from pipelines.stream.gtid import GtidState

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.lake import Lake
+from pipelines.lake.tables import Lake
 from pipelines.stream.checkpoint import load_gaps, load_latest
 from pipelines.stream.progress import live_path, read_live
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devtools.mariadb import MariaDBServer
-from pipelines.cli import main
+from pipelines.cli.main import main
 
 ORDERS = "mcp46.orders"
 PHASE_1 = [

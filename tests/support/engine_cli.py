@@ -31,7 +31,7 @@ def _env(extra: dict[str, str] | None) -> dict[str, str]:
 
 
 def _cmd(flags: list[str], lake: Path, args: tuple[str, ...]) -> list[str]:
-    return [sys.executable, "-m", "pipelines.cli", "--lake", str(lake), *flags, *args]
+    return [sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake), *flags, *args]
 
 
 def binlake(flags: list[str], lake: Path, *args: str, env: dict[str, str] | None = None,

@@ -1,9 +1,9 @@
 """A local JVM Spark with delta-spark and its own catalog, for the tests on classic Spark.
 
 The in-memory catalog keeps its tables in ``spark.sql.warehouse.dir`` (a temporary directory);
-the Delta jars are the ones ``make setup`` fetched (``pipelines.session.delta_spark_conf``),
+the Delta jars are the ones ``make setup`` fetched (``pipelines.engine.session.delta_spark_conf``),
 so no Ivy download happens at test time. The session is
-stopped when the fixture ends, so that ``pipelines.session.get_spark`` (which prefers an
+stopped when the fixture ends, so that ``pipelines.engine.session.get_spark`` (which prefers an
 active session) hands the embedded engine to every later test again.
 
 pyspark launches one JVM per Python process and keeps it after ``stop()``: the classpath is
@@ -57,7 +57,7 @@ def _session() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     from pipelines.config import EngineConfig
-    from pipelines.session import delta_spark_conf, local_spark_conf
+    from pipelines.engine.session import delta_spark_conf, local_spark_conf
 
     with tempfile.TemporaryDirectory(prefix="binlake-warehouse-") as warehouse:
         builder = SparkSession.builder.master("local[2]").appName("binlake-tests")

@@ -36,9 +36,9 @@ def _env(extra: dict[str, str] | None) -> dict[str, str]:
 
 def start(lake: Path, *args: str, env: dict[str, str] | None = None,
           engine: str | None = None) -> subprocess.Popen:
-    """``python -m pipelines.cli --lake LAKE --wait 600 ARGS`` started, not waited for (a
+    """``python -m pipelines.cli.main --lake LAKE --wait 600 ARGS`` started, not waited for (a
     loaded machine may take long; a ``--wait`` in ARGS wins)."""
-    cmd = [sys.executable, "-m", "pipelines.cli", "--lake", str(lake), "--wait", "600"]
+    cmd = [sys.executable, "-m", "pipelines.cli.main", "--lake", str(lake), "--wait", "600"]
     if engine:
         cmd += ["--engine", engine]
     return subprocess.Popen(cmd + list(args), cwd=lake.parent, env=_env(env), text=True,
@@ -72,7 +72,7 @@ def together(lake: Path, commands: Sequence[Sequence[str]], *,
 _HOLD = """
 import sys, time
 from pipelines.config import load_config
-from pipelines.lease import lake_lease
+from pipelines.lake.lease import lake_lease
 cfg = load_config(env={}, overrides={"lake.root": sys.argv[1]})
 with lake_lease(cfg, sys.argv[2], "test holder of " + sys.argv[2]):
     print("held", flush=True)
@@ -125,7 +125,7 @@ def _rows(spark, path: Path, cols: Sequence[str], where: str | None = None) -> l
 def assert_bronze_once(spark, lake: Path, files: Sequence[str]) -> int:
     """No bronze key twice; every file ``completed`` with the row changes bronze holds."""
     from pipelines.bronze.files import load_states
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
 
     keys = _rows(spark, lake / "bronze" / "binlog_events", KEY)
     assert len(keys) == len(set(keys)), "a bronze key appears twice"

@@ -2,7 +2,7 @@
 
 :class:`SparkConnectJVM` runs ``pyspark/bin/spark-submit --class
 org.apache.spark.sql.connect.service.SparkConnectServer`` with the Delta jars and Delta's SQL
-extension/catalog (:func:`pipelines.session.delta_spark_conf`) on ``127.0.0.1`` at a free
+extension/catalog (:func:`pipelines.engine.session.delta_spark_conf`) on ``127.0.0.1`` at a free
 port, waits until the port accepts connections, and stops the process group at the end.
 Python work on the server (UDFs, ``mapInArrow``) runs in workers started with this venv's
 Python and this checkout on ``PYTHONPATH``. ``spark_connect_url`` is the session-scoped
@@ -24,7 +24,7 @@ from typing import Iterator
 import pytest
 
 from pipelines.config import EngineConfig
-from pipelines.session import delta_spark_conf
+from pipelines.engine.session import delta_spark_conf
 
 __all__ = ["SparkConnectJVM", "spark_connect_url", "free_port"]
 

@@ -15,8 +15,8 @@ import time
 
 
 def main(lake_root: str, source: str, files: int, stop: str, every: float) -> None:
-    from pipelines.lake import Lake
-    from pipelines.session import get_spark
+    from pipelines.lake.tables import Lake
+    from pipelines.engine.session import get_spark
     from pipelines.stream.files_state import StreamFiles
 
     spark = get_spark()

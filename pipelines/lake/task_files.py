@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import EngineError
-from pipelines.sql_types import arrow_schema, parse_columns
+from pipelines.lake.sql_types import arrow_schema, parse_columns
 
 __all__ = ["ADDED_DDL", "ROW_GROUP_ROWS", "FileSpec", "write_files", "stats_json",
            "commit_files", "partition_dir"]

@@ -3,7 +3,7 @@
 On the embedded engine every Python UDF runs inside Sail's one process, under one GIL: two
 tasks decoding or rendering at once share a core. A stage that wants a core per task runs
 its Python in worker processes forked from a ``forkserver`` that has binlake's workers
-imported already (``pipelines._worker_boot``): a forked worker starts in milliseconds instead
+imported already (``pipelines.engine.worker_boot``): a forked worker starts in milliseconds instead
 of re-importing pyarrow (0.3 s) for every task. Arrow batches travel serialised over pipes.
 
 :func:`prepare_process` sets a worker process up: pyarrow imports pandas (0.2 s) the first
@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-from pipelines.memory import use_system_allocator
+from pipelines.engine.memory import use_system_allocator
 
 __all__ = ["forkserver", "forkserver_is_safe", "prepare_process", "widen"]
 
@@ -117,9 +117,9 @@ def forkserver(*, row_kernel: bool = False, start: bool = False):
     global _CONTEXT
     if _CONTEXT is None:
         ctx = multiprocessing.get_context("forkserver")
-        preload = ["pipelines._worker_boot"]
+        preload = ["pipelines.engine.worker_boot"]
         if row_kernel:
-            preload.append("pipelines._kernel_worker_boot")
+            preload.append("pipelines.engine.kernel_worker_boot")
         ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
     if start:

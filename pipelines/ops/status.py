@@ -6,7 +6,7 @@ from typing import Any
 
 from pipelines.bronze.files import load_states
 from pipelines.config import Config
-from pipelines.lake import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE,
+from pipelines.lake.tables import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE,
                             Lake)
 
 __all__ = ["collect_status", "render_status"]
@@ -14,8 +14,8 @@ __all__ = ["collect_status", "render_status"]
 
 def collect_status(spark, cfg: Config) -> dict[str, Any]:
     """A JSON-able summary of the lake; a damaged table shows as a fault, not a crash."""
-    from pipelines.lake_check import lake_faults
-    from pipelines.lease import current_holders
+    from pipelines.lake.check import lake_faults
+    from pipelines.lake.lease import current_holders
 
     lake = Lake.of(cfg)
     out: dict[str, Any] = {"lake": cfg.lake_root, "files": [],

@@ -22,8 +22,8 @@ from urllib.parse import unquote
 
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
-from pipelines.delta_log import read_log
-from pipelines.lake_files import lake_file_sizes
+from pipelines.lake.delta_log import read_log
+from pipelines.lake.files import lake_file_sizes
 
 __all__ = ["STAGE_READS", "table_faults", "lake_faults", "check_tables"]
 
@@ -37,7 +37,7 @@ STAGE_READS: dict[str, list[tuple[str, str]] | None] = {
 
 
 def _tables(layers: tuple[str, ...] = ("bronze", "silver")) -> list[tuple[str, str]]:
-    from pipelines.lake import lake_tables
+    from pipelines.lake.tables import lake_tables
 
     return [(t.layer, t.name) for t in lake_tables() if t.layer in layers]
 

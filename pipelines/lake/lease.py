@@ -7,7 +7,7 @@ Delta's ``_delta_log`` relies on: the first writer of version N wins), and only 
 is released, expired, or held by a dead process on this host. Two writers that both see a
 free lease both try ``top + 1``; exactly one create succeeds, the other looks again. On an
 ``s3://`` lake the files are objects and create-if-absent is a conditional PUT
-(``pipelines/lease_s3.py``).
+(``pipelines/lake/lease_s3.py``).
 
 The holder's file says who (host, pid, the process start time, the command, since when) and
 until when (``expires``); a heartbeat thread renews ``expires`` every third of
@@ -60,7 +60,7 @@ def redact_command(argv: list[str] | None = None) -> str:
     argv = list(sys.argv if argv is None else argv)
     if argv and argv[0].endswith(("cli.py", "__main__.py")):
         argv[0] = "binlake"
-    from pipelines.mysql_client import redact_urls
+    from pipelines.mysql.client import redact_urls
 
     return redact_urls(" ".join(argv))
 
@@ -119,7 +119,7 @@ class Holder:
 
 class LeaseStore(Protocol):
     """Where a stage's lease files live: a directory (:class:`LocalLeaseStore`) or an object
-    store prefix (:class:`pipelines.lease_s3.S3LeaseStore`). ``dir`` names it in messages."""
+    store prefix (:class:`pipelines.lake.lease_s3.S3LeaseStore`). ``dir`` names it in messages."""
 
     dir: str
 
@@ -136,7 +136,7 @@ class LocalLeaseStore:
     Create-if-absent is ``link(2)`` of a fully written temporary file (fails with EEXIST when
     the name exists; POSIX, NFS included); renewals replace the file atomically. An object
     store maps the same three calls on a conditional PUT (``If-None-Match: *`` on S3, GCS
-    ``ifGenerationMatch=0``, Azure ``If-None-Match: *``): ``pipelines/lease_s3.py`` for S3.
+    ``ifGenerationMatch=0``, Azure ``If-None-Match: *``): ``pipelines/lake/lease_s3.py`` for S3.
     """
 
     def __init__(self, directory: str) -> None:
@@ -195,7 +195,7 @@ class LocalLeaseStore:
 
 def _url_root(cfg: Config) -> str | None:
     """The lake root's URL scheme (``s3``), or None for a local or mounted path."""
-    from pipelines.lake import is_url_root
+    from pipelines.lake.tables import is_url_root
 
     return cfg.lake.root.split("://", 1)[0] if is_url_root(cfg.lake.root) else None
 
@@ -204,7 +204,7 @@ def _store(cfg: Config, stage: str) -> LeaseStore:
     """The lease store of ``stage`` for the lake root's kind (path, or ``s3://`` object store)."""
     scheme = _url_root(cfg)
     if scheme in ("s3", "s3a"):
-        from pipelines.lease_s3 import s3_store
+        from pipelines.lake.lease_s3 import s3_store
 
         return s3_store(cfg, stage)
     if scheme is not None:
@@ -216,7 +216,7 @@ def _store(cfg: Config, stage: str) -> LeaseStore:
 def _stage_stores(cfg: Config) -> dict[str, LeaseStore]:
     """Every stage with lease files on the lake, with its store."""
     if _url_root(cfg) in ("s3", "s3a"):
-        from pipelines.lease_s3 import s3_stages
+        from pipelines.lake.lease_s3 import s3_stages
 
         return dict(s3_stages(cfg))
     base = os.path.join(cfg.lake_root, "_binlake", "leases")
@@ -409,7 +409,7 @@ def holds_lease(stage: str | Callable[[Config], str]):
             cfg = kwargs.get("cfg") or next(a for a in args if isinstance(a, Config))
             name = stage(cfg) if callable(stage) else stage
             with lake_lease(cfg, name):
-                from pipelines.lake_check import check_tables
+                from pipelines.lake.check import check_tables
 
                 check_tables(cfg, name)  # a damaged table: refuse before writing anything
                 try:

@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, TextIO
 
-from pipelines.text_table import CELL_WIDTH, ascii_table, fit, plain_text, rows_line
+from pipelines.cli.text_table import CELL_WIDTH, ascii_table, fit, plain_text, rows_line
 
 __all__ = ["Shell", "split_statements", "render_table", "run_shell"]
 
@@ -73,7 +73,7 @@ def _cell(value) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    from pipelines.delta_ops import UNREADABLE_VERSION, version_unreadable
+    from pipelines.lake.delta_ops import UNREADABLE_VERSION, version_unreadable
 
     if version_unreadable(exc):
         return UNREADABLE_VERSION

@@ -35,17 +35,17 @@ from typing import Iterable
 
 from pipelines.bronze.files import compact_states
 from pipelines.config import Config, LakeConfig
-from pipelines.delta_ops import capabilities, current_version, files_added, sql_string
+from pipelines.lake.delta_ops import capabilities, current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
-from pipelines.lake import BRONZE_FILES, Lake, lake_tables
-from pipelines.lease import holds_lease, lake_lease
+from pipelines.lake.tables import BRONZE_FILES, Lake, lake_tables
+from pipelines.lake.lease import holds_lease, lake_lease
 
 __all__ = ["CLUSTER_BY", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
 
 log = logging.getLogger(__name__)
 
-# The lake tables (pipelines/lake.py: every registered one) clustered, and by which columns.
+# The lake tables (pipelines/lake/tables.py: every registered one) clustered, and by which columns.
 CLUSTER_BY: dict[tuple[str, str], tuple[str, ...]] = {
     ("silver", "binlog_events"): ("schema_name", "table_name", "pk_hash"),
 }
@@ -76,7 +76,7 @@ class TableOptimized:
 def engine_optimizes(spark) -> bool:
     """True when the engine runs Delta's ``OPTIMIZE … ZORDER BY`` SQL itself (delta-spark,
     Databricks); Sail has none and delta-rs does the work there. The engine is asked
-    (:func:`pipelines.delta_ops.capabilities`), not assumed from how the session was made."""
+    (:func:`pipelines.lake.delta_ops.capabilities`), not assumed from how the session was made."""
     return capabilities(spark).optimize
 
 

@@ -1,7 +1,7 @@
 """What every binlake entry point shares: the global options, the configuration they give, and
 one way to run a command and turn its outcome into the process's exit code.
 
-``binlake`` (``pipelines.cli``) takes the global options before its sub-command. Each stage's
+``binlake`` (``pipelines.cli.main``) takes the global options before its sub-command. Each stage's
 job entry point (``python -m pipelines.bronze``, the ``binlake-bronze`` console script,
 Databricks wheel tasks, spark-submit) has one flat parser of its own (:func:`stage_main`), so
 the global options may come anywhere there. Both run their command through :func:`run`.
@@ -69,7 +69,7 @@ def engine_message(exc: BaseException) -> str | None:
         return None
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
-    from pipelines.delta_ops import UNREADABLE_VERSION, version_unreadable
+    from pipelines.lake.delta_ops import UNREADABLE_VERSION, version_unreadable
 
     if version_unreadable(exc):  # not the SQL's fault: the engine's time travel
         return f"{UNREADABLE_VERSION} ({first[:200]})"
@@ -78,17 +78,17 @@ def engine_message(exc: BaseException) -> str | None:
 
 def run(args: argparse.Namespace, handler: Handler) -> int:
     """Run ``handler`` with the configuration ``args`` give (after
-    :func:`~pipelines.lake_root.check_command_lake`); the process's exit code: 2 for a
+    :func:`~pipelines.lake.root.check_command_lake`); the process's exit code: 2 for a
     configuration error, 75 when another writer holds the stage, 1 for any other error (one
     line each; ``-v``: an engine error's whole traceback)."""
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_of(args)
-        from pipelines.lake_root import check_command_lake
+        from pipelines.lake.root import check_command_lake
 
         check_command_lake(getattr(args, "command", ""), cfg)  # a --lake naming no lake
-        from pipelines.s3_client import export_engine_env
+        from pipelines.lake.s3_client import export_engine_env
 
         export_engine_env(cfg.storage, cfg.lake.root)  # an s3:// lake: the engine's AWS_* env
         return handler(args, cfg)
@@ -129,7 +129,7 @@ def own_process() -> bool:
     operating system. Exit handlers, file closing and the flushing of output still run; only
     the collection of cycles at exit is skipped (which Python does not promise for objects
     alive at exit either)."""
-    from pipelines.session import launched_by_spark
+    from pipelines.engine.session import launched_by_spark
 
     if launched_by_spark():
         return False

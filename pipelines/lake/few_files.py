@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 
 from pipelines.config import Config
-from pipelines.delta_ops import capabilities
-from pipelines.lake import Lake, LakeTable
-from pipelines.lease import lease_if_free
+from pipelines.lake.delta_ops import capabilities
+from pipelines.lake.tables import Lake, LakeTable
+from pipelines.lake.lease import lease_if_free
 
 __all__ = ["FEW_FILES", "keep_few_files"]
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import EngineConfig
-from pipelines.delta_ops import session_key
+from pipelines.lake.delta_ops import session_key
 from pipelines.errors import EngineError
-from pipelines.memory import fix_mmap_threshold, limit_malloc_arenas, use_system_allocator
+from pipelines.engine.memory import fix_mmap_threshold, limit_malloc_arenas, use_system_allocator
 
 __all__ = ["get_spark", "engine_name", "engine_cores", "launched_by_spark", "stop_engine",
            "start_sail_server", "delta_jar_paths", "delta_spark_conf", "local_spark_conf",

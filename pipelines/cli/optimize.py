@@ -1,6 +1,6 @@
 """``binlake optimize`` on the command line: its arguments and its handler.
 
-``pipelines.cli`` wires them with :func:`add_optimize_parser` (the handler travels as the
+``pipelines.cli.main`` wires them with :func:`add_optimize_parser` (the handler travels as the
 parser's ``handler`` default).
 """
 
@@ -19,7 +19,7 @@ def _csv(value: str) -> list[str]:
 
 def add_optimize_parser(sub) -> argparse.ArgumentParser:
     """Add the ``optimize`` sub-command to ``sub`` (the CLI's sub-parsers)."""
-    from pipelines.optimize import ROW_GROUP_ROWS, TARGET_MB
+    from pipelines.ops.optimize import ROW_GROUP_ROWS, TARGET_MB
 
     p = sub.add_parser("optimize", help="compact small files; cluster silver by key (Z-order)")
     p.add_argument("--tables", type=_csv,
@@ -38,8 +38,8 @@ def cmd_optimize(args: argparse.Namespace, cfg: Config) -> int:
     import json
     from dataclasses import asdict
 
-    from pipelines.optimize import optimize_lake
-    from pipelines.session import get_spark
+    from pipelines.ops.optimize import optimize_lake
+    from pipelines.engine.session import get_spark
 
     done = optimize_lake(get_spark(cfg.engine), cfg, tables=args.tables,
                          target_mb=args.target_mb, row_group_rows=args.row_group_rows)

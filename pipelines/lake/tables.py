@@ -28,14 +28,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from pipelines import lake_seen
-from pipelines.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
+from pipelines.lake import seen as lake_seen
+from pipelines.lake.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
                                  sql_string, stats_columns_configuration, table_exists,
                                  target_file_size)
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
-from pipelines.lake_evolution import read_data_files, with_declared_columns
-from pipelines.sql_types import Column, arrow_schema, ddl, parse_columns
-from pipelines.task_files import ROW_GROUP_ROWS, FileSpec, commit_files
+from pipelines.lake.evolution import read_data_files, with_declared_columns
+from pipelines.lake.sql_types import Column, arrow_schema, ddl, parse_columns
+from pipelines.lake.task_files import ROW_GROUP_ROWS, FileSpec, commit_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -134,7 +134,7 @@ def lake_table(layer: str, name: str) -> LakeTable:
     try:
         return _REGISTRY[(layer, name)]
     except KeyError:
-        raise KeyError(f"no lake table {layer}/{name} is registered (pipelines/lake.py)") from None
+        raise KeyError(f"no lake table {layer}/{name} is registered (pipelines/lake/tables.py)") from None
 
 
 def lake_tables() -> list[LakeTable]:
@@ -191,7 +191,7 @@ class Lake:
         # What this lake object has seen, asked of the engine once (each ask is a query plan:
         # ~1.5 ms on Sail, 45–60 ms on JVM Spark): tables that exist (no stage drops one), and
         # tables holding every declared column (no column is ever dropped). Tables at local
-        # paths are also remembered for the process (pipelines/lake_seen.py): every stage
+        # paths are also remembered for the process (pipelines/lake/seen.py): every stage
         # makes its own lake object.
         self._known: set[str] = set()
         self._complete: set[str] = set()
@@ -609,5 +609,5 @@ QUALITY_FAILURES = register(
     description="The failing rows' keys per rule and run.")
 
 
-if __name__ == "__main__":  # python -m pipelines.lake: the table list of docs/lake.md
+if __name__ == "__main__":  # python -m pipelines.lake.tables: the table list of docs/lake.md
     print(tables_markdown())

@@ -1,6 +1,6 @@
 """Imported by the worker forkserver only: prepares it, then loads the workers' code once."""
 
-from pipelines.workers import prepare_process
+from pipelines.engine.workers import prepare_process
 
 prepare_process()
 

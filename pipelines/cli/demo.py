@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from pipelines.cli import main as cli_main
+from pipelines.cli.main import main as cli_main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 
@@ -48,7 +48,7 @@ def _shell_words(cmd: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m pipelines.cli.demo", description=__doc__)
     ap.add_argument("--lake", default="lake/demo")
     args = ap.parse_args(argv)
     if os.path.isdir(args.lake):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
-from pipelines.lake_files import lake_path_exists, list_lake_dir, move_lake_path
+from pipelines.lake.files import lake_path_exists, list_lake_dir, move_lake_path
 
 __all__ = ["RepairResult", "run_repair", "add_repair_parser", "cmd_repair"]
 
@@ -55,7 +55,7 @@ def _fix_tables(cfg: Config, res: RepairResult, stamp: str) -> set[str]:
     """Steps 1 and 2; returns the labels of the tables that changed."""
     from deltalake import DeltaTable
 
-    from pipelines.lake_check import lake_faults
+    from pipelines.lake.check import lake_faults
 
     touched: set[str] = set()
     for _ in range(100):  # one torn commit at a time: the one before may be torn too
@@ -92,7 +92,7 @@ def _fix_tables(cfg: Config, res: RepairResult, stamp: str) -> set[str]:
 def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
     """Step 3: files whose bronze rows are no longer all there are marked ``failed``."""
     from pipelines.bronze.files import load_states, save_states
-    from pipelines.lake import BRONZE_EVENTS, Lake
+    from pipelines.lake.tables import BRONZE_EVENTS, Lake
 
     lake = Lake.of(cfg)
     bronze = lake.ident(BRONZE_EVENTS)
@@ -130,7 +130,7 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
 
 def run_repair(spark, cfg: Config) -> RepairResult:
     """Repair the lake (module docstring); returns what was done and what to run next."""
-    from pipelines.lease import lake_lease
+    from pipelines.lake.lease import lake_lease
 
     res = RepairResult()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -153,7 +153,7 @@ def _binlogs_not_whole(spark, cfg: Config) -> list[str]:
     """The files bronze holds only part of because of the binlog itself, as ``status``
     names them: ``failed`` (its error) and a closed file cut short (``partial: …``)."""
     from pipelines.bronze.files import load_states
-    from pipelines.lake import Lake
+    from pipelines.lake.tables import Lake
 
     out = []
     for (source_id, name), st in sorted(load_states(spark, Lake.of(cfg)).items()):
@@ -172,7 +172,7 @@ def add_repair_parser(sub) -> argparse.ArgumentParser:
 
 
 def cmd_repair(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     res = run_repair(get_spark(cfg.engine), cfg)
     for b in res.binlogs:

@@ -1,9 +1,9 @@
 """Small non-table files under the lake root, on a filesystem or an ``s3://`` object store.
 
-Quality reports are written here, and ``pipelines/lake_check.py`` reads Delta logs and sizes
+Quality reports are written here, and ``pipelines/lake/check.py`` reads Delta logs and sizes
 data files through these calls. On an object store the client's settings are the
 ``[storage]`` section when given, else the ``AWS_*`` environment (``binlake`` exports the
-resolved settings there at start, :func:`pipelines.s3_client.export_engine_env`).
+resolved settings there at start, :func:`pipelines.lake.s3_client.export_engine_env`).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import glob
 import os
 import shutil
 
-from pipelines.lake import is_url_root
+from pipelines.lake.tables import is_url_root
 
 __all__ = ["write_lake_file", "read_lake_file", "list_lake_dir", "lake_file_sizes",
            "lake_path_exists", "move_lake_path", "delta_tables_under"]
 
 
 def _s3(path: str, storage: object | None):
-    from pipelines.s3_client import S3Client, S3Settings, parse_s3_url
+    from pipelines.lake.s3_client import S3Client, S3Settings, parse_s3_url
 
     loc = parse_s3_url(path, setting=path)
     return S3Client(S3Settings.resolve(storage), loc.bucket), loc.prefix

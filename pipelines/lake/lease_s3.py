@@ -1,8 +1,8 @@
-"""The lake lease on an object store: the lease files of ``pipelines/lease.py`` as S3 objects.
+"""The lake lease on an object store: the lease files of ``pipelines/lake/lease.py`` as S3 objects.
 
 For a lake root ``s3://bucket/prefix`` the leases of a stage are the objects
 ``prefix/_binlake/leases/<stage>/<generation>.json``; the protocol is the one of the local
-store (docs/concurrency.md), each call mapped onto an S3 request (``pipelines/s3_client.py``):
+store (docs/concurrency.md), each call mapped onto an S3 request (``pipelines/lake/s3_client.py``):
 
 * create-if-absent: ``PutObject`` with ``If-None-Match: *``; ``412 Precondition Failed``
   (or ``409`` for two conditional writes in flight) means another writer created it first;
@@ -28,7 +28,7 @@ import uuid
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
-from pipelines.s3_client import S3Client, S3Location, S3Settings, parse_s3_url
+from pipelines.lake.s3_client import S3Client, S3Location, S3Settings, parse_s3_url
 
 __all__ = ["S3LeaseStore", "s3_store", "s3_stages", "probe_conditional_put"]
 
@@ -40,7 +40,7 @@ _PROBE_LOCK = threading.Lock()
 
 class S3LeaseStore:
     """One stage's lease objects under ``s3://bucket/<prefix>/``; the calls of
-    :class:`pipelines.lease.LocalLeaseStore`, on conditional PUTs."""
+    :class:`pipelines.lake.lease.LocalLeaseStore`, on conditional PUTs."""
 
     def __init__(self, client: S3Client, prefix: str) -> None:
         self.client, self.prefix = client, prefix.strip("/")

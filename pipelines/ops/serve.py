@@ -37,13 +37,13 @@ def add_serve_parser(sub) -> None:
 
 def register_global_views(spark, cfg: Config) -> list[str]:
     """Every existing lake table and mirror table as a global temp view; the names."""
-    from pipelines.views import register_views
+    from pipelines.ops.views import register_views
 
     return register_views(spark, cfg, global_views=True)
 
 
 def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark, start_sail_server
+    from pipelines.engine.session import get_spark, start_sail_server
 
     if args.port < 0 or args.port > 65535:
         raise ConfigError(f"--port: expected 0..65535, got {args.port}")

@@ -20,11 +20,11 @@ from typing import Sequence, TextIO
 from pipelines.bronze import command as bronze_command
 from pipelines.bronze.command import add_bronze_arguments, cmd_bronze
 from pipelines.config import Config
-from pipelines.entry import add_global_options, csv_list, own_process, run
+from pipelines.cli.entry import add_global_options, csv_list, own_process, run
 from pipelines.errors import ConfigError
 from pipelines.silver import command as silver_command
 from pipelines.silver.command import cmd_silver, report_silver
-from pipelines.text_table import FORMATS
+from pipelines.cli.text_table import FORMATS
 
 __all__ = ["main", "command", "build_parser", "write_result", "SQL_TABLE_ROWS"]
 
@@ -83,14 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.assist.command import add_assist_parsers
 
     add_assist_parsers(sub)
-    from pipelines.repair import add_repair_parser
+    from pipelines.ops.repair import add_repair_parser
 
     add_repair_parser(sub)
     from pipelines.mirror.command import add_mirror_parser
     add_mirror_parser(sub)
-    from pipelines.serve import add_serve_parser
+    from pipelines.ops.serve import add_serve_parser
     add_serve_parser(sub)
-    from pipelines.optimize_command import add_optimize_parser
+    from pipelines.cli.optimize import add_optimize_parser
     add_optimize_parser(sub)
 
     p = sub.add_parser("status", help="what is indexed")
@@ -125,7 +125,7 @@ def _cmd_index(args: argparse.Namespace, cfg: Config) -> int:
     code = cmd_bronze(args, cfg, on_todo=_warm_silver(cfg))
     res = report_silver(cfg)
     from pipelines.quality import Window, run_quality, summary_line
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     # Every row this run's silver added (silver commits once per silver.commit_mb).
     window = Window(since=res.version_before if res.version_before is not None else -1)
@@ -180,7 +180,7 @@ def _warm_silver(cfg: Config):
 
 def _cmd_quality(args: argparse.Namespace, cfg: Config) -> int:
     from pipelines.quality import exit_code, load_rules, render_result, run_quality
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
 
     res = run_quality(get_spark(cfg.engine), cfg, window=args.window,
                       rules=load_rules(args.rules))
@@ -189,8 +189,8 @@ def _cmd_quality(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.status import collect_status, render_status
-    from pipelines.session import get_spark
+    from pipelines.ops.status import collect_status, render_status
+    from pipelines.engine.session import get_spark
 
     st = collect_status(get_spark(cfg.engine), cfg)
     print(json.dumps(st, indent=2, default=str) if args.format == "json" else render_status(st))
@@ -198,8 +198,8 @@ def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark
-    from pipelines.views import register_views
+    from pipelines.engine.session import get_spark
+    from pipelines.ops.views import register_views
 
     if args.limit is not None and args.limit <= 0:
         raise ConfigError("--limit must be positive")
@@ -209,7 +209,7 @@ def _cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     spark = get_spark(cfg.engine)
     register_views(spark, cfg)
     if args.query is None:
-        from pipelines.shell import run_shell
+        from pipelines.cli.shell import run_shell
         return run_shell(spark, limit=args.limit or 1000)
     write_result(spark.sql(args.query), args.format or "table", args.limit, sys.stdout)
     return 0
@@ -221,7 +221,7 @@ def write_result(df, fmt: str, limit: int | None, out: TextIO) -> int:
     its row count and how many rows it left out, csv and jsonl say that on stderr (their
     output stays data); a statement without a result prints ``OK`` as a table. Returns the
     rows written. Counting the rows left out runs the query once more, only when some were."""
-    from pipelines.text_table import CELL_WIDTH, rows_line, write_rows
+    from pipelines.cli.text_table import CELL_WIDTH, rows_line, write_rows
 
     columns = df.columns
     if not columns:
@@ -244,7 +244,7 @@ def write_result(df, fmt: str, limit: int | None, out: TextIO) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.session import get_spark
+    from pipelines.engine.session import get_spark
     from pipelines.silver.snapshot_job import print_summary, run_snapshot
 
     if getattr(args, "data", False):
@@ -280,7 +280,7 @@ _COMMANDS = {"decode": _cmd_decode, "bronze": cmd_bronze, "index": _cmd_index,
 
 
 def command() -> int:
-    """The ``binlake`` console command and ``python -m pipelines`` (``pipelines.cli``):
+    """The ``binlake`` console command and ``python -m pipelines`` (``pipelines.cli.main``):
     :func:`main` in a process of its own. Such a process never runs IPython, which the Spark
     Connect client imports, where it is installed, to size a progress bar (~0.05 s), and
     then with ipykernel on the first DataFrame call to name notebook cells (~0.09 s): it is

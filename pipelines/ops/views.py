@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipelines.config import Config
-from pipelines.lake import Lake, lake_tables
+from pipelines.lake.tables import Lake, lake_tables
 
 __all__ = ["LAKE_TABLES", "TABLE_MAPS_VIEW", "register_views"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from pipelines.lake_files import list_lake_dir, read_lake_file
+from pipelines.lake.files import list_lake_dir, read_lake_file
 
 __all__ = ["ListedFile", "DeltaLog", "read_log"]
 

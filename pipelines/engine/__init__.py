@@ -1,0 +1,1 @@
+"""The engine: the one Spark-session factory, worker processes, memory."""

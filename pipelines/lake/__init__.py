@@ -1,0 +1,1 @@
+"""The lake: its tables declared once, Delta reads and writes, leases, stores."""

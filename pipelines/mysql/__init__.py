@@ -1,0 +1,1 @@
+"""binlake's MySQL/MariaDB client: DSNs, TLS, connecting, redaction."""

@@ -1,0 +1,1 @@
+"""Operations on a whole lake: status, optimize, repair, views, serve."""
