@@ -77,7 +77,9 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                 maps = read_table_maps(spark, Lake.of(cfg), in_files)
             d.update(maps.get(d["table_map_hash"], {}))
         if d["column_types"] is None and (d.get("origin") or "binlog") != "binlog":
-            out.append((d, _derived_spec(spark, cfg, plan, d, derived)))  # no bronze row
+            from pipelines.history.derived_spec import derived_spec
+
+            out.append((d, derived_spec(spark, cfg, plan, d, derived)))  # no bronze row
             continue
         if d["column_types"] is None:
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
@@ -86,85 +88,6 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                             d["start_pos"], BronzeTableMap.of(d))
         out.append((d, spec))
     return out
-
-
-def _derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache: dict
-                  ) -> TableSpec:
-    """The spec of a derived row change (docs/silver.md): the snapshot its image was named
-    with (``schema_version``), else the one valid at its place, else that of the table's
-    newest logged change in its schema epoch (named by its TABLE_MAP: one epoch, one set of
-    columns)."""
-    from pipelines.silver.data_snapshot import table_spec
-
-    table = (d["schema_name"], d["table_name"])
-    snaps = [snap for _, snap in plan.snapshots.get(d["source_id"], [])]
-    snap = next((x for x in snaps if x.snapshot_id == d["schema_version"]), None) \
-        or plan.snapshot_for(d["source_id"], *table, d["seq"])
-    if snap is not None:
-        for name in _earlier_names(spark, cfg, table, d["seq"], cache):
-            if name in snap.tables:  # its image was named before a RENAME TABLE
-                return table_spec(snap.table(*name), snap.snapshot_id)
-    start, end = plan.epoch(d["source_id"], *table, d["seq"])
-    key = (d["source_id"], *table, start)
-    if key not in cache:
-        last = (silver(spark, cfg)
-                .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
-                       f"{sql_string(table[0])} AND table_name = {sql_string(table[1])}")
-                .where("coalesce(origin, 'binlog') = 'binlog'")
-                .where(f"seq > {start} AND seq < {end}").orderBy("seq", ascending=False)
-                .limit(1))
-        found = with_specs(spark, cfg, last, plan)
-        cache[key] = found[0][1] if found else None
-    if cache[key] is None:
-        # renamed in this epoch before any logged change: the image was named under the
-        # table's earlier name (its newest logged change before the rename)
-        for name in _earlier_names(spark, cfg, table, d["seq"], cache)[1:]:
-            last = (silver(spark, cfg)
-                    .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
-                           f"{sql_string(name[0])} AND table_name = {sql_string(name[1])}")
-                    .where("coalesce(origin, 'binlog') = 'binlog'")
-                    .where(f"seq < {d['seq']}").orderBy("seq", ascending=False).limit(1))
-            found = with_specs(spark, cfg, last, plan)
-            if found:
-                cache[key] = found[0][1]
-                break
-    if cache[key] is None:
-        # renamed right after the DDL that opened this epoch: the next name's first epoch
-        # (a rename changes no column) names the same columns
-        for f in cache.get("renames") or []:
-            if f.pos > d["seq"] and f.old == table and f.old != f.new and not f.columns:
-                lo, hi = plan.epoch(d["source_id"], *f.new, f.pos + 1)
-                first = (silver(spark, cfg)
-                         .where(f"source_id = {sql_string(d['source_id'])} AND schema_name = "
-                                f"{sql_string(f.new[0])} AND table_name = "
-                                f"{sql_string(f.new[1])}")
-                         .where("coalesce(origin, 'binlog') = 'binlog'")
-                         .where(f"seq > {max(lo, f.pos)} AND seq < {hi}")
-                         .orderBy("seq").limit(1))
-                found = with_specs(spark, cfg, first, plan)
-                if found:
-                    cache[key] = found[0][1]
-                break
-    if cache[key] is None:
-        raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: nothing names "
-                                  f"the derived change of {table[0]}.{table[1]} (no snapshot, "
-                                  "no logged change in its schema epoch)")
-    return cache[key]
-
-
-def _earlier_names(spark, cfg: Config, table: tuple[str, str], seq: int, cache: dict
-                   ) -> list[tuple[str, str]]:
-    """``table`` and the names it had before ``seq`` (RENAME TABLE), newest first."""
-    from pipelines.lake.tables import Lake
-    from pipelines.silver.renames import load_renames
-
-    if "renames" not in cache:
-        cache["renames"] = load_renames(spark, Lake.of(cfg))
-    names = [table]
-    for f in reversed(cache["renames"]):
-        if f.pos < seq and f.new == names[-1] and f.old != f.new:
-            names.append(f.old)
-    return names
 
 
 def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:

@@ -281,6 +281,10 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
             break
         spec = _spec_at(spark, cfg, *seg.name, start, seg.hi, base)
     spec = _renamed_spec(spec, maps)
+    if spec is None and base is None:
+        # no change under any of its names since its CREATE TABLE, no snapshot of that
+        # epoch: the table held no row at the point (its columns: a later snapshot's)
+        return _empty(spark, cfg, schema, table, point, start_text, facts)
     if spec is None:
         raise HistoryStartError(f"{schema}.{table}: no change and no baseline between its "
                                 f"history start ({start_text}) and {point.text}")
@@ -335,6 +339,34 @@ def reconstruct(spark, cfg: Config, schema: str, table: str, point: Point,
     return Reconstruction(schema, table, columns, spec,
                           images.orderBy(*_key_order(spec, pk_names), "key"), start_text,
                           warnings)
+
+
+def _empty(spark, cfg: Config, schema: str, table: str, point: Point, start_text: str,
+           facts) -> Reconstruction:
+    """The table with no row at ``point``: nothing changed it since its CREATE TABLE
+    (``start_text``). Its columns are those of the first later snapshot naming it (under the
+    name renames gave it by then), with a warning saying so; none when no snapshot does."""
+    from pipelines.silver.data_snapshot import table_spec
+
+    plan = lake.naming_plan(spark, cfg)
+    spec, found = None, None
+    for coord, snap in plan.snapshots.get(cfg.source.name, []):
+        if coord < point.cutoff:
+            continue
+        name = (schema, table)
+        for r in facts:
+            if point.cutoff <= r.pos < coord and r.old == name:
+                name = r.new
+        if name in snap.tables:
+            spec, found = table_spec(snap.table(*name), snap.snapshot_id), snap
+            break
+    columns = [c.name for c in spec.columns] if spec is not None else []
+    known = (f"its columns are those of the later snapshot {found.snapshot_id}"
+             if found is not None else "no snapshot names its columns")
+    warning = (f"{schema}.{table} held no row at {point.text}: no change of it since its "
+               f"history start ({start_text}); {known}")
+    images = spark.createDataFrame([], "key string, image string")
+    return Reconstruction(schema, table, columns, spec, images, start_text, [warning])
 
 
 def _key_order(spec: TableSpec, pk_names: list[str] | None) -> list[Any]:

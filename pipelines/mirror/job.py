@@ -184,7 +184,8 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                                               segments_where)
 
         renames = load_renames(spark, lake)
-        for row in sorted(per_table, key=lambda r: (r[0], r[1])):
+        per_table = _renamed_into([r.asDict() for r in per_table], renames, new_state)
+        for row in sorted(per_table, key=lambda r: (r["schema_name"], r["table_name"])):
             key = (row["schema_name"], row["table_name"])
             last_seq, cur_version, hist_version = new_state.get(key, (-1, None, None))
             if row["max_seq"] <= last_seq:
@@ -212,7 +213,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                     .where(segments_where(segments)), column_maps(renames, segments))
             run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
                                            hist_version)
-            run.changes = row["n"]
+            run.changes = row["n"] if row["n"] is not None else rows.count()
             run.untyped = not typing.by_version
             res.tables.append(run)
             _catalog_tables(spark, cfg, lake, key)
@@ -223,6 +224,28 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
         log.info("mirror: %s.%s was %s: its mirror keeps its rows of then", schema, table, what)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _renamed_into(per_table: list[dict], renames: list, state: dict) -> list[dict]:
+    """``per_table`` (the batch's schema_name, table_name, max_seq, n, min_seq per table)
+    plus the last name RENAME TABLE gave a table with changes (in the batch or mirrored),
+    when that name has no change of its own in the batch nor a mirror yet: its first
+    run reads its rows under the earlier names (``max_seq`` is the rename's position, so
+    ``lineage`` sees it; ``n`` None: counted when read)."""
+    have = {(r["schema_name"], r["table_name"]) for r in per_table}
+    held = have | {k for k, v in state.items() if v[0] >= 0}
+    into: dict[tuple[str, str], int] = {}
+    for i, first in enumerate(renames):
+        if first.old not in held or first.new == first.old:
+            continue
+        name, at = first.new, first.pos
+        for r in renames[i + 1:]:  # the names it was given after
+            if r.old == name and r.new != name:
+                name, at = r.new, r.pos
+        if name not in have and state.get(name, (-1,))[0] < 0:
+            into[name] = max(into.get(name, -1), at)
+    return per_table + [{"schema_name": k[0], "table_name": k[1], "max_seq": pos, "n": None,
+                         "min_seq": pos} for k, pos in sorted(into.items())]
 
 
 def _gone(spark, lake: Lake, state: dict) -> dict[tuple[str, str], str]:
