@@ -55,6 +55,29 @@ def test_due_before_the_oldest_commits_bound_by_the_follows_length(tmp_path: Pat
     assert off.stages == [] and not off.due(10**6)  # silver_lag_seconds = 0: never
 
 
+def test_a_commit_made_during_a_follow_is_still_lacking_when_it_ends(tmp_path: Path) -> None:
+    # The follow thread runs beside the reader: a follow begun at 10 holds the commit of 9,
+    # not that of 11, so silver still lacks 11 (from 11) when the follow ends at 12.
+    f = Follower(None, _cfg(tmp_path), dsn=Dsn("127.0.0.1"))
+    fresh = f.fresh
+    assert fresh.wait_seconds(0.0) == float("inf")
+    fresh.committed(9.0, f.stages)
+    assert fresh.wait_seconds(9.0) == pytest.approx(9.0 + 5 - 3.5 - 9.0)
+    run, _ = f.begin()
+    assert run == ["silver"]
+    fresh.committed(11.0, f.stages)
+    fresh.ran("silver", True, 12.0)
+    assert f.silver_pending and fresh.lag("silver", 12.0) == 1.0
+    assert fresh.wait_seconds(12.0) == pytest.approx(11.0 + 5 - 3.5 - 12.0)
+    f.begin()
+    fresh.ran("silver", True, 13.0)  # nothing committed meanwhile: caught up
+    assert not f.silver_pending and fresh.wait_seconds(13.0) == float("inf")
+    fresh.committed(20.0, f.stages)
+    f.begin()
+    fresh.ran("silver", False, 21.0)  # failed: the next try after RETRY_SECONDS
+    assert fresh.wait_seconds(21.0) == pytest.approx(30.0)
+
+
 def test_a_following_stream_loads_silvers_loops_at_its_start(tmp_path: Path,
                                                               monkeypatch) -> None:
     # Every follow of a long stream then renders through them (silver/job._compiled); a

@@ -128,13 +128,23 @@ class Follower:
         lacking = self.fresh.waiting(time.monotonic()) if waiting else self.fresh.behind
         return [s for s in self.stages if s in lacking]
 
-    def follow(self, stages: list[str] | None = None) -> bool:
-        """Bring ``stages`` (default: all that follow bronze) up to date with bronze; True
-        when all succeeded. Silver failing, the stages that read it wait for the next try."""
+    def begin(self, stages: list[str] | None = None) -> tuple[list[str], str | None]:
+        """A follow of ``stages`` (default: all that follow bronze) starts now: (the stages
+        in run order, the bronze position it holds). Called with the stream's commit lock
+        held, so no commit is half made (``following.py``)."""
+        run = [s for s in self.stages if stages is None or s in stages]
+        self.fresh.begin(run)
+        return run, self.bronze_at
+
+    def follow(self, stages: list[str] | None = None,
+               begun: tuple[list[str], str | None] | None = None) -> bool:
+        """Bring ``stages`` (default: all that follow bronze) up to date with bronze as of
+        the follow's start (``begun``: :meth:`begin`'s answer when already begun); True when
+        all succeeded. Silver failing, the stages that read it wait for the next try."""
         started = time.monotonic()
-        at = self.bronze_at  # nothing commits meanwhile: a follow that succeeds holds this
+        run, at = begun or self.begin(stages)
         ok = silver_ok = True
-        for stage in [s for s in self.stages if stages is None or s in stages]:
+        for stage in run:
             done = silver_ok and self._run(stage)
             self.fresh.ran(stage, done, time.monotonic())
             if done and at is not None:

@@ -5,9 +5,9 @@ flags only on a first run or with ``reset``), detect purged binlogs, then read t
 (``protocol.py``) event by event through file mode's decoder and row builder. At each
 transaction boundary (XID, COMMIT, a standalone DDL) the micro-batch may be committed: its
 rows and a CHECKPOINT row in ONE Delta append (``checkpoint.py``). Silver (then mirror and
-gold when on) hold every commit within ``stream.freshness_seconds`` of it, busy or idle: the
-loop looks at the follow deadline after every event, heartbeats included; after a batch
-holding DDL a schema snapshot is taken through the source.
+gold when on) hold every commit within ``stream.freshness_seconds`` of it, busy or idle: they
+run on a thread beside the reader (``following.py``), so reading never waits for them; after
+a batch holding DDL a schema snapshot is taken through the source.
 
 Failure model: SIGKILL at any moment loses only uncommitted work, which the restart reads
 again from the checkpoint; SIGTERM/SIGINT cut the micro-batch back to the last boundary,
@@ -20,7 +20,8 @@ Pieces, each with its own tests: :class:`~pipelines.stream.position.StreamPositi
 the stream is: pure), :class:`~pipelines.stream.reader.EventReader` (what one event does to
 the micro-batch and the position), :class:`~pipelines.stream.committer.Committer` (when and
 how a micro-batch becomes one Delta commit), :class:`~pipelines.stream.follower.Follower`
-(silver, mirror, gold and post-DDL snapshots; ``freshness.py``: when),
+(silver, mirror, gold and post-DDL snapshots; ``freshness.py``: when; ``following.py``:
+the thread they run on),
 :class:`~pipelines.stream.startup.Startup` (start, takeover, gaps),
 :class:`~pipelines.stream.backoff.Backoff` (reconnect waits) and
 :class:`~pipelines.stream.progress.Liveness` (progress line, live file, metrics). This
@@ -47,6 +48,7 @@ from pipelines.stream.checkpoint import gap_batch
 from pipelines.stream.committer import Committer, Identity
 from pipelines.stream.files_state import StreamFiles, compact_if_free
 from pipelines.stream.follower import Follower, tick_seconds
+from pipelines.stream.following import FollowThread
 from pipelines.stream.position import StreamPosition
 from pipelines.stream.progress import Liveness, ProgressLine, live_path
 from pipelines.stream.protocol import BinlogGone, ConnectionLost, ReplicationConnection, StartAt
@@ -117,6 +119,8 @@ class StreamJob:
                                    batch_rows=cfg.stream.batch_rows,
                                    batch_interval_ms=cfg.stream.batch_interval_ms)
         self.follower = Follower(spark, cfg, dsn=dsn, gold_dsn=gold_dsn)
+        self.commit_lock = threading.RLock()  # a commit whole vs a follow's start
+        self.following = FollowThread(self.follower, self.commit_lock, self.files.save)
         self.conn = ReplicationConnection(  # the flavour is known once the source is loaded
             dsn, server_id, is_mariadb=False, read_timeout=cfg.stream.read_timeout_seconds,
             heartbeat=tick_seconds(cfg) if self.follower.on else cfg.stream.heartbeat_seconds)
@@ -179,6 +183,7 @@ class StreamJob:
             self.liveness.serve(metrics_port)
             return self._run(start, reset, stop_after)
         finally:
+            self.following.stop()  # an error stopped the stream: no follow outlives it
             self.liveness.done()
             restore()
             self.src.close()
@@ -186,6 +191,7 @@ class StreamJob:
     def _run(self, flags: StartAt | None, reset: bool, stop_after: float | None) -> int:
         self._validate()
         self.follower.start()
+        self.following.start()
         want, self.committer.seq, self.reader.takeover_pending = self.startup.plan(
             flags, reset, self.pos)
         self.files.compact()  # a restart compacts what earlier runs left
@@ -226,7 +232,8 @@ class StreamJob:
         finally:
             conn.close()
         self._commit(final=True)
-        self.files.save()
+        with self.commit_lock:
+            self.files.save()
         self._catch_up()
         self.liveness.write("stopped")
         return code
@@ -247,24 +254,16 @@ class StreamJob:
             if not self.reader.in_transaction and self.committer.due(
                     len(self.reader), self.pos.moved, time.monotonic()):
                 self._commit()
-            self._maybe_follow()
             self.liveness.tick()
 
     # -- commits and what follows them ---------------------------------------------------------
-    def _maybe_follow(self) -> None:
-        """Silver (mirror, gold) when a commit's freshness bound comes close. Inside a
-        transaction too: they read only what is committed, and the files' entries saved
-        first describe the commits (``Committer._record_files``)."""
-        if self.follower.due(time.monotonic()):
-            self.files.save()
-            self.follower.follow(self.follower.behind(waiting=True))
-
     def _catch_up(self) -> None:
         """Stopping: the stages lacking bronze commits run once more (failed ones too),
         within ``stream.stop_seconds``; one line on stderr says what and how it ended."""
         stages = self.follower.behind()
         bound = self.cfg.stream.stop_seconds
         if not stages or not bound:
+            self.following.stop()
             return
         line, started = self.liveness.line, time.monotonic()
         line.note(f"stream {self.committer.identity.source_id}: stopping: "
@@ -272,6 +271,8 @@ class StreamJob:
                   "Ctrl-C again stops now) ...", end="")
         try:
             with bounded(bound):
+                self.following.stop()  # its running follow ends first: one run per stage
+                stages = self.follower.behind()
                 ok = self.follower.follow(stages)
             took = time.monotonic() - started
             line.note(f" caught up in {took:.1f} s" if ok else
@@ -282,12 +283,17 @@ class StreamJob:
                       "the next run catches up")
 
     def _commit(self, *, final: bool = False) -> None:
-        """One Delta append: the micro-batch's rows (complete transactions) + a CHECKPOINT."""
+        """One Delta append: the micro-batch's rows (complete transactions) + a CHECKPOINT;
+        whole under the lock a follow begins under (``following.py``)."""
         if self.pos.boundary is None or self.reader.mb is None:
             return
         b = self.pos.boundary
-        if self.committer.commit(self.reader.take(), self.pos, final=final):
-            self.follower.committed(self.pos.last_ddl, at=f"{b.file}:{b.pos}")
+        with self.commit_lock:
+            done = self.committer.commit(self.reader.take(), self.pos, final=final)
+            if done:
+                self.follower.committed(self.pos.last_ddl, at=f"{b.file}:{b.pos}")
+        if done:
+            self.following.wake()
             self.liveness.write("running")
 
     def _install_signals(self):
