@@ -61,7 +61,7 @@ from pipelines.gold.exporter import statement_limit, write_chunk  # noqa: E402
 from pipelines.gold.job import run_gold  # noqa: E402
 from pipelines.gold.rows import to_gold  # noqa: E402
 from pipelines.lake.tables import SILVER_EVENTS, Lake  # noqa: E402
-from pipelines.mysql.client import Dsn  # noqa: E402
+from pipelines.mysql.dsn import Dsn  # noqa: E402
 from pipelines.engine.session import get_spark  # noqa: E402
 from devtools.mariadb import MariaDBServer  # noqa: E402
 from devtools.silver_rows import write_silver  # noqa: E402

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
 from pipelines.lake.tables import parse_catalog, resolve_root, table_dir
-from pipelines.mysql.client import Dsn, Tls  # Dsn lives in the client module; kept here too
+from pipelines.mysql.dsn import Dsn, Tls  # Dsn lives in mysql/dsn.py; kept here too
 from pipelines.lake.task_files import ROW_GROUP_ROWS
 
 __all__ = [

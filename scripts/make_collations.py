@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsn", help="read this server instead of starting a throwaway MariaDB")
     args = ap.parse_args(argv)
     if args.dsn:
-        from pipelines.mysql.client import Dsn, connect
+        from pipelines.mysql.client import connect
+        from pipelines.mysql.dsn import Dsn
 
         conn = connect(Dsn.parse(args.dsn, setting="--dsn"))
         try:

@@ -23,7 +23,8 @@ from pipelines.gold.bulk import bulk_rows, command_parts
 from pipelines.gold.client import connect
 from pipelines.gold.exporter import write_chunk
 from pipelines.gold.job import _server_method
-from pipelines.mysql.client import Dsn, offers_bulk_operations
+from pipelines.mysql.client import offers_bulk_operations
+from pipelines.mysql.dsn import Dsn
 
 
 def _hex(text: str) -> bytes:

@@ -201,7 +201,7 @@ def test_each_method_gives_the_same_rows(spark, tmp_path, mariadb, gold_db, meth
     from pipelines.gold.client import connect
     from pipelines.gold.exporter import write_chunk
     from pipelines.gold.rows import to_gold
-    from pipelines.mysql.client import Dsn
+    from pipelines.mysql.dsn import Dsn
     silver = spark.read.format("delta").load(silver_path(cfg)).limit(500).toArrow()
     gold, _ = to_gold(silver.combine_chunks().to_batches()[0])
     conn = connect(Dsn.parse(mariadb.dsn(gold_db)), autocommit=False,
@@ -230,7 +230,7 @@ def test_chunks_fit_the_servers_max_allowed_packet(spark, tmp_path, method) -> N
     from pipelines.gold.client import connect
     from pipelines.gold.exporter import statement_limit, write_chunk
     from pipelines.gold.rows import to_gold
-    from pipelines.mysql.client import Dsn
+    from pipelines.mysql.dsn import Dsn
 
     wide = '{"pad":"' + "x" * 100_000 + '"}'
     silver = (silver_frame(spark, 40, hours=1)
@@ -262,7 +262,7 @@ def test_auto_method_follows_the_server(mariadb, tmp_path) -> None:
     from devtools.mariadb import MariaDBServer
     from pipelines.gold.client import connect
     from pipelines.gold.job import _server_method, _text_method
-    from pipelines.mysql.client import Dsn
+    from pipelines.mysql.dsn import Dsn
 
     def chosen(server, tasks: int, how=lambda conn, tasks: _server_method(conn, "auto", tasks)
                ) -> str:

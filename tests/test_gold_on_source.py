@@ -17,7 +17,7 @@ import pytest
 
 from devtools.mariadb import MariaDBServer
 from pipelines.bronze.excluded import drop_schemas, same_server
-from pipelines.mysql.client import Dsn
+from pipelines.mysql.dsn import Dsn
 
 GOLD_DB = "binlake_gold"
 

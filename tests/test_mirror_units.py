@@ -173,7 +173,7 @@ def test_stream_follow_runs_the_mirror_after_silver(spark, tmp_path: Path) -> No
     from pipelines.bronze.job import run_bronze
     from pipelines.cli.main import build_parser
     from pipelines.config import load_config
-    from pipelines.mysql.client import Dsn
+    from pipelines.mysql.dsn import Dsn
     from pipelines.stream.follower import Follower
 
     assert build_parser().parse_args(["stream", "--server-id", "9", "--mirror"]).mirror

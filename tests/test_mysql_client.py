@@ -1,5 +1,6 @@
-"""``pipelines.mysql.client``: DSN parsing with TLS parameters, where a password comes from,
-redaction, the one event-header struct, and the LOAD DATA LOCAL guard on a real server."""
+"""``pipelines.mysql`` (``dsn``, ``client``): DSN parsing with TLS parameters, where a password
+comes from, redaction, the one event-header struct, and the LOAD DATA LOCAL guard on a real
+server."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 from pipelines.mysql import client as mysql_client
 from pipelines.config import GoldConfig, SourceConfig, load_config
 from pipelines.errors import ConfigError
-from pipelines.mysql.client import (
-    Dsn, LocalFileRefused, Tls, allow_local_file, connect,
-    error_text, read_option_file, redact, redact_urls, resolve_dsn,
+from pipelines.mysql.client import LocalFileRefused, allow_local_file, connect
+from pipelines.mysql.dsn import (
+    Dsn, Tls, error_text, read_option_file, redact, redact_urls, resolve_dsn,
 )
 
 
@@ -175,10 +176,10 @@ def test_redact_urls_masks_dsn_passwords_and_password_flags() -> None:
                                  "mysql://r@h/ --password *** --password=***")
 
 
-# What only one module may do: mysql_client.py connects, reads dump packets, reuses
-# mysql-replication's private dump set-up and masks DSN passwords; the decoder's framing.py
-# defines the event header (files and wire). A second copy anywhere in pipelines/ is sprawl
-# (three connect wrappers, redactions and header structs were once written out).
+# What only one module may do: mysql/client.py connects, reads raw packets and reuses
+# mysql-replication's private dump set-up; mysql/dsn.py masks DSN passwords; the decoder's
+# framing.py defines the event header (files and wire). A second copy anywhere in pipelines/
+# is sprawl (three connect wrappers, redactions and header structs were once written out).
 _ONLY_IN = {
     "pymysql.connect(": ("a pymysql connection", "mysql/client.py"),
     "connections.Connection(": ("a pymysql connection", "mysql/client.py"),
@@ -186,7 +187,7 @@ _ONLY_IN = {
     "__connect_to_stream": ("mysql-replication's private dump set-up", "mysql/client.py"),
     "BinLogStreamReader(": ("mysql-replication's reader", "mysql/client.py"),
     '"<IBIIIH"': ("the binlog event header struct", "binlog/framing.py"),
-    ":***@": ("DSN password masking", "mysql/client.py"),
+    ":***@": ("DSN password masking", "mysql/dsn.py"),
 }
 
 
@@ -198,4 +199,5 @@ def test_only_one_module_connects_reads_packets_defines_the_header_or_masks_pass
         found += [f"{here}: {what} ({needle})"
                   for needle, (what, home) in _ONLY_IN.items() if needle in text and here != home]
     assert found == []
+    assert all((root / home).is_file() for _, home in _ONLY_IN.values())  # no stale home
     assert '"<IBIIIH"' in (root / "binlog" / "framing.py").read_text()

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
-from pipelines.mysql.client import Dsn
+from pipelines.mysql.dsn import Dsn
 from pipelines.stream.follower import Follower
 
 pytestmark = pytest.mark.spark

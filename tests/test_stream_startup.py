@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.binlog.reader import BinlogFileReader
 from pipelines.lake.tables import BRONZE_EVENTS, Lake
-from pipelines.mysql.client import Dsn
+from pipelines.mysql.dsn import Dsn
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.checkpoint import load_latest
 from pipelines.stream.committer import Committer, Identity

@@ -18,7 +18,8 @@ import pytest
 
 from pipelines.cli.main import main
 from pipelines.errors import ConfigError, SourceError
-from pipelines.mysql.client import Dsn, connect
+from pipelines.mysql.client import connect
+from pipelines.mysql.dsn import Dsn
 from pipelines.stream.protocol import ConnectionLost, ReplicationConnection, StartAt
 from devtools.mariadb import MariaDBServer
 from tests.support.tls import Pki, make_pki, tls_options

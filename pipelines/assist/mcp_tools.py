@@ -282,7 +282,7 @@ def change_volume(spark, cfg: Config, *, hours: int = 48) -> list[dict[str, Any]
 
 def secrets_of(cfg: Config) -> list[str]:
     """Every password the configuration holds (settings and DSNs)."""
-    from pipelines.mysql.client import Dsn
+    from pipelines.mysql.dsn import Dsn
 
     out = []
     for section in (cfg.source, cfg.gold):
@@ -300,8 +300,8 @@ def secrets_of(cfg: Config) -> list[str]:
 
 def scrub(result: Any, secrets: Iterable[str]) -> Any:
     """``result`` with every secret and every ``user:pw@`` URL password replaced by ``***``
-    (``mysql_client.redact``/``redact_urls``)."""
-    from pipelines.mysql.client import redact, redact_urls
+    (``mysql/dsn.py``'s ``redact``/``redact_urls``)."""
+    from pipelines.mysql.dsn import redact, redact_urls
 
     text = json.dumps(result, default=_json_value, ensure_ascii=False)
     clean = redact_urls(redact(text, *secrets))

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import ConfigError
-from pipelines.mysql.client import Dsn
+from pipelines.mysql.dsn import Dsn
 
 if TYPE_CHECKING:
     from pipelines.config import Config

@@ -14,8 +14,9 @@ value follows, 1 NULL) and the value: 8 bytes little-endian, or a length-encoded
 :func:`bulk_rows` builds every row's bytes with pyarrow and numpy, no Python object per value.
 
 The connection must have asked for ``MARIADB_CLIENT_STMT_BULK_OPERATIONS`` when it logged in
-(``mysql_client.connect(..., bulk=True)``); MySQL has no such command. The packets themselves
-(prepare, send, read the OK) are ``mysql_client``'s, as every pymysql internal is.
+(``mysql/client.py``'s ``connect(..., bulk=True)``); MySQL has no such command. The packets
+themselves (prepare, send, read the OK) are ``mysql/bulk.py``'s, as every pymysql internal is
+``pipelines/mysql/``'s.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.gold.rows import INT_COLUMNS, byte_slices, concat_body
-from pipelines.mysql.client import prepare_statement, read_ok, send_command
+from pipelines.mysql.bulk import prepare_statement, read_ok, send_command
 
 __all__ = ["COM_STMT_BULK_EXECUTE", "BulkInsert", "bulk_rows", "command_parts"]
 

@@ -2,18 +2,20 @@
 
 Every connection runs in strict mode (an over-long or invalid value is an error, never a
 silent truncation), with backslash escapes on (the INSERT literals and LOAD DATA files rely on
-them) and UTC as the session time zone. Connecting (TLS, credentials, timeouts, redaction)
-is :mod:`pipelines.mysql.client`'s; errors surface as :class:`SourceError` naming the server by
-host and port, never the password.
+them) and UTC as the session time zone. Connecting (timeouts, errors) is
+:mod:`pipelines.mysql.client`'s, the DSN's TLS, credentials and redaction
+:mod:`pipelines.mysql.dsn`'s; errors surface as :class:`SourceError` naming the server by host
+and port, never the password.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipelines.mysql import client as mysql_client
 from pipelines.errors import ConfigError
-from pipelines.mysql.client import Dsn
+from pipelines.mysql import client as mysql_client
+from pipelines.mysql import dsn as mysql_dsn
+from pipelines.mysql.dsn import Dsn
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -31,13 +33,13 @@ def quote_ident(name: str) -> str:
 
 def resolve_dsn(cfg: "Config", gold_dsn: str | None = None) -> Dsn:
     """The gold DSN from the argument, else ``gold.dsn``, completed with the ``[gold]`` TLS
-    and password settings (``mysql_client.resolve_dsn``); ConfigError when neither is set."""
+    and password settings (``mysql_dsn.resolve_dsn``); ConfigError when neither is set."""
     url = gold_dsn or cfg.gold.dsn
     if not url:
         raise ConfigError("gold.dsn: no gold database (give --gold-dsn mysql://user:pw@host:port/db, "
                           "BINLAKE_GOLD_DSN or [gold] dsn)")
-    return mysql_client.resolve_dsn(url, cfg.gold, section="gold",
-                                    setting="--gold-dsn" if gold_dsn else "gold.dsn")
+    return mysql_dsn.resolve_dsn(url, cfg.gold, section="gold",
+                                 setting="--gold-dsn" if gold_dsn else "gold.dsn")
 
 
 def database_of(dsn: Dsn) -> str:

@@ -44,7 +44,8 @@ from pipelines.gold.bulk import BulkInsert
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENTS_TABLE
 from pipelines.gold.digest import StatementDigests
 from pipelines.gold.rows import SILVER_INPUT, sql_rows, sql_values, to_gold, tsv_rows
-from pipelines.mysql.client import allow_local_file, error_text
+from pipelines.mysql.client import allow_local_file
+from pipelines.mysql.dsn import error_text
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
            "hour_chunks", "statement_limit", "bulk_insert", "write_chunk", "sum_counts"]
@@ -209,7 +210,7 @@ def _write_retrying(conn, chunk: pa.RecordBatch, method: str, dsn,
 def _task(opts: ExportOptions):
     def run(batches):
         from pipelines.gold.client import connect
-        from pipelines.mysql.client import Dsn
+        from pipelines.mysql.dsn import Dsn
 
         started = time.monotonic()
         counts = ExportCounts()

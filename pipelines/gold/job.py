@@ -22,7 +22,8 @@ from typing import Any
 from pipelines.config import Config, parse_retain
 from pipelines.lake.delta_ops import (current_version, files_added, set_retention, table_id,
                                  vacuum_table, version_files)
-from pipelines.mysql.client import Dsn, error_text, offers_bulk_operations
+from pipelines.mysql.client import offers_bulk_operations
+from pipelines.mysql.dsn import Dsn, error_text
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, index_state, snapshots, state
 from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn

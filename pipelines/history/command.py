@@ -11,7 +11,7 @@ import json
 import sys
 
 from pipelines.config import Config
-from pipelines.mysql.client import resolve_dsn
+from pipelines.mysql.dsn import resolve_dsn
 from pipelines.errors import ConfigError
 
 __all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "build_selection"]

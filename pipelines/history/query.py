@@ -16,7 +16,7 @@ import json
 from typing import Any, Iterable, Iterator, TextIO
 
 from pipelines.config import Config
-from pipelines.mysql.client import resolve_dsn
+from pipelines.mysql.dsn import resolve_dsn
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
@@ -218,7 +218,7 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None,
 
     from pipelines.silver.naming import position_key
 
-    # TLS and password from the [gold] settings when the URL lacks them (mysql_client)
+    # TLS and password from the [gold] settings when the URL lacks them (mysql/dsn.py)
     conn = connect(resolve_dsn(dsn_url, settings, section="gold", setting="--gold-dsn"))
     try:
         with conn.cursor() as cur:

@@ -60,7 +60,7 @@ def redact_command(argv: list[str] | None = None) -> str:
     argv = list(sys.argv if argv is None else argv)
     if argv and argv[0].endswith(("cli.py", "__main__.py")):
         argv[0] = "binlake"
-    from pipelines.mysql.client import redact_urls
+    from pipelines.mysql.dsn import redact_urls
 
     return redact_urls(" ".join(argv))
 

@@ -1,1 +1,2 @@
-"""binlake's MySQL/MariaDB client: DSNs, TLS, connecting, redaction."""
+"""binlake's MySQL/MariaDB client: ``dsn`` (DSNs, TLS, credentials, redaction), ``client``
+(connecting), ``bulk`` (the packets of MariaDB's bulk INSERT)."""

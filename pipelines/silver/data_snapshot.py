@@ -37,7 +37,8 @@ from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
 from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
-from pipelines.mysql.client import connect, error_text
+from pipelines.mysql.client import connect
+from pipelines.mysql.dsn import error_text
 from pipelines.silver.snapshot_source import (
     _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
     server_checks,

@@ -18,7 +18,7 @@ import sys
 from typing import Sequence, TextIO
 
 from pipelines.config import Config
-from pipelines.mysql.client import resolve_dsn
+from pipelines.mysql.dsn import resolve_dsn
 from pipelines.errors import ConfigError, SourceError
 from pipelines.silver.snapshot_model import Snapshot, SourceCheck
 from pipelines.silver.snapshot_source import refusals, schema_checks, take_snapshot

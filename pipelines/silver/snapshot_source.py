@@ -42,7 +42,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from pipelines.mysql.client import Dsn, connect, error_text
+from pipelines.mysql.client import connect
+from pipelines.mysql.dsn import Dsn, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import (
     ColumnSchema, ForeignKey, Snapshot, SourceCheck, TableSchema,

@@ -23,7 +23,7 @@ import time
 from pipelines.binlog.names import position_key
 from pipelines.config import Config
 from pipelines.errors import SourceError
-from pipelines.mysql.client import Dsn
+from pipelines.mysql.dsn import Dsn
 from pipelines.stream.freshness import RETRY_SECONDS, Freshness
 
 __all__ = ["Follower"]

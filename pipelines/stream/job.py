@@ -41,7 +41,7 @@ from pipelines.errors import ConfigError, DecodeError, SourceError
 from pipelines.lake.few_files import keep_few_files
 from pipelines.lake.tables import BRONZE_FILES, Lake
 from pipelines.lake.lease import lake_lease
-from pipelines.mysql.client import Dsn, resolve_dsn
+from pipelines.mysql.dsn import Dsn, resolve_dsn
 from pipelines.silver.snapshot_source import refusals
 from pipelines.stream.backoff import Backoff
 from pipelines.stream.checkpoint import gap_batch

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE, EventHeader, RawEvent
 from pipelines.errors import BinlogGone, ConnectionLost, SourceError
-from pipelines.mysql.client import (Dsn, ServerUnreachable, error_text,
-                                     open_binlog_dump, read_dump_packet, redact)
+from pipelines.mysql.client import ServerUnreachable, open_binlog_dump, read_packet
+from pipelines.mysql.dsn import Dsn, error_text, redact
 
 __all__ = ["StartAt", "StreamEvent", "ReplicationConnection", "ConnectionLost", "BinlogGone",
            "packet_event", "LOG_EVENT_ARTIFICIAL_F"]
@@ -141,7 +141,7 @@ class ReplicationConnection:
         if self._conn is None:
             raise ConnectionLost("not connected")
         try:
-            pkt = read_dump_packet(self._conn)
+            pkt = read_packet(self._conn)
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
             self.close()

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pipelines.binlog.names import binlog_order
-from pipelines.mysql.client import Dsn, connect, error_text
+from pipelines.mysql.client import connect
+from pipelines.mysql.dsn import Dsn, error_text
 from pipelines.errors import SourceError
 from pipelines.silver.snapshot_model import SourceCheck
 from pipelines.silver.snapshot_source import server_checks
