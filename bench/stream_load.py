@@ -5,6 +5,7 @@
     .venv/bin/python bench/stream_load.py --rate 5000 --seconds 60    # the two measured runs
     .venv/bin/python bench/stream_load.py --rate 20000 --seconds 60
     .venv/bin/python bench/stream_load.py --rate 0 --seconds 30       # as fast as it goes
+    .venv/bin/python bench/stream_load.py --rate 5000 --seconds 60 --baseline c7cd826~1
 
 A throwaway MariaDB (``devtools/mariadb.py``, loopback only, its password never printed)
 gets ``--writers`` threads writing transactions for ``--seconds``: a multi-row INSERT of
@@ -161,17 +162,23 @@ def _silver_marker(row) -> int | None:
     return None
 
 
-def _latency(name: str, made: dict[int, float], seen: dict[int, float]) -> tuple[str, bool]:
+def _latency(name: str, made: dict[int, float], seen: dict[int, float]
+             ) -> tuple[str, bool, dict[str, str]]:
+    """(the line, every marker seen, the figures for the side-by-side table)."""
     lags = [seen[k] - made[k] for k in sorted(made) if k in seen]
     missing = len(made) - len(lags)
     if not lags:
-        return f"source commit -> {name} visible: no marker seen ({missing} missing)", False
+        return (f"source commit -> {name} visible: no marker seen ({missing} missing)", False,
+                {f"{name} p50 / p99": "none seen", f"{name} first -> last 10 s": "-"})
     window = max(1, len(lags) // 6)  # 10 s of a 60 s run
     first, last = statistics.median(lags[:window]), statistics.median(lags[-window:])
+    figures = {f"{name} p50 / p99": f"{_pct(lags, 50):.1f} / {_pct(lags, 99):.1f} s"
+               + (f" ({missing} never)" if missing else ""),
+               f"{name} first -> last 10 s": f"{first:.1f} -> {last:.1f} s"}
     return (f"source commit -> {name} visible over {len(lags)} markers: p50 "
             f"{_pct(lags, 50):.2f}s, p99 {_pct(lags, 99):.2f}s, max {max(lags):.2f}s; first "
             f"{window} markers median {first:.2f}s, last {window} {last:.2f}s"
-            + (f"; {missing} never visible" if missing else "")), missing == 0
+            + (f"; {missing} never visible" if missing else "")), missing == 0, figures
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -195,8 +202,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--silver-lag", type=int, default=30,
                     help="stream.silver_lag_seconds (0: silver and mirror do not follow)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="first run the same load against the stream of git revision REV "
+                         "(checked out into a temporary worktree), then this checkout's; a "
+                         "table of both runs' figures side by side at the end")
     args = ap.parse_args(argv)
+    if not args.baseline:
+        code, _ = _measure(args, ROOT)
+        return code
+    tree = Path(tempfile.mkdtemp(prefix="binlake-stream-baseline-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
+                    args.baseline], check=True, capture_output=True)
+    try:
+        print(f"== baseline: {args.baseline} ==")
+        base_code, base = _measure(args, tree)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                       capture_output=True)
+    print("== this checkout ==")
+    code, here = _measure(args, ROOT)
+    names = list(dict.fromkeys([*base, *here]))
+    width = max(len(n) for n in names)
+    print(f"\n{'':{width}}  {args.baseline[:24]:>24}  {'this checkout':>24}")
+    for n in names:
+        print(f"{n:{width}}  {base.get(n, '-'):>24}  {here.get(n, '-'):>24}")
+    return code or base_code
 
+
+def _measure(args, root: Path) -> tuple[int, dict[str, str]]:
+    """One run of the load against the stream of the code at ``root``: (exit status, the
+    figures for the side-by-side table)."""
     work = Path(tempfile.mkdtemp(prefix="binlake-stream-bench-"))
     lake = work / "lake"
     log = work / "stream.log"
@@ -206,12 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         server.execute(DDL)
         server.execute("CREATE TABLE bench.marker (id INT PRIMARY KEY, note VARCHAR(8)) "
                        "ENGINE=InnoDB")
-        env = dict(os.environ, BINLAKE_SOURCE_DSN=server.dsn(), PYTHONPATH=str(ROOT),
+        env = dict(os.environ, BINLAKE_SOURCE_DSN=server.dsn(), PYTHONPATH=str(root),
                    BINLAKE_STREAM_BATCH_INTERVAL_MS=str(args.batch_interval_ms),
                    BINLAKE_STREAM_BATCH_ROWS=str(args.batch_rows),
                    BINLAKE_STREAM_SILVER_LAG_SECONDS=str(args.silver_lag))
         proc = subprocess.Popen([sys.executable, "-m", "pipelines.stream", "--lake", str(lake),
-                                 "--server-id", "9001", "--mirror"], cwd=ROOT, env=env,
+                                 "--server-id", "9001", "--mirror"], cwd=root, env=env,
                                 stdout=log.open("wb"), stderr=subprocess.STDOUT)
         live_file = live_path(str(lake), "default")
         try:
@@ -219,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             while (read_live(live_file) or {}).get("state") != "running":
                 if proc.poll() is not None or time.monotonic() - t0 > 120:
                     print(log.read_text()[-2000:], file=sys.stderr)
-                    return 1
+                    return 1, {}
                 time.sleep(0.1)
             print(f"stream started in {time.monotonic() - t0:.1f}s; {args.writers} writers x "
                   f"{args.rows} rows/transaction for {args.seconds:.0f}s")
@@ -291,10 +326,15 @@ def main(argv: list[str] | None = None) -> int:
               f"stopped with exit status {code}")
     else:
         print("did not catch up within 300 s")
-    silver_line, silver_ok = _latency("silver", markers.at, silver)
-    mirror_line, _ = _latency("mirror", markers.at, mirror)
+    silver_line, silver_ok, silver_fig = _latency("silver", markers.at, silver)
+    mirror_line, _, mirror_fig = _latency("mirror", markers.at, mirror)
     print(silver_line)
     print(mirror_line)
+    figures = {"written": f"{written / args.seconds:,.0f}/s",
+               "bronze lag p50 / max": f"{_pct(lags, 50):.1f} / {max(lags, default=0):.1f} s",
+               "caught up after the load": (f"{caught_up_at - load_over:.1f} s"
+                                            if caught_up_at is not None else "never"),
+               **silver_fig, **mirror_fig}
     if not args.keep:
         import shutil
 
@@ -304,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     if streamed != written or code != 0 or caught_up_at is None or not silver_ok:
         print(f"MISMATCH: streamed {streamed} row changes, writers changed {written}",
               file=sys.stderr)
-        return 1
-    return 0
+        return 1, figures
+    return 0, figures
 
 
 if __name__ == "__main__":

@@ -152,21 +152,12 @@ def _check(spark, cfg, moments: list[dict], conn, final_tables: list[str], label
         for table, rows in m["rows"].items():
             warnings = reconstruct(spark, cfg, *table.split("."),
                                    Point(m["seq"], "moment")).warnings
-            if label == "late" and table in ("rw.b", "rw.c"):
-                # KNOWN DEFECT (issue 41 §2, open): when the snapshot comes only after
-                # indexing, the re-run of silver derives no FK action for the files it already
-                # holds, and reconstruct of the children does not warn either (quality does:
-                # "FK rules unknown in some schema epoch: rw.b"). Seed 2123924648: rw.b keeps
-                # a_id 8 where ON DELETE SET NULL made it NULL. Not compared until fixed.
-                continue
             assert not any("rules are unknown" in w for w in warnings), (label, table)
             got = _reconstructed(spark, cfg, m["cols"][table], table, m["seq"])
             assert got == rows, (label, f"moment {n}", table)
     assert main(["--lake", cfg.lake.root, "mirror"]) == 0
     final = moments[-1]
     for table in final_tables:
-        if label == "late" and table in ("rw.b", "rw.c"):
-            continue  # the KNOWN DEFECT above (the mirror folds the same silver)
         cols = final["cols"][table]
         path = mirror_path(cfg, "current", *table.split("."))
         want = [tuple(_plain(c, v) for c, v in zip(cols, row)) for row in final["rows"][table]]

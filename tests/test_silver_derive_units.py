@@ -182,3 +182,41 @@ def test_partition_drops_are_flagged_truncate_all_is_derived():
     marker = {**_row(40, "INSERT", "c", after='{"id": 0}'), "event_type": TRUNCATE,
               "row_in_event": -1, "seq": BASE + 40, "derived_origin": "partition"}
     assert [d["origin"] for d in fold.feed(_history()[1:3] + [marker])] == ["partition"] * 2
+
+
+def test_new_derived_rows_are_numbered_after_what_silver_holds_at_their_place():
+    # A file derived again after a snapshot named one more rule: silver holds rows 0-1
+    # (logged) and 2 (the cascade known before) at pos 400; the fold's new rows come after
+    # them in the fold's order, seq clamped to the event's end; another place starts after
+    # its own logged rows.
+    from pipelines.silver.derived import numbered
+
+    new = [dict(_row(400, "DELETE", "g", before='{"id": 9}', rie=3, end=404)),
+           dict(_row(400, "DELETE", "c", before='{"id": 5}', rie=2, end=404)),
+           dict(_row(700, "DELETE", "c", before='{"id": 6}', rie=1))]
+    got = numbered(new, {("s", F, 400): 2, ("s", F, 700): 0})
+    assert [(r["start_pos"], r["table_name"], r["row_in_event"], r["seq"]) for r in got] == [
+        (400, "c", 3, BASE + 403), (400, "g", 4, BASE + 403), (700, "c", 1, BASE + 701)]
+
+
+def test_the_derivation_digest_changes_with_the_rules_and_their_gaps_only():
+    from pipelines.silver.derived import derivation_digest
+    from pipelines.silver.fk_gaps import FkGap
+
+    def snap(sid, *fks):
+        return SimpleNamespace(snapshot_id=sid, fks=list(fks))
+
+    def fk(table, parent, rule):
+        return SimpleNamespace(constraint_schema="d", constraint_name=f"{table}_fk",
+                               table_schema="d", table_name=table, column_name="pid",
+                               ordinal_position=1, referenced_table_schema="d",
+                               referenced_table_name=parent, referenced_column_name="id",
+                               update_rule="RESTRICT", delete_rule=rule)
+
+    gap = FkGap("s", "d", "c", -1, 500, "the start of the binlogs")
+    one = derivation_digest([snap("a", fk("c", "p", "CASCADE"))], [gap])
+    assert one == derivation_digest([snap("b", fk("c", "p", "CASCADE"))], [gap])  # same rules
+    assert one != derivation_digest([snap("a", fk("c", "p", "CASCADE"))], [])  # gap filled
+    assert one != derivation_digest([snap("a", fk("c", "p", "SET NULL"))], [gap])
+    assert one == derivation_digest([snap("a", fk("c", "p", "CASCADE"), fk("x", "p",
+                                                                         "RESTRICT"))], [gap])

@@ -18,6 +18,7 @@ from pipelines.cli.main import main
 from pipelines.config import load_config
 from pipelines.history.reconstruct import Point, reconstruct
 from pipelines.mirror.job import mirror_path
+from pipelines.mysql.dsn import Dsn
 from pipelines.silver.job import run_silver
 from pipelines.silver.naming import position_key
 from devtools.mariadb import MariaDBServer
@@ -174,11 +175,8 @@ def _plain(conn, sql: str) -> list[tuple]:
 def test_unknown_fk_rules_are_flagged_not_guessed(spark, tmp_path, caplog):
     """No snapshot: the CREATE TABLE in bronze declares ON DELETE CASCADE, so the child's
     rules exist but are unknown: nothing is derived, and reconstruct, flashback and mirror
-    say so (issue 41 §2)."""
-    from pipelines.history.flashback import plan_flashback
-    from pipelines.history.selection import Selection
-    from pipelines.mirror.job import run_mirror
-
+    say so (issue 41 §2). A snapshot taken after indexing then names them: silver derives
+    the cascade of the files it already holds."""
     lake = str(tmp_path / "lake")
     cfg = load_config(env={}, overrides={"lake.root": lake})
     binlogs = tmp_path / "binlogs"
@@ -189,6 +187,31 @@ def test_unknown_fk_rules_are_flagged_not_guessed(spark, tmp_path, caplog):
                  "INSERT INTO dr.par VALUES (10, 1, 'a')", "DELETE FROM dr.gp WHERE id = 1")
             server.copy_closed_binlogs(binlogs)
             assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) in (0, 1)
+            truth = _plain(conn, "SELECT id, gp_id, name FROM dr.par")
+        _flagged(spark, cfg, lake, caplog)
+        # A snapshot taken later names the rules: the next silver run derives the files it
+        # holds again (their rules were unknown), and a run after that adds nothing.
+        from pipelines.silver.snapshot_source import take_snapshot
+        from pipelines.silver.snapshot_store import save_snapshot
+
+        snapshot, checks = take_snapshot(Dsn.parse(server.dsn()), source_id=cfg.source.name,
+                                         schemas=["dr"])
+        save_snapshot(spark, cfg, snapshot, checks)
+    res = run_silver(spark, cfg)
+    derived = [r for r in _silver(spark, cfg) if r["origin"] != "binlog"]
+    assert res.appended == 1 and [(r["table_name"], r["event_type"], r["origin"])
+                                  for r in derived] == [("par", "DELETE", "fk_cascade")]
+    rec = reconstruct(spark, cfg, "dr", "par", Point(1 << 62, "now"))
+    assert rec.warnings == [] and rec.images.count() == len(truth) == 0
+    assert run_silver(spark, cfg).appended == 0
+    assert len([r for r in _silver(spark, cfg) if r["origin"] != "binlog"]) == 1
+
+
+def _flagged(spark, cfg, lake: str, caplog) -> None:
+    from pipelines.history.flashback import plan_flashback
+    from pipelines.history.selection import Selection
+    from pipelines.mirror.job import run_mirror
+
     silver = _silver(spark, cfg)
     assert all(r["origin"] == "binlog" for r in silver)  # nothing guessed
     rec = reconstruct(spark, cfg, "dr", "par", Point(1 << 62, "now"))

@@ -53,7 +53,8 @@ def test_many_runs_keep_few_files(spark, tmp_path: Path) -> None:
     base = dt.datetime(2026, 1, 1)
     for i in range(FEW_FILES + 4):
         save_progress(spark, lake, [("default", f"mariadb-bin.{i % 3:06d}",
-                                     base + dt.timedelta(minutes=i), [[4, "shop", f"q{i}"]])])
+                                     base + dt.timedelta(minutes=i), [[4, "shop", f"q{i}"]],
+                                     f"{i}:digest")])
     save_progress(spark, lake, [])  # a run that took no file writes nothing
     assert len(DeltaTable(lake.path(SILVER_PROGRESS)).file_uris()) <= FEW_FILES
     got = load_progress(spark, lake)
@@ -64,3 +65,4 @@ def test_many_runs_keep_few_files(spark, tmp_path: Path) -> None:
         row = got[("default", f"mariadb-bin.{n:06d}")]
         assert row["bronze_updated_at"] == base + dt.timedelta(minutes=i)
         assert row["ddl"] == f'[[4, "shop", "q{i}"]]'
+        assert row["derived_with"] == f"{i}:digest"

@@ -1,4 +1,5 @@
-"""I/O: the column spec of a derived row change (docs/silver.md), which has no bronze row.
+"""The column spec of a derived row change (docs/silver.md), which has no bronze row; the
+lake is read through the :class:`Lookups` ``history.lake.with_specs`` hands in.
 
 A derived change (a TRUNCATE's DELETEs, an FK action, an ADD COLUMN's UPDATEs) carries the
 image silver folded, not a TABLE_MAP. Its columns are named, in order of preference, by the
@@ -14,26 +15,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from pipelines.config import Config
 from pipelines.errors import SchemaMismatchError
 from pipelines.lake.delta_ops import sql_string
 from pipelines.silver.naming import NamingPlan, TableSpec
 
-__all__ = ["derived_spec", "earlier_names"]
+__all__ = ["derived_spec", "Lookups"]
 
 
-def derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache: dict
+@dataclass(frozen=True)
+class Lookups:
+    """What the lake answers here (``history.lake`` builds one per selection)."""
+
+    silver: Callable[[], Any]  # silver's rows (a DataFrame)
+    specs: Callable[[Any], list]  # (row, spec) of selected silver rows: ``with_specs``
+    ddl: Callable[[str, str], list[dict[str, Any]]]  # a table's DDL: ``ddl_statements``
+    renames: Callable[[], list]  # ``silver.renames.load_renames``
+
+
+def derived_spec(look: Lookups, plan: NamingPlan, d: dict[str, Any], cache: dict
                  ) -> TableSpec:
     """The spec of the derived row ``d`` (a silver row); ``cache`` is shared by the rows of
     one selection. :class:`SchemaMismatchError` naming the change when nothing names it."""
-    spec = _named(spark, cfg, plan, d, cache)
+    spec = _named(look, plan, d, cache)
     table = (d["schema_name"], d["table_name"])
     key = ("before", d["source_id"], *table, plan.epoch(d["source_id"], *table, d["seq"]))
     if spec is None and key not in cache:  # the epoch has no logged change: one answer
-        for name in earlier_names(spark, cfg, table, d["seq"], cache):
-            spec = _newest(spark, cfg, plan, d["source_id"], name, f"seq < {d['seq']}")
+        for name in _earlier_names(look, table, d["seq"], cache):
+            spec = _newest(look, d["source_id"], name, f"seq < {d['seq']}")
             if spec is not None:
                 break
         cache[key] = spec
@@ -43,10 +54,10 @@ def derived_spec(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache:
                                   f"the derived change of {d['schema_name']}."
                                   f"{d['table_name']} (no snapshot, no logged change of it "
                                   "before it)")
-    return _covering(spark, cfg, d, spec, cache)
+    return _covering(look, d, spec, cache)
 
 
-def _named(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache: dict
+def _named(look: Lookups, plan: NamingPlan, d: dict[str, Any], cache: dict
            ) -> TableSpec | None:
     from pipelines.silver.data_snapshot import table_spec
 
@@ -55,19 +66,19 @@ def _named(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache: dict
     snap = next((x for x in snaps if x.snapshot_id == d["schema_version"]), None) \
         or plan.snapshot_for(d["source_id"], *table, d["seq"])
     if snap is not None:
-        for name in earlier_names(spark, cfg, table, d["seq"], cache):
+        for name in _earlier_names(look, table, d["seq"], cache):
             if name in snap.tables:  # its image was named before a RENAME TABLE
                 return table_spec(snap.table(*name), snap.snapshot_id)
     start, end = plan.epoch(d["source_id"], *table, d["seq"])
     key = (d["source_id"], *table, start)
     if key in cache:
         return cache[key]
-    found = _newest(spark, cfg, plan, d["source_id"], table, f"seq > {start} AND seq < {end}")
+    found = _newest(look, d["source_id"], table, f"seq > {start} AND seq < {end}")
     if found is None:
         # renamed in this epoch before any logged change: the image was named under the
         # table's earlier name (its newest logged change before the rename)
-        for name in earlier_names(spark, cfg, table, d["seq"], cache)[1:]:
-            found = _newest(spark, cfg, plan, d["source_id"], name, f"seq < {d['seq']}")
+        for name in _earlier_names(look, table, d["seq"], cache)[1:]:
+            found = _newest(look, d["source_id"], name, f"seq < {d['seq']}")
             if found is not None:
                 break
     if found is None:
@@ -76,29 +87,26 @@ def _named(spark, cfg: Config, plan: NamingPlan, d: dict[str, Any], cache: dict
         for f in cache.get("renames") or []:
             if f.pos > d["seq"] and f.old == table and f.old != f.new and not f.columns:
                 lo, hi = plan.epoch(d["source_id"], *f.new, f.pos + 1)
-                found = _newest(spark, cfg, plan, d["source_id"], f.new,
+                found = _newest(look, d["source_id"], f.new,
                                 f"seq > {max(lo, f.pos)} AND seq < {hi}", first=True)
                 break
     cache[key] = found
     return found
 
 
-def _newest(spark, cfg: Config, plan: NamingPlan, source: str, name: tuple[str, str],
-            where: str, first: bool = False) -> TableSpec | None:
+def _newest(look: Lookups, source: str, name: tuple[str, str], where: str,
+            first: bool = False) -> TableSpec | None:
     """The spec of the table's newest (``first``: oldest) logged change matching ``where``."""
-    from pipelines.history.lake import silver, with_specs
-
-    last = (silver(spark, cfg)
+    last = (look.silver()
             .where(f"source_id = {sql_string(source)} AND schema_name = "
                    f"{sql_string(name[0])} AND table_name = {sql_string(name[1])}")
             .where("coalesce(origin, 'binlog') = 'binlog'")
             .where(where).orderBy("seq", ascending=first).limit(1))
-    found = with_specs(spark, cfg, last, plan)
+    found = look.specs(last)
     return found[0][1] if found else None
 
 
-def _covering(spark, cfg: Config, d: dict[str, Any], spec: TableSpec, cache: dict
-              ) -> TableSpec:
+def _covering(look: Lookups, d: dict[str, Any], spec: TableSpec, cache: dict) -> TableSpec:
     """``spec`` with the columns of ``d``'s image it lacks (added since), in the image's
     order; ``spec`` itself when it has them all."""
     from pipelines.binlog import coltypes as T
@@ -109,7 +117,7 @@ def _covering(spark, cfg: Config, d: dict[str, Any], spec: TableSpec, cache: dic
     have = {c.name: c for c in spec.columns}
     if all(n in have for n in names):
         return spec
-    kinds = _added_values(spark, cfg, d, cache)
+    kinds = _added_values(look, d, cache)
     columns = []
     for name in names:
         if name in have:
@@ -123,17 +131,16 @@ def _covering(spark, cfg: Config, d: dict[str, Any], spec: TableSpec, cache: dic
     return dataclasses.replace(spec, columns=tuple(columns), pk=pk)
 
 
-def _added_values(spark, cfg: Config, d: dict[str, Any], cache: dict) -> dict[str, str]:
+def _added_values(look: Lookups, d: dict[str, Any], cache: dict) -> dict[str, str]:
     """Column → the value (silver's JSON form) the table's ADD COLUMNs before ``d`` gave."""
-    from pipelines.history.lake import ddl_statements
     from pipelines.silver.derive import added_columns
 
     table = (d["schema_name"], d["table_name"])
     key = ("added", *table, d["seq"])
     if key not in cache:
         values: dict[str, str] = {}
-        for name in reversed(earlier_names(spark, cfg, table, d["seq"], cache)):
-            for ddl in ddl_statements(spark, cfg, *name):
+        for name in reversed(_earlier_names(look, table, d["seq"], cache)):
+            for ddl in look.ddl(*name):
                 added = (added_columns(ddl["query"] or "", name[0])
                          if ddl["key"] < d["seq"] else None)
                 values.update({c.name: c.value for c in (added[1] if added else [])})
@@ -141,14 +148,11 @@ def _added_values(spark, cfg: Config, d: dict[str, Any], cache: dict) -> dict[st
     return cache[key]
 
 
-def earlier_names(spark, cfg: Config, table: tuple[str, str], seq: int, cache: dict
-                  ) -> list[tuple[str, str]]:
+def _earlier_names(look: Lookups, table: tuple[str, str], seq: int, cache: dict
+                   ) -> list[tuple[str, str]]:
     """``table`` and the names it had before ``seq`` (RENAME TABLE), newest first."""
-    from pipelines.lake.tables import Lake
-    from pipelines.silver.renames import load_renames
-
     if "renames" not in cache:
-        cache["renames"] = load_renames(spark, Lake.of(cfg))
+        cache["renames"] = look.renames()
     names = [table]
     for f in reversed(cache["renames"]):
         if f.pos < seq and f.new == names[-1] and f.old != f.new:

@@ -12,6 +12,7 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
+from pipelines.history.derived_spec import Lookups, derived_spec
 from pipelines.silver.naming import TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec
 
 __all__ = ["silver", "bronze", "naming_plan", "with_specs", "KEY", "TM_COLUMNS"]
@@ -77,9 +78,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                 maps = read_table_maps(spark, Lake.of(cfg), in_files)
             d.update(maps.get(d["table_map_hash"], {}))
         if d["column_types"] is None and (d.get("origin") or "binlog") != "binlog":
-            from pipelines.history.derived_spec import derived_spec
-
-            out.append((d, derived_spec(spark, cfg, plan, d, derived)))  # no bronze row
+            out.append((d, derived_spec(_lookups(spark, cfg, plan), plan, d, derived)))
             continue
         if d["column_types"] is None:
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
@@ -88,6 +87,16 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                             d["start_pos"], BronzeTableMap.of(d))
         out.append((d, spec))
     return out
+
+
+def _lookups(spark, cfg: Config, plan: NamingPlan) -> Lookups:
+    """What ``derived_spec`` reads of the lake (a derived row has no bronze row)."""
+    from pipelines.lake.tables import Lake
+    from pipelines.silver.renames import load_renames
+
+    return Lookups(lambda: silver(spark, cfg), lambda df: with_specs(spark, cfg, df, plan),
+                   lambda schema, table: ddl_statements(spark, cfg, schema, table),
+                   lambda: load_renames(spark, Lake.of(cfg)))
 
 
 def ddl_events(spark, cfg: Config, schema: str, table: str) -> list[tuple[int, str, str]]:

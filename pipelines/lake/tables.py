@@ -557,10 +557,13 @@ SILVER_QUARANTINE = register(
 SILVER_PROGRESS = register(
     "silver", "progress",
     "source_id string, binlog_file string, bronze_updated_at timestamp, updated_at timestamp, "
-    "ddl string",
+    "ddl string, derived_with string",
     description="The bronze files silver has taken (a row per file and run; the latest "
                 "counts), with their QUERY events (JSON [start_pos, schema, query]) so that a "
-                "run reads bronze's QUERY events only for files new or changed since.")
+                "run reads bronze's QUERY events only for files new or changed since, and what "
+                "their derived row changes were derived with ('<schema_snapshots version>:"
+                "<digest of the FK rules and gaps>'): a snapshot that changes it derives them "
+                "again.")
 SCHEMA_SNAPSHOTS = register("silver", "schema_snapshots", [
     ("snapshot_id", "string"), ("snapshot_time", "timestamp"), ("source_id", "string"),
     ("server_id", "bigint"), ("server_uuid", "string"), ("server_version", "string"),

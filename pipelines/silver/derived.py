@@ -25,7 +25,7 @@ from pipelines.silver.derive import (ADD_COLUMNS, RENAME, TRUNCATE, Fold, Rule, 
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
 
-__all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT"]
+__all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", "numbered"]
 
 log = logging.getLogger(__name__)
 
@@ -142,14 +142,65 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     from pipelines.silver.transform import with_hashes
 
     out = with_hashes(out).select(*SILVER_EVENTS.column_names)
-    held = silver.where(where).select(*KEY)
-    new = out.join(held, KEY, "left_anti").select(*SILVER_EVENTS.column_names)
+    # Silver holds a derived row already when one of the same content is at its place (a
+    # re-run after a kill -9, or files derived again after a snapshot named more rules): by
+    # content, not by row_in_event, which the new rules may have shifted.
+    from pyspark.sql import functions as F
+
+    same = F.sha2(F.to_json(F.struct(*_SAME)), 256).alias("_same")
+    held = (silver.where(where).where("coalesce(origin, 'binlog') <> 'binlog'")
+            .select(*KEY[:3], same))
+    new = (out.select("*", same).join(held, [*KEY[:3], "_same"], "left_anti")
+           .select(*SILVER_EVENTS.column_names))
     rows = new.collect()  # few by nature (a table's rows at most); written in one commit
     if not rows:
         return 0
-    lake.append(spark.createDataFrame(rows, SILVER_EVENTS.ddl()), SILVER_EVENTS)
+    last = {(r[0], r[1], r[2]): r[3] for r in silver.where(where)
+            .groupBy(*KEY[:3]).agg(F.max("row_in_event")).collect()}
+    rows = numbered([r.asDict() for r in rows], last)
+    names = SILVER_EVENTS.column_names
+    lake.append(spark.createDataFrame([tuple(r[c] for c in names) for r in rows],
+                                      SILVER_EVENTS.ddl()), SILVER_EVENTS)
     log.info("silver: %d derived row change(s) (FK actions, TRUNCATE)", len(rows))
     return len(rows)
+
+
+# What makes two derived rows the same change (``row_in_event`` and ``seq`` aside)
+_SAME = ["schema_name", "table_name", "event_type", "origin", "pk_values", "row_before",
+         "row_after"]
+
+
+def numbered(rows: list[dict[str, Any]], last: dict[tuple, int]) -> list[dict[str, Any]]:
+    """Pure: the new derived ``rows`` numbered after the rows silver holds at their place
+    (``last``: (source, file, start_pos) → its highest row_in_event), in the order the fold
+    gave them; ``seq`` follows (docs/silver.md: clamped to the event's end)."""
+    from pipelines.binlog.names import file_number
+
+    rows = sorted(rows, key=lambda r: (r["source_id"], r["binlog_file"], r["start_pos"],
+                                       r["row_in_event"]))
+    after = dict(last)
+    for r in rows:
+        place = (r["source_id"], r["binlog_file"], r["start_pos"])
+        n = max(after.get(place, -1) + 1, 0)
+        after[place] = n
+        r["row_in_event"] = n
+        r["seq"] = (file_number(r["binlog_file"]) << 32) + min(r["start_pos"] + n,
+                                                               r["end_pos"] - 1)
+    return rows
+
+
+def derivation_digest(snapshots: list, gaps: list) -> str:
+    """Pure: what derived row changes depend on beyond the binlog: every cascading FK rule
+    the snapshots record and the schema epochs where a table's rules are unknown (``gaps``,
+    ``fk_gaps``). A file derived under another digest is derived again (``silver/job``)."""
+    import hashlib
+    import json
+
+    rules, _ = _rules(snapshots)
+    facts = [[list(r.child), r.name, list(r.child_columns), list(r.parent),
+              list(r.parent_columns), r.delete_rule, r.update_rule] for r in rules]
+    holes = sorted([g.source, g.schema, g.table, g.start, g.end] for g in gaps)
+    return hashlib.sha256(json.dumps([facts, holes]).encode()).hexdigest()[:16]
 
 
 def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:

@@ -23,7 +23,8 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import (commit_bytes, enable_change_data_feed, rows_in_table,
                                  rows_written_since)
 from pipelines.lake.few_files import keep_few_files
-from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake
+from pipelines.lake.tables import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS,
+                                   SILVER_QUARANTINE, Lake)
 from pipelines.lake.lease import holds_lease
 from pipelines.engine.memory import release_freed_memory
 from pipelines.engine.session import engine_name
@@ -100,7 +101,19 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     held_back = held_back or set()  # the files with rows in quarantine
     candidates |= held_back
     res.files = sorted(candidates)
+    # Done files whose derived row changes may predate the snapshots now stored.
+    snaps_at = (lake.version(spark, SCHEMA_SNAPSHOTS)
+                if lake.exists(spark, SCHEMA_SNAPSHOTS) else None)
+    unsure = {k for k, r in done.items() if k not in candidates and k in bronze_files
+              and (r.get("derived_with") or "").partition(":")[0] != str(snaps_at)}
     if not candidates:
+        if unsure:
+            ddl_rows = [(s, f, *q) for (s, f), r in done.items()
+                        for q in json.loads(r["ddl"] or "[]")]
+            snapshots = _load_snapshots(spark, cfg)
+            plan = NamingPlan.build(ddl_rows, snapshots)
+            res.appended, _ = _derive_again(spark, lake, plan, snapshots, ddl_rows, done,
+                                            unsure, snaps_at, [])
         res.silver_version = lake.version(spark, SILVER_EVENTS)
         res.seconds = time.monotonic() - started
         return res
@@ -145,9 +158,10 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
             lake.append(to_silver(pending(sl.where), plan, workers, compiled, masked,
                                   BATCH_ROWS, slice_day(sl, days)),
                         SILVER_EVENTS, target_mb=cfg.silver.target_file_mb)
-    # The row changes the server made without logging them, after the logged ones (derived).
-    derived = append_derived(spark, lake, plan, snapshots,
-                             [r for r in ddl_rows if (r[0], r[1]) in candidates], res.files)
+    # The row changes the server made without logging them, after the logged ones (derived),
+    # also of done files derived before a snapshot that names more rules.
+    derived, derived_with = _derive_again(spark, lake, plan, snapshots, ddl_rows, done,
+                                          unsure, snaps_at, res.files)
     if files is not None:
         written += derived
     if files is None:
@@ -173,11 +187,37 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
         keep_few_files(spark, lake, SILVER_QUARANTINE)
     res.quarantined = lake.rows(spark, SILVER_QUARANTINE)
 
-    save_progress(spark, lake, [(s, f, st.updated_at, ddl.get((s, f), []))
+    save_progress(spark, lake, [(s, f, st.updated_at, ddl.get((s, f), []), derived_with)
                                 for (s, f), st in bronze_files.items() if (s, f) in candidates])
     res.silver_version = lake.version(spark, SILVER_EVENTS)
     res.seconds = time.monotonic() - started
     return res
+
+
+def _derive_again(spark, lake: Lake, plan: NamingPlan, snapshots: list, ddl_rows: list,
+                  done: dict, unsure: set, snaps_at, files: list) -> tuple[int, str]:
+    """Append the derived row changes of the run's ``files`` and of the ``unsure`` done files
+    derived under another digest (``derived.derivation_digest``: the FK rules and their gaps
+    of the snapshots stored); record the unsure ones as derived with this one. (How many
+    rows were appended, the ``derived_with`` of the run's own progress rows.)"""
+    from pipelines.silver.derived import derivation_digest
+    from pipelines.silver.fk_gaps import fk_gaps
+
+    digest = derivation_digest(snapshots, fk_gaps(ddl_rows, snapshots, plan))
+    derived_with = f"{snaps_at}:{digest}"
+    again = sorted(k for k in unsure
+                   if (done[k].get("derived_with") or "").partition(":")[2] != digest)
+    if again:
+        log.info("silver: deriving the row changes of %d file(s) again: the snapshots name "
+                 "other FK rules than when they were derived", len(again))
+    run = set(files) | set(again)
+    derived = append_derived(spark, lake, plan, snapshots,
+                             [r for r in ddl_rows if (r[0], r[1]) in run], sorted(run))
+    if unsure:
+        save_progress(spark, lake, [
+            (s, f, done[(s, f)]["bronze_updated_at"], json.loads(done[(s, f)]["ddl"] or "[]"),
+             derived_with) for s, f in sorted(unsure)])
+    return derived, derived_with
 
 
 def _plan_reads(spark, cfg: Config, lake: Lake, bronze_files: dict, known_ddl: dict, where: str,

@@ -3,7 +3,9 @@
 A row per file and silver run that took the file: the file's bronze state time
 (``bronze_updated_at``: a file bronze indexes again gets a new one), the run's time
 (``updated_at``) and the file's QUERY events (``ddl``, JSON ``[start_pos, schema, query]``),
-so that a run reads bronze's QUERY events only for files new or changed since.
+so that a run reads bronze's QUERY events only for files new or changed since, and what its
+derived row changes were derived with (``derived_with``: ``silver/derived.derivation_digest``
+behind the ``schema_snapshots`` version then).
 
 A run appends the rows of the files it took: on the embedded engine an append cost ~8 ms
 where rewriting the table whole cost ~25 ms after a history (docs/performance.md, session
@@ -41,11 +43,12 @@ def load_progress(spark, lake: Lake) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def save_progress(spark, lake: Lake,
-                  files: Iterable[tuple[str, str, dt.datetime | None, list]]) -> None:
+                  files: Iterable[tuple[str, str, dt.datetime | None, list, str | None]]
+                  ) -> None:
     """Record that this run took ``files`` ((source_id, binlog_file, bronze_updated_at,
-    QUERY events) each). The caller holds the ``silver`` lease."""
+    QUERY events, derived_with) each). The caller holds the ``silver`` lease."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    rows = [(s, f, at, now, json.dumps(ddl)) for s, f, at, ddl in files]
+    rows = [(s, f, at, now, json.dumps(ddl), with_) for s, f, at, ddl, with_ in files]
     if rows:
         lake.append(spark.createDataFrame(rows, _DDL), SILVER_PROGRESS)
         keep_few_files(spark, lake, SILVER_PROGRESS)
