@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--binlog-dir", help="use the largest binlog file of DIR instead")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="mixed",
                     help="the generated binlog's tables (bench/workload.py): mixed, narrow "
-                         "or wide (issue 40's file)")
+                         "or wide (DOUBLE, DECIMAL, DATETIME(6), a growing VARCHAR)")
     ap.add_argument("--copies", type=int, default=os.cpu_count() or 1,
                     help="files in the multi-file run (default: the number of cores)")
     ap.add_argument("--repeat", type=int, default=1,

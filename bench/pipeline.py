@@ -466,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--binlog-dir", help="index the binlog files of DIR instead")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="mixed",
                     help="the generated binlog's tables: mixed (four ~10-column tables with "
-                         "TEXT), narrow (issue 13's file: one 8-column table, ~140 bytes "
-                         "a row change) or wide (issue 40's: DOUBLE, DECIMAL, DATETIME(6), "
+                         "TEXT), narrow (one 8-column table, ~140 bytes "
+                         "a row change) or wide (DOUBLE, DECIMAL, DATETIME(6), "
                          "a growing VARCHAR)")
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs per stage")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
