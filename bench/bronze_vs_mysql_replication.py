@@ -58,7 +58,8 @@ import pyarrow.compute as pc  # noqa: E402
 
 from pipelines.bronze.decode_task import decode_file_batches  # noqa: E402
 from pipelines.bronze.files import select_files  # noqa: E402
-from pipelines.config import Dsn, load_config  # noqa: E402
+from pipelines.config import load_config  # noqa: E402
+from pipelines.mysql.dsn import Dsn  # noqa: E402
 from devtools.mariadb import BINLOG_BASENAME, MariaDBServer  # noqa: E402
 from workload import WORKLOADS  # noqa: E402
 

@@ -19,11 +19,11 @@ from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
 from pipelines.lake.tables import parse_catalog, resolve_root, table_dir
-from pipelines.mysql.dsn import Dsn, Tls  # Dsn lives in mysql/dsn.py; kept here too
+from pipelines.mysql.dsn import Dsn, Tls
 from pipelines.lake.task_files import ROW_GROUP_ROWS
 
 __all__ = [
-    "Dsn", "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
+    "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
     "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
     "parse_retain", "DEFAULT_CONF",
 ]

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.gold.job import run_gold, run_vacuum
 from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_tables
 from pipelines.quality import last_quality, run_quality

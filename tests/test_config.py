@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,8 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.cli.main import main
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.history.flashback import plan_flashback
 from pipelines.history.selection import Selection
 from pipelines.history.times import parse_gtid_set

@@ -193,8 +193,9 @@ def test_wire_forms_escape_every_row_that_needs_it(seed: int) -> None:
         assert sql_values(part) == ([b",".join(tuples)] if rows else [])
         lists = sql_values(part, 60)  # split where the next row would pass 60 bytes
         want: list[bytes] = []
-        for t in tuples:  # greedy: a row joins the list unless it would pass 60 bytes
-            if want and len(want[-1]) + 1 + len(t) <= 60:
+        for t in tuples:  # greedy: a row (with its comma) joins the list unless the list
+            # with its comma would pass 60 bytes
+            if want and len(want[-1]) + 1 + len(t) + 1 <= 60:
                 want[-1] += b"," + t
             else:
                 want.append(t)

@@ -22,7 +22,8 @@ import pytest
 
 from pipelines.bronze.job import run_bronze
 from pipelines.cli.main import main
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.history.flashback import plan_flashback, render_script
 from pipelines.history.reconstruct import HistoryStartError, reconstruct, resolve_point
 from pipelines.history.selection import Selection

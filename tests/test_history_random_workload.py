@@ -18,7 +18,8 @@ every transaction after a random moment, its script run by the ``mariadb`` clien
 the server's FK chain back to that moment's SELECT (the side table too when no DDL of it
 lies in the window: flashback does not undo DDL).
 
-Not generated (yet): MODIFY / DROP COLUMN, RENAME COLUMN and partitions.
+The side table's added columns are also renamed (RENAME COLUMN), widened (MODIFY) and
+dropped (DROP COLUMN) at random. Not generated (yet): partitions.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import pymysql
 import pytest
 
 from pipelines.cli.main import main
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.history.reconstruct import Point, reconstruct
 from pipelines.silver.job import run_silver
 from pipelines.silver.snapshot_source import take_snapshot
@@ -72,6 +74,8 @@ class Workload:
         self.added = 0
         self.renames = 0
         self.ddl = 0  # DDL statements on the side table so far (ALTER, RENAME)
+        self.extra: list[tuple[str, str]] = []  # the side table's added columns: (name, kind)
+        self.column_ddl = 0
 
     def tables(self) -> list[str]:
         return ["rw.a", "rw.b", "rw.c", f"rw.{self.t}"]
@@ -83,8 +87,8 @@ class Workload:
         rng = self.rng
         kind = rng.choices(
             ["ins_a", "ins_b", "ins_c", "upd_a_pk", "upd_b_pk", "upd_a_doc", "upd_c",
-             "del_a", "del_b", "ins_t", "upd_t", "truncate", "add_col", "rename"],
-            [4, 4, 4, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1])[0]
+             "del_a", "del_b", "ins_t", "upd_t", "truncate", "add_col", "rename", "column"],
+            [4, 4, 4, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1])[0]
         if kind == "ins_a":
             vals = ", ".join(
                 f"({i}, 'n{i}', '{{\"k\": {rng.randrange(100)}, \"s\": \"x{i}\"}}')"
@@ -125,7 +129,23 @@ class Workload:
             self.added += 1
             self.ddl += 1
             default = rng.choice(["INT NOT NULL DEFAULT 7", "VARCHAR(10) DEFAULT 'w''eb'"])
+            self.extra.append((f"x{self.added}", default.split()[0]))
             return f"ALTER TABLE {t} ADD COLUMN x{self.added} {default}"
+        if kind == "column" and self.extra and self.column_ddl < 2:
+            # an added column renamed, retyped or dropped (the statements never name it)
+            self.column_ddl += 1
+            self.ddl += 1
+            i = rng.randrange(len(self.extra))
+            name, typ = self.extra[i]
+            how = rng.choice(["rename", "modify", "drop"])
+            if how == "rename":
+                self.extra[i] = (f"{name}r", typ)
+                return f"ALTER TABLE {t} RENAME COLUMN {name} TO {name}r"
+            if how == "modify":
+                wider = "BIGINT NOT NULL DEFAULT 7" if typ == "INT" else "VARCHAR(20) DEFAULT 'w''eb'"
+                return f"ALTER TABLE {t} MODIFY {name} {wider}"
+            del self.extra[i]
+            return f"ALTER TABLE {t} DROP COLUMN {name}"
         if kind == "rename" and self.renames < 2:
             self.renames += 1
             self.ddl += 1

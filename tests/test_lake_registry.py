@@ -42,7 +42,8 @@ def test_columns_give_ddl_and_arrow() -> None:
 
 def test_one_declaration_per_table() -> None:
     again = register("silver", "progress", "source_id string, binlog_file string, "
-                     "bronze_updated_at timestamp, updated_at timestamp, ddl string")
+                     "bronze_updated_at timestamp, updated_at timestamp, ddl string, "
+                     "derived_with string")
     assert again is lake_table("silver", "progress")
     with pytest.raises(ValueError, match="another declaration"):
         register("silver", "progress", "source_id string")

@@ -34,7 +34,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.lake.delta_ops import current_version
 from pipelines.mirror.job import mirror_path, mirrored_tables, run_mirror
 from pipelines.silver.job import run_silver

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.bronze.job import run_bronze
-from pipelines.config import Dsn, load_config
+from pipelines.config import load_config
+from pipelines.mysql.dsn import Dsn
 from pipelines.silver.job import run_silver
 from pipelines.silver.snapshot_source import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot

@@ -20,7 +20,7 @@ from pipelines.binlog import coltypes as T
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.records import BRONZE_SCHEMA
 from pipelines.bronze.table_maps import table_maps_in, with_facts
-from pipelines.config import Dsn
+from pipelines.mysql.dsn import Dsn
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import BatchRenderer
 from pipelines.silver.render_worker import render_batches

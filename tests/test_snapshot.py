@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from pipelines.config import Config, Dsn, LakeConfig, SourceConfig
+from pipelines.config import Config, LakeConfig, SourceConfig
+from pipelines.mysql.dsn import Dsn
 from pipelines.errors import ConfigError, SourceError
 from pipelines.silver.charsets import decode_text
 from pipelines.silver.snapshot_job import print_summary, run_snapshot

@@ -33,6 +33,9 @@ from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
 
 FK_ORIGINS = ("fk_cascade", "fk_set_null")  # silver's origins of derived FK actions
+# not undone as changes of their own: FK actions (with their cause, by the cascade), and an
+# ADD COLUMN's fill of the existing rows (part of the DDL, which flashback never undoes)
+NOT_UNDONE = (*FK_ORIGINS, "ddl")
 
 __all__ = ["Statement", "UndoTransaction", "Conflict", "FlashbackPlan", "plan_flashback",
            "undo_statement", "render_script", "apply_plan", "insert_sql",
@@ -200,9 +203,45 @@ def _later_changes(spark, cfg: Config, touched: dict[tuple[str, str, str], int],
             if r["origin"] in FK_ORIGINS and (r["source_id"], r["binlog_file"],
                                               r["start_pos"]) in causes:
                 continue
+            if r["origin"] == "ddl":  # an ADD COLUMN's fill: the DDL, never undone
+                continue
             seen.add(k)
             out.append(Conflict((s, t), k, r["seq"], r["gtid"], r["event_type"]))
     return out
+
+
+def _drops(spark, cfg: Config) -> list[tuple[int, tuple[str, str], frozenset[str]]]:
+    """Every ``ALTER TABLE … DROP COLUMN`` silver recorded: (position key, table, columns)."""
+    from pipelines.lake.tables import Lake
+    from pipelines.silver.derive import dropped_columns
+    from pipelines.silver.naming import position_key
+    from pipelines.silver.renames import load_ddl_rows
+
+    out = []
+    for _source, file, pos, schema, query in load_ddl_rows(spark, Lake.of(cfg)):
+        found = dropped_columns(query, schema)
+        if found is not None:
+            out.append((position_key(file, pos), found[0], frozenset(found[1])))
+    return out
+
+
+def _dropped_since(facts, drops, name: tuple[str, str], seq: int) -> frozenset[str]:
+    """Pure: the columns a change of table ``name`` at ``seq`` names that a later DROP COLUMN
+    removed (under the name renames gave the table by then; column names of today)."""
+    from pipelines.silver.renames import forward
+
+    gone: set[str] = set()
+    for pos, table, columns in drops:
+        if pos > seq and forward([f for f in facts if f.pos < pos], name, seq)[0] == table:
+            gone |= columns
+    return frozenset(gone)
+
+
+def _without(spec: TableSpec, gone: frozenset[str]) -> TableSpec:
+    keep = [c for c in spec.columns if c.name not in gone]
+    index = {c.name: i for i, c in enumerate(keep)}
+    pk = tuple(index[spec.columns[i].name] for i in spec.pk if spec.columns[i].name in index)
+    return replace(spec, columns=tuple(keep), pk=pk)
 
 
 def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None = None
@@ -225,19 +264,25 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
         if len(segments) > 1:
             df, sel = df.where(segments_where(segments)), replace(sel, table=None)
     df = apply_selection(df, sel).where(
-        "coalesce(origin, 'binlog') NOT IN (" + ", ".join(f"'{o}'" for o in FK_ORIGINS) + ")")
+        "coalesce(origin, 'binlog') NOT IN (" + ", ".join(f"'{o}'" for o in NOT_UNDONE) + ")")
     naming = lake.naming_plan(spark, cfg)
     changes = lake.with_specs(spark, cfg, df, naming)
-    if facts:
+    drops = _drops(spark, cfg)
+    if facts or drops:
         from pipelines.history.reconstruct import _renamed_spec
 
         moved = []
         for d, spec in changes:
-            name, maps = forward(facts, (d["schema_name"], d["table_name"]), d["seq"])
-            if maps or name != (d["schema_name"], d["table_name"]):
+            made_as = (d["schema_name"], d["table_name"])
+            name, maps = forward(facts, made_as, d["seq"])
+            if maps or name != made_as:
                 d = {**d, "schema_name": name[0], "table_name": name[1], "__maps": maps,
-                     "__made_as": (d["schema_name"], d["table_name"])}
+                     "__made_as": made_as}
                 spec = _renamed_spec(spec, maps)
+            gone = _dropped_since(facts, drops, made_as, d["seq"])
+            if gone:  # the target has no such column: its undo names only today's
+                d = {**d, "__gone": gone}
+                spec = _without(spec, gone)
             moved.append((d, spec))
         changes = moved
     plan = FlashbackPlan(changes=len(changes))
@@ -258,6 +303,10 @@ def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None =
         if d.get("__maps"):
             before = renamed(before, d["seq"], d["__maps"])
             after = renamed(after, d["seq"], d["__maps"])
+        if d.get("__gone"):
+            before, after = (None if v is None else
+                             {k: x for k, x in v.items() if k not in d["__gone"]}
+                             for v in (before, after))
         for k in _keys(d["event_type"], d["pk_values"], spec, after):
             key = (d["schema_name"], d["table_name"], k)
             touched[key] = min(touched.get(key, d["seq"]), d["seq"])

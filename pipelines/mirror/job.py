@@ -200,7 +200,8 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                 if g.overlaps(row["min_seq"], row["max_seq"] + 1):
                     log.warning("mirror: %s", g.describe())
             segments = lineage(renames, *key, row["max_seq"] + 1)
-            typing = TableTyping.from_snapshots(snapshots, *key)
+            typing = TableTyping.from_snapshots(snapshots, *key,
+                                                earlier=[x.name for x in segments[1:]])
             if not typing.by_version:
                 log.warning("mirror: no schema snapshot describes %s.%s: its columns are "
                             "typed as strings (binlake snapshot, then rebuild the mirror: "

@@ -73,15 +73,20 @@ class TableTyping:
     text_json: frozenset[str] = frozenset()
 
     @classmethod
-    def from_snapshots(cls, snapshots: Iterable[Any], schema: str, table: str) -> "TableTyping":
-        """``snapshots``: ``snapshot_model.Snapshot`` objects, oldest first."""
+    def from_snapshots(cls, snapshots: Iterable[Any], schema: str, table: str,
+                       earlier: Iterable[tuple[str, str]] = ()) -> "TableTyping":
+        """``snapshots``: ``snapshot_model.Snapshot`` objects, oldest first; ``earlier``: the
+        table's earlier names (RENAME TABLE), newest first: a snapshot taken under one of
+        them describes it too."""
+        earlier = list(earlier)
         by_version: dict[str, dict[str, MirrorType]] = {}
         latest: dict[str, MirrorType] = {}
         order: tuple[str, ...] = ()
         pk: tuple[str, ...] = ()
         text_json: set[str] = set()
         for snap in snapshots:
-            ts = snap.tables.get((schema, table))
+            ts = next((snap.tables[n] for n in [(schema, table), *earlier] if n in snap.tables),
+                      None)
             if ts is None:
                 continue
             text_json |= {c.name for c in ts.columns

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from pipelines.binlog import coltypes as T
 from pipelines.binlog.values import float32_text
-from pipelines.config import Config, Dsn
+from pipelines.config import Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import SchemaMismatchError, SourceError
 from pipelines.lake.tables import BASELINE_ROWS, BASELINES, Lake
@@ -38,7 +38,7 @@ from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
 from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
 from pipelines.mysql.client import connect
-from pipelines.mysql.dsn import error_text
+from pipelines.mysql.dsn import Dsn, error_text
 from pipelines.silver.snapshot_source import (
     _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
     server_checks,

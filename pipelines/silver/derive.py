@@ -35,12 +35,13 @@ from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
 
 __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
            "cascading_rules",
-           "MAX_DEPTH", "TRUNCATE", "ADD_COLUMNS"]
+           "MAX_DEPTH", "TRUNCATE", "ADD_COLUMNS", "DROP_COLUMNS", "dropped_columns"]
 
 MAX_DEPTH = 8  # levels of children followed from one parent change (as flashback)
 TRUNCATE = "TRUNCATE"  # event_type of the marker rows a TRUNCATE's QUERY event becomes
 ADD_COLUMNS = "ADD_COLUMNS"  # … and an ALTER TABLE's ADD COLUMN with a value for old rows
 RENAME = "RENAME"  # … and a rename (``old``, ``new``, ``columns``): the alive rows move along
+DROP_COLUMNS = "DROP_COLUMNS"  # … and ALTER TABLE … DROP COLUMN: the alive rows lose them
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_QUALIFIED}\s*;?\s*$", re.I)
 _ACTIONS = ("CASCADE", "SET NULL")
 
@@ -137,6 +138,26 @@ def added_columns(query: str, default_schema: str | None
                                _unquote(pos.group(2)) if pos and pos.group(2) else None,
                                bool(pos and pos.group(1))))
     return (table, out) if out else None
+
+
+_DROP = re.compile(r"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(`(?:[^`]|``)+`|[\w$]+)\s*$",
+                   re.I | re.S)
+
+
+def dropped_columns(query: str, default_schema: str | None
+                    ) -> tuple[tuple[str, str], list[str]] | None:
+    """The table and the columns an ``ALTER TABLE … DROP [COLUMN]`` removes (None when the
+    statement drops none: indexes, keys, constraints and partitions are not columns)."""
+    text = _clean(query or "")
+    m = _ALTER_HEAD.match(text)
+    if not m:
+        return None
+    out = []
+    for clause in clauses(text[m.end():].rstrip(";")):
+        d = _DROP.match(clause.strip())
+        if d and d.group(1).upper() not in _NOT_COLUMNS:
+            out.append(_unquote(d.group(1)))
+    return (_qualify(m.group(1), m.group(2), default_schema), out) if out else None
 
 
 def _with_columns(values: dict[str, str], added: list[AddedColumn]) -> dict[str, str]:
@@ -254,6 +275,9 @@ class Fold:
             if r["event_type"] == RENAME:
                 self._rename(tuple(r["old"]), tuple(r["new"]), dict(r["columns"]))
                 continue
+            if r["event_type"] == DROP_COLUMNS:
+                self._drop((r["schema_name"], r["table_name"]), set(r["dropped"]))
+                continue
             if r["event_type"] == ADD_COLUMNS:
                 if self.causes(r):
                     yield from self._fill(r, table, r["added"])
@@ -297,6 +321,22 @@ class Fold:
                                           row.schema_version)
             self.state[(table[0], *new)] = rows
 
+    def _drop(self, name: tuple[str, str], dropped: set[str]) -> None:
+        """The alive rows of ``name`` without the dropped columns (a table without PRIMARY
+        KEY keys its rows by every column: their keys change too)."""
+        for table in [t for t in self.state if t[1:] == name]:
+            for cols in self._indexed.pop(table, ()):
+                self._index.pop((table, cols), None)
+            rows: dict[str, list[_Row]] = {}
+            for key, entries in self.state[table].items():
+                for row in entries:
+                    values = {k: v for k, v in row.values.items() if k not in dropped}
+                    new = _Row(_image(values), values, row.pk_kind, row.schema_version)
+                    at = pk_values_of(values, list(values)) if row.pk_kind == "all_columns" \
+                        else key
+                    rows.setdefault(at, []).append(new)
+            self.state[table] = rows
+
     # -- state ------------------------------------------------------------------------------
 
     def _key_after(self, table: tuple[str, str, str], key: str, after: dict[str, str],
@@ -317,8 +357,10 @@ class Fold:
         if after is not None:
             if before is not None and r.get("absent_columns"):
                 after = {**before, **after}  # a MINIMAL after image: the rest unchanged
-            new_key = key if before is None else self._key_after(table, key, after,
-                                                                 r.get("pk_kind"))
+            # a logged key change names its new key (silver's pk_values_after): the table's
+            # key columns need no snapshot then
+            new_key = key if before is None else (
+                r.get("pk_values_after") or self._key_after(table, key, after, r.get("pk_kind")))
             row = _Row(_image(after), after, r.get("pk_kind"), r.get("schema_version"))
             if r.get("pk_kind") == "all_columns":
                 rows.setdefault(new_key, []).append(row)

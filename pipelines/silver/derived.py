@@ -20,8 +20,9 @@ import pyarrow as pa
 
 from pipelines.lake.delta_ops import sql_string
 from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake
-from pipelines.silver.derive import (ADD_COLUMNS, RENAME, TRUNCATE, Fold, Rule, added_columns,
-                                     cascading_rules, partition_change, truncated_table)
+from pipelines.silver.derive import (ADD_COLUMNS, DROP_COLUMNS, RENAME, TRUNCATE, Fold, Rule,
+                                     added_columns, cascading_rules, dropped_columns,
+                                     partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
 
@@ -34,7 +35,7 @@ FOLD_INPUT = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos
               "row_in_event", "seq", "event_timestamp", "gtid", "connection_id",
               "schema_name", "table_name", "event_type", "pk_values", "pk_kind",
               "row_before", "row_after", "absent_columns", "schema_version", "query_text",
-              "commit_ts_us", "origin"]
+              "commit_ts_us", "origin", "pk_values_after"]
 _OUT = SILVER_EVENTS.arrow_schema(exclude=["pk_hash", "pk_hash_after"])
 _OUT_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash", "pk_hash_after"])
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -120,8 +121,9 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     # its rows too (a TRUNCATE of the new name removes those inserted under the old one).
     from pipelines.silver.renames import load_ddl_rows, renames
 
-    facts = renames(sorted(set(load_ddl_rows(spark, lake)) | set(ddl_rows),
-                           key=lambda r: position_key(r[1], r[2])))
+    every = sorted(set(load_ddl_rows(spark, lake)) | set(ddl_rows),
+                   key=lambda r: position_key(r[1], r[2]))
+    facts = renames(every)
     grown = True
     while grown:
         more = ({f.old for f in facts if f.new in tables}
@@ -131,13 +133,28 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     markers = _markers(spark, lake, queries) + [
         {"event_type": RENAME, "seq": f.pos, "row_in_event": -1, "source_id": None,
          "schema_name": f.new[0], "table_name": f.new[1], "old": f.old, "new": f.new,
-         "columns": f.columns} for f in facts if f.old in tables]
+         "columns": f.columns} for f in facts if f.old in tables] + [
+        # every file's DROP COLUMNs (not only the run's): the alive rows lose the column, so
+        # a later ADD COLUMN's or FK action's image holds only the server's columns
+        {"event_type": DROP_COLUMNS, "seq": position_key(file, pos), "row_in_event": -1,
+         "source_id": None, "schema_name": d[0][0], "table_name": d[0][1], "dropped": d[1]}
+        for _, file, pos, schema, query in every
+        if (d := dropped_columns(query, schema)) is not None and d[0] in tables]
     # The tables' history, less the derived rows of the run's own files (derived again here:
     # the anti-join keeps those already there).
     derived_here = f"(coalesce(origin, 'binlog') <> 'binlog' AND ({where}))"
     history = (silver.where(_tables_where(tables)).where(f"NOT {derived_here}")
                .select(*FOLD_INPUT))
-    fold = _fold_task(plan, rules, per_snapshot, _pk_names(snapshots, tables), run, markers)
+    pk_names = _pk_names(snapshots, tables)
+    for _ in range(len(facts)):  # a renamed table keys its rows as under its other names
+        more = {**{f.new: pk_names[f.old] for f in facts
+                   if f.old in pk_names and f.new not in pk_names and not f.columns},
+                **{f.old: pk_names[f.new] for f in facts
+                   if f.new in pk_names and f.old not in pk_names and not f.columns}}
+        if not more:
+            break
+        pk_names.update(more)
+    fold = _fold_task(plan, rules, per_snapshot, pk_names, run, markers)
     out = history.repartition(1).mapInArrow(fold, _OUT_DDL)
     from pipelines.silver.transform import with_hashes
 
@@ -253,7 +270,7 @@ def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[
         counts: dict[tuple, int] = {}
         logged: dict[tuple, list[int]] = {}
         for r in rows:
-            if r["event_type"] in (TRUNCATE, ADD_COLUMNS, RENAME) or (
+            if r["event_type"] in (TRUNCATE, ADD_COLUMNS, RENAME, DROP_COLUMNS) or (
                     r.get("origin") or "binlog") != "binlog":
                 continue
             place = (r["source_id"], r["binlog_file"], r["start_pos"])
