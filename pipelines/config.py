@@ -18,17 +18,52 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
-from pipelines.lake.tables import parse_catalog, resolve_root, table_dir
 from pipelines.mysql.dsn import Dsn, Tls
-from pipelines.lake.task_files import ROW_GROUP_ROWS
 
 __all__ = [
     "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
     "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
-    "parse_retain", "DEFAULT_CONF",
+    "parse_retain", "DEFAULT_CONF", "ROW_GROUP_ROWS", "is_url_root", "resolve_root",
+    "table_dir", "parse_catalog",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
+# rows per Parquet row group binlake's tasks write (``lake.row_group_rows``' default)
+ROW_GROUP_ROWS = 20_000
+
+
+# -- where the lake is (``lake.root``, ``lake.catalog``) --------------------------------------
+
+_URL_ROOT = re.compile(r"^[a-z][a-z0-9+.-]*://")
+
+
+def is_url_root(root: str) -> bool:
+    """True for an object-store lake root (``s3://bucket/prefix``), not for a path or file://."""
+    return bool(_URL_ROOT.match(root)) and not root.startswith("file://")
+
+
+def resolve_root(root: str) -> str:
+    """A path made absolute; an object-store URL kept as it is (without a trailing ``/``)."""
+    return root.rstrip("/") if is_url_root(root) else os.path.abspath(root)
+
+
+def table_dir(root: str, layer: str, name: str) -> str:
+    """``<root>/<layer>/<name>``: where a table's files are in path mode (and by default in
+    catalog mode). Works for names not registered, so new code can start with a path."""
+    return os.path.join(resolve_root(root), layer, name)
+
+
+_PART = r"(?:[A-Za-z0-9_][A-Za-z0-9_-]*|`[^`]+`)"
+_CATALOG = re.compile(rf"^{_PART}(?:\.{_PART})?$")
+
+
+def parse_catalog(value: str, *, setting: str = "lake.catalog") -> tuple[str, ...]:
+    """``cat.schema`` (or ``schema``) → its parts; :class:`ConfigError` naming ``setting``."""
+    text = (value or "").strip()
+    if not _CATALOG.match(text):
+        raise ConfigError(f"{setting}: expected catalog.schema (e.g. main.binlake or "
+                          f"spark_catalog.binlake), got {value!r}")
+    return tuple(p.strip("`") for p in re.findall(_PART, text))
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from pipelines.config import load_config
 from pipelines.cli.entry import config_of
 from pipelines.errors import ConfigError
 from pipelines.gold.job import run_vacuum
+from pipelines.config import parse_catalog
 from pipelines.lake.tables import (BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_table, lake_tables,
-                            parse_catalog, register, tables_markdown)
+                                   register, tables_markdown)
 from pipelines.quality import run_quality
 from pipelines.silver.job import run_silver
 from pipelines.lake.sql_types import arrow_type, parse_columns

@@ -12,7 +12,7 @@ import glob
 import os
 import shutil
 
-from pipelines.lake.tables import is_url_root
+from pipelines.config import is_url_root
 
 __all__ = ["write_lake_file", "read_lake_file", "list_lake_dir", "lake_file_sizes",
            "lake_path_exists", "move_lake_path", "delta_tables_under"]

@@ -195,7 +195,7 @@ class LocalLeaseStore:
 
 def _url_root(cfg: Config) -> str | None:
     """The lake root's URL scheme (``s3``), or None for a local or mounted path."""
-    from pipelines.lake.tables import is_url_root
+    from pipelines.config import is_url_root
 
     return cfg.lake.root.split("://", 1)[0] if is_url_root(cfg.lake.root) else None
 

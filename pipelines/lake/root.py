@@ -21,7 +21,7 @@ import os
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
-from pipelines.lake.tables import is_url_root
+from pipelines.config import is_url_root
 
 __all__ = ["READS_LAKE", "USES_LAKE", "check_lake_root", "check_command_lake"]
 

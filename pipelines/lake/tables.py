@@ -22,8 +22,6 @@ Nothing here starts a session; pyspark is imported only inside the helpers that 
 
 from __future__ import annotations
 
-import os
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
@@ -35,13 +33,13 @@ from pipelines.lake.delta_ops import (create_with_stats_columns, current_version
 from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
 from pipelines.lake.evolution import read_data_files, with_declared_columns
 from pipelines.lake.sql_types import Column, arrow_schema, ddl, parse_columns
-from pipelines.lake.task_files import ROW_GROUP_ROWS, FileSpec, commit_files
+from pipelines.lake.task_files import FileSpec, commit_files
+from pipelines.config import ROW_GROUP_ROWS, is_url_root, parse_catalog, resolve_root, table_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "table_dir",
-           "parse_catalog", "tables_markdown", "with_declared_columns", "read_data_files",
+__all__ = ["LakeTable", "Lake", "register", "lake_table", "lake_tables", "tables_markdown", "with_declared_columns", "read_data_files",
            "BRONZE_EVENTS", "BRONZE_FILES", "SILVER_EVENTS", "SILVER_QUARANTINE",
            "SILVER_PROGRESS", "SCHEMA_SNAPSHOTS", "FK_CONSTRAINTS", "SOURCE_CHECKS",
            "BASELINE_ROWS", "BASELINES",
@@ -140,38 +138,6 @@ def lake_table(layer: str, name: str) -> LakeTable:
 def lake_tables() -> list[LakeTable]:
     """Every registered table, in registration order (bronze, silver, quality, then others)."""
     return list(_REGISTRY.values())
-
-
-_URL_ROOT = re.compile(r"^[a-z][a-z0-9+.-]*://")
-
-
-def is_url_root(root: str) -> bool:
-    """True for an object-store lake root (``s3://bucket/prefix``), not for a path or file://."""
-    return bool(_URL_ROOT.match(root)) and not root.startswith("file://")
-
-
-def resolve_root(root: str) -> str:
-    """A path made absolute; an object-store URL kept as it is (without a trailing ``/``)."""
-    return root.rstrip("/") if is_url_root(root) else os.path.abspath(root)
-
-
-def table_dir(root: str, layer: str, name: str) -> str:
-    """``<root>/<layer>/<name>``: where a table's files are in path mode (and by default in
-    catalog mode). Works for names not registered, so new code can start with a path."""
-    return os.path.join(resolve_root(root), layer, name)
-
-
-_PART = r"(?:[A-Za-z0-9_][A-Za-z0-9_-]*|`[^`]+`)"
-_CATALOG = re.compile(rf"^{_PART}(?:\.{_PART})?$")
-
-
-def parse_catalog(value: str, *, setting: str = "lake.catalog") -> tuple[str, ...]:
-    """``cat.schema`` (or ``schema``) → its parts; :class:`ConfigError` naming ``setting``."""
-    text = (value or "").strip()
-    if not _CATALOG.match(text):
-        raise ConfigError(f"{setting}: expected catalog.schema (e.g. main.binlake or "
-                          f"spark_catalog.binlake), got {value!r}")
-    return tuple(p.strip("`") for p in re.findall(_PART, text))
 
 
 def _quote(part: str) -> str:

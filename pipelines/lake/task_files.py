@@ -36,10 +36,11 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.config import ROW_GROUP_ROWS
 from pipelines.errors import EngineError
 from pipelines.lake.sql_types import arrow_schema, parse_columns
 
-__all__ = ["ADDED_DDL", "ROW_GROUP_ROWS", "FileSpec", "write_files", "stats_json",
+__all__ = ["ADDED_DDL", "FileSpec", "write_files", "stats_json",
            "commit_files", "partition_dir"]
 
 # One row per data file a task wrote.
@@ -47,7 +48,6 @@ ADDED_DDL = ("path string, size bigint, partition_values string, num_records big
              "stats string")
 _ADDED = arrow_schema(parse_columns(ADDED_DDL))
 # Rows per Parquet row group: lake.row_group_rows's default (pipelines/config.py)
-ROW_GROUP_ROWS = 20_000
 # Spark's and delta-rs's escaping of partition directory names: these characters become %XX.
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 

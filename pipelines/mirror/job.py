@@ -36,7 +36,8 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import (current_version, files_added, sql_string, table_exists,
                                  version_files)
 from pipelines.errors import EngineError
-from pipelines.lake.tables import SILVER_EVENTS, Lake, parse_catalog, read_data_files
+from pipelines.config import parse_catalog
+from pipelines.lake.tables import SILVER_EVENTS, Lake, read_data_files
 from pipelines.lake.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
