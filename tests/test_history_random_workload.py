@@ -13,7 +13,8 @@ table and its binlog position.
 The same binlogs are indexed into two lakes: ``early`` (schema snapshot taken at creation,
 before the workload) and ``late`` (snapshot taken only after indexing, then silver re-run).
 For each: ``reconstruct`` at every recorded moment equals the SELECT of that moment, and
-``binlake mirror``'s current tables equal the final SELECT. Last, ``binlake flashback`` of
+``binlake mirror``'s current tables equal the final SELECT, and ``binlake query --pk`` of
+a few keys of the FK chain alive at the end ends in the server's row. Last, ``binlake flashback`` of
 every transaction after a random moment, its script run by the ``mariadb`` client, brings
 the server's FK chain back to that moment's SELECT (the side table too when no DDL of it
 lies in the window: flashback does not undo DDL).
@@ -185,6 +186,7 @@ def _check(spark, cfg, moments: list[dict], conn, final_tables: list[str], label
             assert not any("rules are unknown" in w for w in warnings), (label, table)
             got = _reconstructed(spark, cfg, m["cols"][table], table, m["seq"])
             assert got == rows, (label, f"moment {n}", table)
+    _key_histories(cfg, moments[-1], label)
     assert main(["--lake", cfg.lake.root, "mirror"]) == 0
     final = moments[-1]
     for table in final_tables:
@@ -199,6 +201,29 @@ def _check(spark, cfg, moments: list[dict], conn, final_tables: list[str], label
         got = [tuple(_plain(c, r[c["name"]]) for c in cols)
                for r in spark.read.format("delta").load(path).collect()]
         assert sorted(got, key=repr) == sorted(want, key=repr), (label, "mirror", table)
+
+
+def _key_histories(cfg, final: dict, label: str) -> None:
+    """``binlake query --table T --pk K`` of a few keys of each FK-chain table alive at the
+    end (key changes and FK actions included): the history's last image is the server's
+    row."""
+    import contextlib
+    import io
+
+    from tests.support.replay import _row
+
+    for table in ("rw.a", "rw.b", "rw.c"):
+        cols = final["cols"][table]
+        for row in random.Random(f"{_SEED}{table}").sample(final["rows"][table],
+                                                           min(3, len(final["rows"][table]))):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert main(["--lake", cfg.lake.root, "query", "--table", table, "--pk",
+                             str(row[0]), "--format", "jsonl"]) == 0
+            changes = [json.loads(x) for x in out.getvalue().splitlines() if x.strip()]
+            assert changes and changes[-1]["event_type"] in ("INSERT", "UPDATE"), (
+                label, table, row[0], changes[-1:])
+            assert _row(cols, changes[-1]["row_after"]) == row, (label, table, row[0])
 
 
 def _flashback_since(server, cfg, moment: dict, last: dict, w: Workload) -> None:
