@@ -152,8 +152,8 @@ class SilverConfig:
     # 0 = every run. A process holding them already uses them for any run.
     compiled_min_mb: float = 160.0
     # ... or from this many row changes, whatever their bytes: narrow rows render more rows
-    # per MB, and the rows are what the compiled loops save on (docs/performance.md, session
-    # 29); 0 = every run.
+    # per MB, and the rows are what the compiled loops save on (docs/performance.md);
+    # 0 = every run.
     compiled_min_rows: int = 300_000
 
 

@@ -8,8 +8,7 @@ derived row changes were derived with (``derived_with``: ``silver/derived.deriva
 behind the ``schema_snapshots`` version then).
 
 A run appends the rows of the files it took: on the embedded engine an append cost ~8 ms
-where rewriting the table whole cost ~25 ms after a history (docs/performance.md, session
-27). The reader keeps each file's latest row; the writer keeps the table in a few data files
+where rewriting the table whole cost ~25 ms after a history (docs/performance.md). The reader keeps each file's latest row; the writer keeps the table in a few data files
 (``few_files``). Only silver runs write it, under the ``silver`` lease.
 """
 

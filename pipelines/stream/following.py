@@ -2,7 +2,7 @@
 
 Run in the reader's own loop, a follow stopped the reading: while silver took ``d`` seconds no
 event was read, bronze fell ``d`` behind the source, and a busy source's lag grew with every
-follow (issue 42: silver's latency 7 s at the start of a 5k/s minute, 13 s at its end). On a
+follow (measured: silver's latency 7 s at the start of a 5k/s minute, 13 s at its end). On a
 thread of its own the reader keeps reading and committing while a stage runs; the stages
 still run one at a time, in order, on this one thread.
 
