@@ -3,7 +3,8 @@
 
 ``python bench/cluster_scale.py [--gb 10] [--files 40] [--workload mixed|narrow]
 [--binlog-dir DIR | --keep-binlogs DIR] [--configs embedded,cluster-1,cluster-2]
-[--stages bronze,silver,quality] [--executor-memory 3g] [--driver-memory 2g] [--keep]``
+[--stages bronze,silver,quality] [--executor-memory 3g] [--driver-memory 2g]
+[--results FILE] [--keep]``
 
 1. Input: ``--files`` binlog files of ``--gb``/``--files`` GB each, written once by a
    throwaway MariaDB (``devtools/mariadb.py``, ``binlog_row_metadata=FULL``) running a
@@ -29,7 +30,8 @@
    cluster reads the same paths (the object-store form is tests/test_standalone_cluster.py).
 3. Per stage: the whole command's seconds (a process start, the engine or JVM and the session,
    the stage, the shutdown) and the stage's own seconds as it prints them (after its session
-   exists; quality prints none), MB/s of binlog and row changes/s on the stage's seconds; the
+   exists; quality prints none: its rates are on the command's), MB/s of binlog and row
+   changes/s on the stage's seconds; the
    cores kept busy (CPU seconds of the processes below / the command's wall seconds); the
    peak of the processes' memory summed (as bench/pipeline.py counts it: PSS for processes
    under 256 MiB, resident anonymous + shared memory above); and the peak RSS (VmRSS) of each
@@ -43,7 +45,10 @@
    the silver table's row count (``numRecords`` of its Delta log's files) must be equal, equal
    in every configuration, and equal to the row changes the workload wrote; else exit 1.
 5. One table at the end: rows stage × figure, columns the configurations side by side and the
-   speed-up from one worker to two (cluster-1's seconds / cluster-2's).
+   speed-up from one worker to two (cluster-1's seconds / cluster-2's). ``--results FILE``
+   writes each configuration's figures to FILE as it ends, and puts those of configurations
+   FILE holds but this run does not measure into the table (same input only): the
+   configurations can be measured by separate runs.
 
 The machine may be shared; on a 2-core machine two 1-core workers also take the core the
 driver needs: the 1 → 2 worker figure is the first step of a scaling curve, not the curve.
@@ -420,12 +425,15 @@ def table(results: dict[str, list[Stage]], size: int) -> str:
 
     for s in stages:
         # (figure, cell, the seconds its 1 -> 2 worker speed-up divides, or None)
+        own = any(fig(c, s) and fig(c, s).stage_seconds is not None for c in configs)
+        on = "stage" if own else "command"  # quality prints no seconds of its own
         rows: list[tuple[str, object, object]] = [
             ("command seconds", lambda f: f"{f.seconds:,.1f}", lambda f: f.seconds),
-            ("stage seconds", lambda f: f"{f.stage_seconds:,.1f}"
-             if f.stage_seconds is not None else "—", lambda f: f.stage_seconds),
-            ("MB/s of binlog (stage)", lambda f: f"{size / 1e6 / _secs(f):,.1f}", _secs),
-            ("row changes/s (stage)", lambda f: f"{f.rows / _secs(f):,.0f}", _secs),
+            *([("stage seconds", lambda f: f"{f.stage_seconds:,.1f}"
+                if f.stage_seconds is not None else "—", lambda f: f.stage_seconds)]
+              if own else []),
+            (f"MB/s of binlog ({on})", lambda f: f"{size / 1e6 / _secs(f):,.1f}", _secs),
+            (f"row changes/s ({on})", lambda f: f"{f.rows / _secs(f):,.0f}", _secs),
             ("cores busy", lambda f: f"{f.cores:.2f}", None),
             ("peak memory, processes summed", lambda f: mib(f.tree_peak), None),
         ]
@@ -466,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executor-memory", default="3g",
                     help="each worker's memory and its executor's (spark.executor.memory)")
     ap.add_argument("--driver-memory", default="2g", help="spark.driver.memory")
+    ap.add_argument("--results", help="a JSON file: each configuration's figures are written "
+                    "to it as they are measured, and those of configurations not run now are "
+                    "read from it into the table (the same input only)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory and lakes")
     args = ap.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
@@ -501,11 +512,40 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _load(path: Path | None, size: int, files: int) -> dict:
+    """Configurations measured by an earlier run on the same input (``--results``)."""
+    if path is None or not path.exists():
+        return {}
+    import json
+
+    saved = json.loads(path.read_text())
+    if (saved.get("bytes"), saved.get("files")) != (size, files):
+        raise SystemExit(f"--results {path}: measured on {saved.get('files')} files of "
+                         f"{saved.get('bytes'):,} bytes, not this input's {files} of {size:,}")
+    for entry in saved["configs"].values():
+        entry["figures"] = [Stage(**{**f, "kinds": {k: tuple(v) for k, v in f["kinds"].items()}})
+                            for f in entry["figures"]]
+    return saved["configs"]
+
+
+def _save(path: Path | None, size: int, files: int, done: dict) -> None:
+    if path is None:
+        return
+    import dataclasses
+    import json
+
+    path.write_text(json.dumps({"bytes": size, "files": files, "configs": {
+        c: {**e, "figures": [dataclasses.asdict(f) for f in e["figures"]]}
+        for c, e in done.items()}}, indent=1))
+
+
 def _run(args, work: Path, binlog_dir: Path, size: int, configs: list[str],
          stages: list[str], written: int | None, begun: float) -> int:
-    results: dict[str, list[Stage]] = {}
-    counts: dict[str, tuple[int, ...]] = {}
-    walls: dict[str, float] = {}
+    n_files = len(select_files(str(binlog_dir), all_files=True))
+    results_path = Path(args.results).resolve() if args.results else None
+    done = {c: e for c, e in _load(results_path, size, n_files).items() if c not in configs}
+    if done:
+        say(f"  from {results_path}: {', '.join(LABELS[c] for c in done)}")
     for i, config in enumerate(configs, start=2):
         say(f"{i}. {LABELS[config]}")
         lake, logs = work / f"lake-{config}", work / f"logs-{config}"
@@ -516,33 +556,36 @@ def _run(args, work: Path, binlog_dir: Path, size: int, configs: list[str],
         else:
             figures, _ = run_cluster(int(config.split("-")[1]), lake, binlog_dir, stages,
                                      logs, args)
-        walls[config] = time.perf_counter() - started
-        results[config] = figures
+        wall = time.perf_counter() - started
         by = {f.stage: f.rows for f in figures}
         table_rows = silver_table_rows(lake) if "silver" in by else None
-        counts[config] = tuple(v for v in (by.get("bronze"), by.get("silver"), table_rows,
-                                           by.get("quality")) if v is not None)
+        counts = [v for v in (by.get("bronze"), by.get("silver"), table_rows,
+                              by.get("quality")) if v is not None]
         say(f"  row changes: bronze {by.get('bronze', 0):,}"
             + (f", silver appended {by['silver']:,}" if "silver" in by else "")
             + (f", silver table {table_rows:,}" if table_rows is not None else "")
             + (f", quality checked {by['quality']:,}" if "quality" in by else "")
-            + f"; {walls[config]:,.1f} s in all")
+            + f"; {wall:,.1f} s in all")
+        done[config] = {"figures": figures, "counts": counts, "wall": wall}
+        _save(results_path, size, n_files, done)
         if not args.keep:
             shutil.rmtree(lake, ignore_errors=True)
+    shown = [c for c in CONFIGS if c in done]
     say("")
-    say(f"{size / 1e9:,.2f} GB of binlogs in {len(select_files(str(binlog_dir), all_files=True))}"
-        f" files; stages {', '.join(stages)}; "
-        + ", ".join(f"{LABELS[c]} {walls[c]:,.0f} s" for c in configs)
-        + f"; {time.perf_counter() - begun:,.0f} s in all")
+    say(f"{size / 1e9:,.2f} GB of binlogs ({size:,} bytes) in {n_files} files; stages "
+        f"{', '.join(f.stage for f in done[shown[0]]['figures'])}; "
+        + ", ".join(f"{LABELS[c]} {done[c]['wall']:,.0f} s" for c in shown)
+        + f"; this run {time.perf_counter() - begun:,.0f} s in all")
     say("")
-    say(table(results, size))
+    say(table({c: done[c]["figures"] for c in shown}, size))
+    counts = {c: tuple(done[c]["counts"]) for c in shown}
     every = {v for c in counts.values() for v in c} | ({written} if written is not None else set())
     if len(every) != 1:
         say(f"\nMISMATCH: row changes per configuration (bronze, silver, silver table, "
             f"quality): {counts}" + (f"; written {written:,}" if written is not None else ""))
         return 1
     say(f"\nrow changes: {every.pop():,} in bronze, silver and the silver table of every "
-        "configuration" + (", as written" if written is not None else ""))
+        "configuration" + (", as the workload wrote them" if written is not None else ""))
     return 0
 
 
