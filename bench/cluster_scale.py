@@ -222,8 +222,9 @@ class ProcessMeter(TreeMeter):
                 continue
             if kind.endswith("JVM"):
                 parent = _stat(pid)
-                if parent is not None and _argv(parent[0]) == argv:
-                    helpers.add(pid)  # a JVM's spawn helper: the JVM's memory, not its own
+                if parent is None or _argv(parent[0]) == argv:
+                    # a JVM's spawn helper (the JVM's memory, not its own), or gone already
+                    helpers.add(pid)
                     continue
             self.kind[pid] = kind
             rss = _rss(pid)
