@@ -210,15 +210,18 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
             rows = batch.where((F.col("schema_name") == key[0])
                                & (F.col("table_name") == key[1])
                                & (F.col("seq") > F.lit(last_seq)))
-            if last_seq < 0 and len(segments) > 1:
+            maps = column_maps(renames, segments)
+            if last_seq < 0 and (len(segments) > 1 or maps):
                 # A renamed table's first mirror run starts from its rows under the earlier
-                # names, their images read with today's column names.
-                log.info("mirror: %s.%s was named %s before: its rows since then included",
-                         *key, ", ".join(f"{x.name[0]}.{x.name[1]}" for x in segments[1:]))
+                # names, their images read with today's column names (a table whose columns
+                # alone were renamed too: RENAME COLUMN, CHANGE).
+                if len(segments) > 1:
+                    log.info("mirror: %s.%s was named %s before: its rows since then included",
+                             *key, ", ".join(f"{x.name[0]}.{x.name[1]}" for x in segments[1:]))
                 rows = _renamed_rows(
                     lake.read(spark, SILVER_EVENTS).where(F.col("source_id") == source)
                     .where(F.col("event_type").isin(*_CHANGES))
-                    .where(segments_where(segments)), column_maps(renames, segments))
+                    .where(segments_where(segments)), maps)
             run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
                                            hist_version)
             run.changes = row["n"] if row["n"] is not None else rows.count()
