@@ -68,6 +68,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
     maps = None
     out = []
     derived: dict = {}  # a derived change's spec per table and epoch
+    look = _lookups(spark, cfg, plan)  # what derived_spec reads of the lake, built once
     for r in joined:
         d = r.asDict()
         if d["column_types"] is None and d["table_map_hash"] is not None:
@@ -78,7 +79,7 @@ def with_specs(spark, cfg: Config, rows_df, plan: NamingPlan | None = None
                 maps = read_table_maps(spark, Lake.of(cfg), in_files)
             d.update(maps.get(d["table_map_hash"], {}))
         if d["column_types"] is None and (d.get("origin") or "binlog") != "binlog":
-            out.append((d, derived_spec(_lookups(spark, cfg, plan), plan, d, derived)))
+            out.append((d, derived_spec(look, plan, d, derived)))
             continue
         if d["column_types"] is None:
             raise SchemaMismatchError(f"{d['binlog_file']} pos {d['start_pos']}: the change's "
