@@ -20,7 +20,9 @@ the server's FK chain back to that moment's SELECT (the side table too when no D
 lies in the window: flashback does not undo DDL).
 
 The side table's added columns are also renamed (RENAME COLUMN), widened (MODIFY) and
-dropped (DROP COLUMN) at random. Not generated (yet): partitions.
+dropped (DROP COLUMN) at random. A partitioned table (RANGE, RANGE COLUMNS, LIST or HASH, of
+the key or of a date) gets its partitions dropped, truncated, split (REORGANIZE), added and
+coalesced between its row changes, key changes that move rows across partitions included.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class Workload:
         self.column_ddl = 0
 
     def tables(self) -> list[str]:
-        return ["rw.a", "rw.b", "rw.c", f"rw.{self.t}"]
+        return ["rw.a", "rw.b", "rw.c", f"rw.{self.t}", "rw.p"]
 
     def _ids(self, n: int, lo: int, hi: int) -> list[int]:
         return self.rng.sample(range(lo, hi), n)
@@ -156,6 +158,105 @@ class Workload:
         return f"UPDATE {t} SET v = v + 1 WHERE id % 2 = {rng.randrange(2)}"
 
 
+class Partitioned:
+    """A partitioned table ``rw.p`` (id, d DATE, v; key (id, d)) and random statements on it,
+    partition drops, truncates and re-shapes among them. Drawn from its own generator (the
+    seed's ``p`` stream), so the other tables' statements stay those of earlier versions."""
+
+    METHODS = ["RANGE (id)", "RANGE (YEAR(d))", "RANGE COLUMNS (d)", "RANGE (TO_DAYS(d))",
+               "LIST (id)", "HASH (id)"]
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.method = rng.choice(self.METHODS)
+        self.ddl = 0  # partition DDL so far (flashback does not undo it)
+        self.made = 0
+        if self.method == "LIST (id)":
+            self.parts = [(f"l{i}", list(range(10 * i + 1, 10 * i + 11))) for i in range(4)]
+        elif self.method == "HASH (id)":
+            self.count = 3
+        else:
+            bounds = [10, 20, 30] if self.method == "RANGE (id)" else [2001, 2002, 2003]
+            self.parts = [(f"r{i}", b) for i, b in enumerate(bounds)] + [("rmax", None)]
+
+    def _bound(self, b) -> str:
+        if b is None:
+            return "MAXVALUE"
+        if self.method == "RANGE COLUMNS (d)":
+            return f"('{b}-01-01')"
+        if self.method == "RANGE (TO_DAYS(d))":
+            return f"(TO_DAYS('{b}-01-01'))"
+        return f"({b})"
+
+    def _definitions(self, parts) -> str:
+        if self.method == "LIST (id)":
+            return ", ".join(f"PARTITION {n} VALUES IN ({', '.join(map(str, v))})"
+                             for n, v in parts)
+        return ", ".join(f"PARTITION {n} VALUES LESS THAN {self._bound(b)}" for n, b in parts)
+
+    def create(self) -> str:
+        head = ("CREATE TABLE rw.p (id INT NOT NULL, d DATE NOT NULL, v INT, "
+                f"PRIMARY KEY (id, d)) ENGINE=InnoDB PARTITION BY {self.method}")
+        if self.method == "HASH (id)":
+            return f"{head} PARTITIONS {self.count}"
+        return f"{head} ({self._definitions(self.parts)})"
+
+    def statements(self) -> list[str]:
+        """None, or one statement (two: a LIST partition dropped and given back)."""
+        rng = self.rng
+        if rng.random() < 0.6:
+            return []
+        kind = rng.choices(["ins", "upd", "move", "del", "truncate", "drop", "shape"],
+                           [5, 2, 2, 2, 1, 1, 1])[0]
+        day = lambda: f"DATE_ADD('2000-01-01', INTERVAL {rng.randrange(4 * 365)} DAY)"
+        if kind == "ins":
+            vals = ", ".join(f"({rng.randint(1, 40)}, {day()}, {rng.randrange(100)})"
+                             for _ in range(rng.randint(1, 5)))
+            return [f"INSERT IGNORE INTO rw.p VALUES {vals}"]
+        if kind == "upd":
+            return [f"UPDATE rw.p SET v = v + 1 WHERE id % 3 = {rng.randrange(3)}"]
+        if kind == "move":  # a key change: the row moves to another partition
+            return [f"UPDATE IGNORE rw.p SET d = DATE_ADD(d, INTERVAL 400 DAY), id = "
+                    f"LEAST(id + 9, 40) WHERE id = {rng.randint(1, 40)}"]
+        if kind == "del":
+            return [f"DELETE FROM rw.p WHERE id BETWEEN {(lo := rng.randint(1, 40))} AND {lo + 2}"]
+        self.ddl += 1
+        if self.method == "HASH (id)":
+            if kind == "shape":
+                if self.count < 5 and rng.random() < 0.5 or self.count <= 2:
+                    self.count += 1
+                    return ["ALTER TABLE rw.p ADD PARTITION PARTITIONS 1"]
+                self.count -= 1
+                return ["ALTER TABLE rw.p COALESCE PARTITION 1"]
+            return [f"ALTER TABLE rw.p TRUNCATE PARTITION p{rng.randrange(self.count)}"]
+        names = [n for n, _ in self.parts]
+        if kind == "truncate" or len(self.parts) < 3:
+            return [f"ALTER TABLE rw.p TRUNCATE PARTITION "
+                    f"{', '.join(rng.sample(names, rng.randint(1, 2)))}"]
+        self.made += 1
+        if self.method == "LIST (id)":
+            i = rng.randrange(len(self.parts))
+            name, values = self.parts.pop(i)
+            again = (f"{name}x{self.made}", values)
+            self.parts.append(again)
+            return [f"ALTER TABLE rw.p DROP PARTITION {name}",
+                    f"ALTER TABLE rw.p ADD PARTITION ({self._definitions([again])})"]
+        if kind == "drop":  # never the MAXVALUE one: every row keeps a partition
+            name = rng.choice(names[:-1])
+            self.parts = [x for x in self.parts if x[0] != name]
+            return [f"ALTER TABLE rw.p DROP PARTITION {name}"]
+        # REORGANIZE: a partition split in two (at a bound between its neighbours)
+        i = rng.randrange(len(self.parts))
+        lo = self.parts[i - 1][1] if i else (0 if self.method == "RANGE (id)" else 2000)
+        hi = self.parts[i][1]
+        mid = lo + 1 if hi is None else (lo + hi) // 2
+        if mid <= lo or hi is not None and mid >= hi:
+            return [f"ALTER TABLE rw.p TRUNCATE PARTITION {self.parts[i][0]}"]
+        old, new = self.parts[i][0], [(f"s{self.made}", mid), (f"t{self.made}", hi)]
+        self.parts[i:i + 1] = new
+        return [f"ALTER TABLE rw.p REORGANIZE PARTITION {old} INTO ({self._definitions(new)})"]
+
+
 def _execute(conn, sql: str) -> None:
     with conn.cursor() as cur:
         try:
@@ -171,7 +272,7 @@ def _moment(conn, w: Workload) -> dict:
         gtid = cur.fetchone()[0]
     return {"seq": _position(conn), "rows": server_tables(conn, tables),
             "cols": {t: table_columns(conn, *t.split(".")) for t in tables}, "gtid": gtid,
-            "side_ddl": w.ddl}
+            "side_ddl": w.ddl, "part_ddl": w.parts.ddl}
 
 
 def _index(lake: str, binlogs) -> None:
@@ -242,7 +343,8 @@ def _flashback_since(server, cfg, moment: dict, last: dict, w: Workload) -> None
                      "--format", "sql"]) == 0
     _client(server, out.getvalue())
     tables = ["rw.a", "rw.b", "rw.c"] + (
-        [f"rw.{w.t}"] if last["side_ddl"] == moment["side_ddl"] else [])
+        [f"rw.{w.t}"] if last["side_ddl"] == moment["side_ddl"] else []) + (
+        ["rw.p"] if last["part_ddl"] == moment["part_ddl"] else [])
     with server.connect() as conn:
         got = server_tables(conn, tables)
     for table in tables:
@@ -268,6 +370,7 @@ def test_random_workload_equals_the_server(spark, tmp_path):
     early = load_config(env={}, overrides={"lake.root": str(tmp_path / "early")})
     late = load_config(env={}, overrides={"lake.root": str(tmp_path / "late")})
     w = Workload(rng)
+    w.parts = Partitioned(random.Random(f"{_SEED}p"))
     statements: list[str] = []
     with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
         dsn = Dsn.parse(server.dsn())
@@ -277,7 +380,7 @@ def test_random_workload_equals_the_server(spark, tmp_path):
             save_snapshot(spark, cfg, snapshot, checks)
 
         with server.connect() as conn:
-            ddl = _ddl(rng)
+            ddl = _ddl(rng) + [w.parts.create()]
             statements += ddl
             for s in ddl:
                 _execute(conn, s)
@@ -288,6 +391,9 @@ def test_random_workload_equals_the_server(spark, tmp_path):
                     s = w.statement()
                     statements.append(s)
                     _execute(conn, s)
+                    for s in w.parts.statements():
+                        statements.append(s)
+                        _execute(conn, s)
                 moments.append(_moment(conn, w))
             print("\n".join(statements))
             server.copy_closed_binlogs(binlogs)

@@ -259,7 +259,7 @@ def test_a_mysql_57_cascade_without_snapshot_is_flagged(spark, tmp_path):
 
 
 @pytest.mark.mariadb
-def test_truncate_partition_all_is_derived_drop_partition_flagged(spark, tmp_path):
+def test_partition_drops_are_derived_key_partitions_flagged(spark, tmp_path):
     lake = str(tmp_path / "lake")
     cfg = load_config(env={}, overrides={"lake.root": lake})
     binlogs = tmp_path / "binlogs"
@@ -269,20 +269,33 @@ def test_truncate_partition_all_is_derived_drop_partition_flagged(spark, tmp_pat
             _run(conn, "DROP DATABASE IF EXISTS pt", "CREATE DATABASE pt",
                  "CREATE TABLE pt.t (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
                  "(PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+                 "CREATE TABLE pt.k (id INT PRIMARY KEY) PARTITION BY KEY (id) PARTITIONS 2",
                  "INSERT INTO pt.t VALUES (1, 1), (2, 2), (11, 11), (12, 12)",
+                 "INSERT INTO pt.k VALUES (1), (2), (3)",
                  "ALTER TABLE pt.t TRUNCATE PARTITION ALL",
                  "INSERT INTO pt.t VALUES (3, 3), (13, 13)")
             after_truncate = _position(conn)
-            _run(conn, "ALTER TABLE pt.t DROP PARTITION p0")
+            _run(conn, "ALTER TABLE pt.t DROP PARTITION p0", "INSERT INTO pt.t VALUES (4, 4)",
+                 "ALTER TABLE pt.t TRUNCATE PARTITION p1")
+            after_drop = _position(conn)
+            _run(conn, "INSERT INTO pt.t VALUES (5, 5)", "ALTER TABLE pt.k TRUNCATE PARTITION p0")
             server.copy_closed_binlogs(binlogs)
             assert main(["--lake", lake, "index", "--binlog-dir", str(binlogs), "--all"]) == 0
             silver = _silver(spark, cfg)
+            # TRUNCATE PARTITION ALL: the four; DROP PARTITION p0: 3 (p1 then holds every
+            # id, so TRUNCATE PARTITION p1 removes 13 and 4)
             assert sorted(r["pk_values"] for r in silver if r["origin"] == "partition") == [
-                "1", "11", "12", "2"]
+                "1", "11", "12", "13", "2", "3", "4"]
             cols = table_columns(conn, "pt", "t")
             assert _reconstructed(spark, cfg, cols, "pt.t", after_truncate) == [(13, 13), (3, 3)]
-            # DROP PARTITION: not derived, said
+            assert _reconstructed(spark, cfg, cols, "pt.t", after_drop) == []
+            with conn.cursor() as cur:
+                cur.execute("SELECT id, v FROM pt.t")
+                assert _reconstructed(spark, cfg, cols, "pt.t", 1 << 62) == list(cur.fetchall())
             rec = reconstruct(spark, cfg, "pt", "t", Point(1 << 62, "now"))
-            assert [w.split(" at ")[0] for w in rec.warnings] == ["pt.t: DROP PARTITION p0"]
-            early = reconstruct(spark, cfg, "pt", "t", Point(after_truncate, "then"))
-            assert early.warnings == []
+            assert rec.warnings == []
+            # KEY partitioning: the server's own hash places the rows: not derived, said
+            rec = reconstruct(spark, cfg, "pt", "k", Point(1 << 62, "now"))
+            assert [w.split(" at ")[0] for w in rec.warnings] == ["pt.k: TRUNCATE PARTITION p0"]
+
+

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Iterator
 from pipelines.binlog.names import file_number
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
+from pipelines.silver.partitions import holds
 
 __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
            "cascading_rules",
@@ -263,7 +264,9 @@ class Fold:
         for r in rows:
             table = (r["source_id"], r["schema_name"], r["table_name"])
             if r["event_type"] == TRUNCATE:
-                if self.causes(r):
+                if self.causes(r) and r.get("partition") is not None:
+                    yield from self._drop_partition(r, table, r["partition"])
+                elif self.causes(r):
                     alive = self.state.pop(table, {})
                     for cols in self._indexed.get(table, ()):
                         self._index[(table, cols)] = {}
@@ -288,6 +291,14 @@ class Fold:
                     and (r.get("origin") or "binlog") == "binlog"):
                 yield from self._cascade(r, (r["schema_name"], r["table_name"]), before,
                                          after)
+
+    def _drop_partition(self, cause: dict, table, spec: dict) -> Iterator[dict]:
+        """A DELETE of every alive row the dropped or truncated partitions held."""
+        for key, entries in sorted(self.state.get(table, {}).items()):
+            for row in list(entries):
+                if holds(spec, row.values):
+                    yield self._derived(cause, table, key, row, None, "partition", [])
+                    self._apply(table, key, {"pk_kind": row.pk_kind}, row.values, None)
 
     def _fill(self, cause: dict, table, added: list[AddedColumn]) -> Iterator[dict]:
         """An UPDATE of every alive row giving the added columns their value (``ddl``)."""

@@ -24,6 +24,7 @@ from pipelines.silver.derive import (ADD_COLUMNS, DROP_COLUMNS, RENAME, TRUNCATE
                                      added_columns, cascading_rules, dropped_columns,
                                      partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
+from pipelines.silver.partitions import partition_effects
 from pipelines.silver.slices import in_files
 
 __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", "numbered"]
@@ -75,6 +76,7 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     touched tables' alive rows per run."""
     run = set(files)
     queries = []  # the QUERY events that change rows: (source, file, pos, table, marker)
+    named = False  # a DROP/TRUNCATE PARTITION of named partitions among them
     for source, file, pos, schema, query in ddl_rows:
         if (source, file) not in run:
             continue
@@ -87,6 +89,9 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
             queries.append((source, file, pos, part[0], {"event_type": TRUNCATE,
                                                          "derived_origin": "partition"}))
             continue
+        if part is not None:
+            named = True  # its rows: from the table's partitioning (below)
+            continue
         added = added_columns(query, schema)
         if added is not None:
             after = plan.snapshot_for(source, *added[0], position_key(file, pos) + 1)
@@ -94,6 +99,15 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                 "event_type": ADD_COLUMNS, "added": added[1],
                 # the new epoch's names: its snapshot's, else the TABLE_MAP's (as its rows)
                 "schema_version": after.snapshot_id if after is not None else "binlog"}))
+    from pipelines.silver.renames import load_ddl_rows, renames
+
+    every = None
+    if named:  # the partitioning as every earlier DDL left it
+        every = _every(load_ddl_rows(spark, lake), ddl_rows)
+        queries += [(e.source, e.file, e.pos, e.table,
+                     {"event_type": TRUNCATE, "derived_origin": "partition", "partition": e.spec})
+                    for e in partition_effects(every)
+                    if e.spec is not None and (e.source, e.file) in run]
     rules, per_snapshot = _rules(snapshots)
     if not queries and not rules:
         return 0
@@ -119,10 +133,8 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         grown = bool(more)
     # Renames (this run's and earlier ones): the rows made under a table's other names are
     # its rows too (a TRUNCATE of the new name removes those inserted under the old one).
-    from pipelines.silver.renames import load_ddl_rows, renames
-
-    every = sorted(set(load_ddl_rows(spark, lake)) | set(ddl_rows),
-                   key=lambda r: position_key(r[1], r[2]))
+    if every is None:
+        every = _every(load_ddl_rows(spark, lake), ddl_rows)
     facts = renames(every)
     grown = True
     while grown:
@@ -180,6 +192,11 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                                       SILVER_EVENTS.ddl()), SILVER_EVENTS)
     log.info("silver: %d derived row change(s) (FK actions, TRUNCATE)", len(rows))
     return len(rows)
+
+
+def _every(held: list[tuple], ddl_rows: list[tuple]) -> list[tuple]:
+    """Silver's QUERY events and the run's, once each, in binlog order."""
+    return sorted(set(held) | set(ddl_rows), key=lambda r: position_key(r[1], r[2]))
 
 
 # What makes two derived rows the same change (``row_in_event`` and ``seq`` aside)

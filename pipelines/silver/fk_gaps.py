@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pipelines.silver.ddl import DROP_DATABASE, _clean, tables_touched
-from pipelines.silver.derive import cascading_rules, partition_change
+from pipelines.silver.derive import cascading_rules
 from pipelines.silver.naming import NamingPlan, position_key
+from pipelines.silver.partitions import partition_effects
 
 __all__ = ["FkGap", "fk_gaps", "partition_gaps"]
 
@@ -92,18 +93,19 @@ def fk_gaps(ddl_rows: Iterable[tuple], snapshots: list, plan: NamingPlan) -> lis
 
 
 def partition_gaps(ddl_rows: Iterable[tuple]) -> list[FkGap]:
-    """``ALTER TABLE … DROP PARTITION p`` / ``TRUNCATE PARTITION p`` (not ``ALL``, which
-    silver derives): the lake does not know which rows a partition held, so the table's
-    history after it may hold rows the server removed."""
+    """``ALTER TABLE … DROP|TRUNCATE PARTITION p`` whose rows silver cannot derive (the
+    table's partitioning unknown or of a kind the lake cannot evaluate,
+    ``partitions.partition_effects``), and ``EXCHANGE PARTITION``: the table's history after
+    it may hold rows the server removed."""
     out = []
-    for source, file, pos, default_schema, query in ddl_rows:
-        part = partition_change(query, default_schema)
-        if part is None or part[2] == ["ALL"] and part[1] == "TRUNCATE":
+    for e in partition_effects(ddl_rows):
+        if e.reason is None:
             continue
-        (schema, table), verb, names = part
-        out.append(FkGap(source, schema, table, position_key(file, pos), _INF, f"{file}:{pos}",
-                         f"{verb} PARTITION {', '.join(names)} at {file}:{pos} removed rows "
-                         "silver does not know (the lake does not record which rows a "
-                         "partition holds): later states may hold rows the server no longer "
-                         "has"))
+        schema, table = e.table
+        what = f"{e.verb} PARTITION" + (f" {', '.join(e.names)}" if e.names else "")
+        out.append(FkGap(e.source, schema, table, position_key(e.file, e.pos), _INF,
+                         f"{e.file}:{e.pos}",
+                         f"{what} at {e.file}:{e.pos} changed rows silver does not "
+                         f"know ({e.reason}): later states may hold rows the server no "
+                         "longer has"))
     return out
