@@ -90,7 +90,7 @@ bench: setup mariadb
 	$(PY) bench/bronze_vs_mysql_replication.py
 	$(PY) bench/pipeline.py
 	$(PY) bench/pipeline.py --workload narrow --mb 147 --stages \
-	  mariadb-binlog,silver,quality,index,stage-commands,index-command,index-gold
+	  mariadb-binlog,silver,silver-no-derive,quality,index,stage-commands,index-command,index-gold
 	$(PY) bench/bronze_vs_mysql_replication.py --workload wide --mb 147
 	$(PY) bench/pipeline.py --workload wide --mb 147 --stages \
 	  mariadb-binlog,bronze-loop-off,silver,index,index-command

@@ -11,6 +11,8 @@
    ``wide`` (one table with DOUBLE, DECIMAL, DATETIME(6) and a VARCHAR growing
    on UPDATE: ``--mb 147`` holds 1.05 M row changes in ~157 MB).
    ``bronze-loop-off``: bronze again without the compiled row loop (the reference decoding).
+   ``silver-no-derive``: silver without its derivation step (FK actions, TRUNCATE, partition
+   drops, ADD COLUMN fills: ``silver/derived.py``), against silver: what deriving costs.
 2. Reference: ``mariadb-binlog --base64-output=decode-rows -v`` over every file (to /dev/null).
 3. ``bronze``: ``run_bronze`` into a fresh lake (the engine started and warmed beforehand);
    with ``--one-commit`` also ``bronze (one commit)`` and ``silver (one commit)``
@@ -386,6 +388,21 @@ def _index_command(lake: Path, binlog_dir: Path, rows: int, gold=None):
     return run
 
 
+def _without_derivation(run_silver_stage):
+    """The silver stage with its derivation step (``silver/job._derive_again``: the rows
+    the server changed without logging them) left out: what deriving costs a workload."""
+    def run() -> int:
+        import pipelines.silver.job as job
+
+        saved = job._derive_again
+        job._derive_again = lambda *args, **kwargs: (0, "bench:not-derived")
+        try:
+            return run_silver_stage()
+        finally:
+            job._derive_again = saved
+    return run
+
+
 def _stage_commands(lake: Path, binlog_dir: Path, rows: int, env: dict | None = None):
     """``binlake bronze`` into a fresh lake, and ``binlake silver`` over the bronze it left
     (silver removed first), each a process of its own: what a user who runs the stages one
@@ -455,7 +472,7 @@ def _next_small_file(where: Path, paths: list[str], n: int) -> Path:
     return out
 
 
-STAGES = ("mariadb-binlog", "bronze-loop-off", "silver", "silver-workers", "engine-writer", "key-history",
+STAGES = ("mariadb-binlog", "bronze-loop-off", "silver", "silver-no-derive", "silver-workers", "engine-writer", "key-history",
           "quality", "index", "stage-commands", "index-command", "index-gold", "small-file",
           "small-command", "large-file", "batch", "many-runs")
 
@@ -633,6 +650,8 @@ def _run(args, work: Path, binlog_dir: Path, paths: list[str]) -> int:
                      "bronze"))
     if "silver" in stages:
         plan.append(("silver", silver(), "bronze"))
+    if "silver-no-derive" in stages:  # the cost of deriving (FK actions, TRUNCATE, ...)
+        plan.append(("silver, derivation off", _without_derivation(silver()), "silver"))
     if "silver-workers" in stages:
         plan.append(("silver (render workers)",
                      silver(**{"silver.render_in_subprocess": True}), "bronze"))
