@@ -325,6 +325,23 @@ def _key_histories(cfg, final: dict, label: str) -> None:
             assert changes and changes[-1]["event_type"] in ("INSERT", "UPDATE"), (
                 label, table, row[0], changes[-1:])
             assert _row(cols, changes[-1]["row_after"]) == row, (label, table, row[0])
+    # every key: the table's whole history as `query` gives it, folded by key in its order
+    # (binlog order), ends in the server's rows, no key more or less
+    for table, key in (("rw.a", ["id"]), ("rw.b", ["id"]), ("rw.c", ["id"]),
+                       ("rw.p", ["id", "d"])):
+        cols = final["cols"][table]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["--lake", cfg.lake.root, "query", "--table", table,
+                         "--format", "jsonl"]) == 0
+        alive: dict[tuple, tuple] = {}
+        for change in (json.loads(x) for x in out.getvalue().splitlines() if x.strip()):
+            if change["row_before"] is not None:
+                alive.pop(tuple(change["row_before"][k] for k in key), None)
+            if change["row_after"] is not None:
+                alive[tuple(change["row_after"][k] for k in key)] = _row(cols, change["row_after"])
+        assert sorted(alive.values(), key=repr) == sorted(final["rows"][table], key=repr), (
+            label, "query", table)
 
 
 def _flashback_since(server, cfg, moment: dict, last: dict, w: Workload) -> None:
