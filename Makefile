@@ -75,7 +75,7 @@ test-pairs: setup mariadb
 	@for pair in $(PAIRS); do \
 	  py=$$($(PY) scripts/engine_pair.py $$pair) || exit 1; \
 	  echo "== pyspark and delta-spark $$pair ($$py)"; \
-	  $$py -m pytest -q -m 'jvm and not soak and not big' tests/test_engine_matrix.py || exit 1; \
+	  $$py -m pytest -q -m 'jvm and not soak and not big' tests/acceptance/test_engine_matrix.py || exit 1; \
 	done
 
 # The long JVM Spark re-runs (concurrent JVM writers, history on JVM catalog tables).

@@ -28,7 +28,7 @@
      executor per worker, whose Python workers decode and render.
 
    Binlogs and lakes are on this machine's local disk: every process of the one-machine
-   cluster reads the same paths (the object-store form is tests/test_standalone_cluster.py).
+   cluster reads the same paths (the object-store form is tests/acceptance/test_standalone_cluster.py).
 3. Per stage: the whole command's seconds (a process start, the engine or JVM and the session,
    the stage, the shutdown) and the stage's own seconds as it prints them (after its session
    exists; quality prints none: its rates are on the command's), MB/s of binlog and row

@@ -1,5 +1,5 @@
 """The acceptance scenarios' checks, shared by the per-stage acceptance tests and the engine
-matrix (tests/test_engine_matrix.py): each check compares the lake with what the real server
+matrix (tests/acceptance/test_engine_matrix.py): each check compares the lake with what the real server
 or its own tool says, never with our decoder.
 
 - :func:`assert_bronze_equals_reference`: bronze's row changes equal ``mariadb-binlog -vv``'s.

@@ -1,6 +1,6 @@
 """The row-by-row silver renderer binlake used before rendering went columnar (issue 13).
 
-Kept only as the referee of ``tests/test_silver_render_diff.py``: for every bronze row change,
+Kept only as the referee of ``tests/silver/test_render_diff.py``: for every bronze row change,
 the columnar renderer (``pipelines.silver.render_batch``) must produce exactly the silver row
 (or the quarantine reason) this one does. It renders one value at a time with
 ``render.make_renderer`` and assembles each image with Python string joins.
