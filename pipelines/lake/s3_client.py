@@ -190,7 +190,7 @@ def sign_v4(settings: S3Settings, method: str, host: str, path: str,
 
     ``path`` is already URI-encoded; ``headers`` are the extra headers to sign (lower-case
     names). Returns every header to send, ``Authorization`` included. Pure: a given clock
-    gives the documented signature (tests/test_s3_lease.py checks AWS's published example).
+    gives the documented signature (tests/lake/test_lease_s3.py checks AWS's published example).
     """
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     day = amz_date[:8]

@@ -400,7 +400,7 @@ class Lake:
         DataFrame, and needs no evolution. Not when the append creates the table from the
         DataFrame (a literal is a NOT NULL column in the schema it writes), nor when it adds
         declared columns (Sail 0.7.2 then leaves the new columns out of a ``mergeSchema``
-        append whose partition columns are literals: tests/test_dbtrail_mariadb.py)."""
+        append whose partition columns are literals: tests/acceptance/test_dbtrail_mariadb.py)."""
         if not self.exists(spark, table):  # created from the declaration first (_write)?
             return bool(self._parts or table.stats_columns)
         return not self._missing_columns(spark, table)

@@ -10,7 +10,7 @@ re-reads) are rendered by their Arrow kernel first and copied in.
 
 Only for images where every column is present (FULL row images) and texts that are valid
 UTF-8; otherwise :func:`render` returns ``None`` and the Arrow path renders the rows. The
-output is byte for byte the Arrow path's (``tests/test_silver_render_fast.py``).
+output is byte for byte the Arrow path's (``tests/silver/test_render_fast.py``).
 
 The loops read a group's rows where they lie in the batch (``ImageBuffers`` and the rows'
 positions): the images are not copied into the group's order first.

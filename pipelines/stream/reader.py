@@ -6,7 +6,7 @@ and the stream's position moved with it. No I/O of its own.
 :class:`~pipelines.stream.batch.MicroBatch` (rows built exactly as file mode builds them) and
 the :class:`~pipelines.stream.position.StreamPosition` (here / boundary / committed).
 
-Invariants, each a test in ``tests/test_stream_reader.py``:
+Invariants, each a test in ``tests/stream/test_reader.py``:
 
 * events the server makes up (a dump's first ROTATE, a re-sent FORMAT_DESCRIPTION, MariaDB's
   fake GTID_LIST, heartbeats) set state only: no row, no event counted, no offset moved;
