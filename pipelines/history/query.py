@@ -21,7 +21,7 @@ from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
-from pipelines.cli.text_table import write_rows
+from pipelines.history.text_table import write_rows
 
 __all__ = ["OUTPUT_COLUMNS", "GOLD_OUTPUT_COLUMNS", "query_silver", "query_gold",
            "write_changes", "check_names", "before_history"]
