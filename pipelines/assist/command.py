@@ -1,6 +1,5 @@
-"""``binlake mcp`` and ``binlake console`` on the command line: their parsers and handlers.
-``pipelines.cli.main`` wires them with :func:`add_assist_parsers` (each sub-parser carries its
-handler as ``args.handler``, as the history commands do).
+"""``binlake mcp`` and ``binlake console`` on the command line: their parsers and handlers
+(``pipelines.command``).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import os
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
-__all__ = ["add_assist_parsers", "LOOPBACK"]
+__all__ = ["add_parser", "LOOPBACK"]
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -25,7 +24,7 @@ _CONSOLE_EXAMPLE = """example:
 """
 
 
-def add_assist_parsers(sub) -> None:
+def add_parser(sub) -> None:
     """Add ``mcp`` and ``console`` to ``binlake``'s sub-parsers."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("mcp", help="read-only MCP tools over the lake (stdio, or HTTP with "

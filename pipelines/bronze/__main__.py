@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.bronze.command import HELP, add_bronze_arguments, cmd_bronze
-from pipelines.cli.entry import stage_main, stage_parser
+from pipelines.command import stage_main, stage_parser
+from pipelines.bronze import command
 
 
 def build_parser():
-    return stage_parser("bronze", HELP, add_bronze_arguments)
+    return stage_parser("bronze", command.add_parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main(build_parser(), cmd_bronze, argv)
+    return stage_main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""``binlake bronze`` on the command line: its arguments and its handler.
+"""``binlake bronze`` on the command line: its parser and its handler (``pipelines.command``).
 
-``pipelines.cli.main`` wires them (``binlake index`` runs the handler first);
-``python -m pipelines.bronze`` runs the same command on its own (``pipelines.cli.entry``).
+``binlake index`` takes the same arguments and runs the handler first;
+``python -m pipelines.bronze`` runs the same command on its own.
 """
 
 from __future__ import annotations
@@ -9,13 +9,20 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
+from pipelines.command import csv_list
 from pipelines.config import Config
-from pipelines.cli.entry import csv_list
 from pipelines.errors import BinlakeError, ConfigError
 
-__all__ = ["HELP", "add_bronze_arguments", "cmd_bronze"]
+__all__ = ["HELP", "add_parser", "add_bronze_arguments", "cmd_bronze"]
 
 HELP = "decode binlog files into the bronze Delta table"
+
+
+def add_parser(sub) -> None:
+    """Add ``bronze`` to ``binlake``'s sub-parsers."""
+    p = sub.add_parser("bronze", help=HELP)
+    add_bronze_arguments(p)
+    p.set_defaults(handler=cmd_bronze)
 
 
 def add_bronze_arguments(p: argparse.ArgumentParser) -> None:

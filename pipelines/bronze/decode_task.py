@@ -26,7 +26,7 @@ from pipelines.binlog.parser import ChecksumPolicy
 from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
 from pipelines.lake.s3_client import S3Settings
-from pipelines.engine.workers import forkserver, forkserver_is_safe, widen
+from pipelines.engine.workers import boot, forkserver, forkserver_is_safe, widen
 
 __all__ = ["decode_file_batches", "main"]
 
@@ -144,12 +144,23 @@ def _worker_body(conn, *args) -> None:
         conn.close()
 
 
+def decoders(*, row_kernel: bool = False, start: bool = False):
+    """The workers' context (``engine.workers.forkserver``) whose server has this module
+    imported, and with ``row_kernel`` bronze's compiled row loop loaded
+    (``kernel_worker_boot``), so that every decoding worker forked from it has the loop at
+    no cost of its own. Either takes effect only before the server starts; ``start``: start
+    it now."""
+    boot("pipelines.bronze.decode_task",
+         *(["pipelines.bronze.kernel_worker_boot"] if row_kernel else []))
+    return forkserver(start=start)
+
+
 def _forked(path: str, source_id: str, server_uuid: str | None, batch_rows: int,
             checksum: str, chunk: int, chunks: int, start_at: int, statement_text: bool,
             columnar: bool | None, storage: object | None) -> Iterator[pa.RecordBatch]:
     """Decode in a worker forked from the preloaded forkserver; its batches come back as an
     Arrow IPC stream on a pipe, read into Arrow's memory without a copy in Python."""
-    ctx = forkserver()
+    ctx = decoders()
     receive, send = ctx.Pipe(duplex=False)
     widen(receive)
     proc = ctx.Process(target=_worker_body, daemon=True,

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.errors import ConfigError
-from pipelines.mysql.dsn import Dsn
+from pipelines.mysql.dsn import Dsn, database_of
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -48,8 +48,6 @@ def same_server(a: Dsn, b: Dsn) -> bool:
 def gold_on_source(cfg: "Config", gold_dsn: str | None = None) -> str | None:
     """Gold's database name when gold (``gold_dsn``, else ``gold.dsn``) and ``source.dsn`` name
     one server, else None."""
-    from pipelines.gold.client import database_of
-
     gold_dsn = gold_dsn or cfg.gold.dsn
     if not gold_dsn or not cfg.source.dsn:
         return None
@@ -75,8 +73,6 @@ def feedback_warning(cfg: "Config", gold_dsn: str | None = None,
     """What ``init`` and ``gold`` warn: gold is on the source server (its database is left
     out of indexing), or silver already holds row changes of gold's database (binlogs read from
     files: binlake cannot tell the server; ``source.exclude_schemas`` leaves it out)."""
-    from pipelines.gold.client import database_of
-
     on_source = gold_on_source(cfg, gold_dsn)
     if on_source:
         src = Dsn.parse(cfg.source.dsn, setting="source.dsn")

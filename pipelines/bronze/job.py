@@ -22,7 +22,7 @@ from typing import Callable
 
 from pipelines.binlog import store as binlog_store
 from pipelines.binlog.fast import rowkernel
-from pipelines.bronze.decode_task import decode_file_batches
+from pipelines.bronze.decode_task import decode_file_batches, decoders
 from pipelines.bronze.excluded import drop_schemas, excluded_schemas
 from pipelines.bronze.files import (Compacted, FileState, compact_states, load_states, megabytes,
                                    save_states, select_files)
@@ -37,7 +37,7 @@ from pipelines.lake.lease import holds_lease
 from pipelines.engine.memory import release_freed_memory
 from pipelines.engine.session import engine_cores, engine_name
 from pipelines.lake.task_files import ADDED_DDL, FileSpec, write_files
-from pipelines.engine.workers import forkserver, forkserver_is_safe
+from pipelines.engine.workers import forkserver_is_safe
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL", "plan_chunks", "plan_commits", "start_decoders", "task_frame"]
@@ -149,7 +149,7 @@ def start_decoders(cfg: Config, paths: list[str], *, here: bool) -> bool:
     compiled = (rowkernel.installed()
                 and megabytes(paths, cfg.storage) >= cfg.bronze.compiled_min_mb)
     if here and _in_workers(cfg, paths) and forkserver_is_safe():
-        forkserver(row_kernel=compiled, start=True)
+        decoders(row_kernel=compiled, start=True)
     return compiled
 
 

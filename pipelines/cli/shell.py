@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, TextIO
 
-from pipelines.cli.text_table import CELL_WIDTH, ascii_table, fit, plain_text, rows_line
+from pipelines.history.text_table import CELL_WIDTH, ascii_table, fit, plain_text, rows_line
 
 __all__ = ["Shell", "split_statements", "render_table", "run_shell"]
 

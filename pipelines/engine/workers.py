@@ -3,8 +3,10 @@
 On the embedded engine every Python UDF runs inside Sail's one process, under one GIL: two
 tasks decoding or rendering at once share a core. A stage that wants a core per task runs
 its Python in worker processes forked from a ``forkserver`` that has binlake's workers
-imported already (``pipelines.engine.worker_boot``): a forked worker starts in milliseconds instead
-of re-importing pyarrow (0.3 s) for every task. Arrow batches travel serialised over pipes.
+imported already: a forked worker starts in milliseconds instead of re-importing pyarrow
+(0.3 s) for every task. The stage that forks workers names the modules they run
+(:func:`boot`); the server imports them, after ``pipelines.engine.worker_boot`` prepared it,
+when it starts. Arrow batches travel serialised over pipes.
 
 :func:`prepare_process` sets a worker process up: pyarrow imports pandas (0.2 s) the first
 time it converts Python lists, which workers do not need, and the cyclic garbage collector
@@ -23,10 +25,11 @@ import sys
 
 from pipelines.engine.memory import use_system_allocator
 
-__all__ = ["forkserver", "forkserver_is_safe", "prepare_process", "widen"]
+__all__ = ["boot", "forkserver", "forkserver_is_safe", "prepare_process", "widen"]
 
 _GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
 _CONTEXT = None
+_BOOTS: list[str] = []  # what the workers' server imports when it starts (``boot``), in order
 
 log = logging.getLogger(__name__)
 
@@ -103,25 +106,31 @@ def forkserver_is_safe() -> bool:
     return safe
 
 
-def forkserver(*, row_kernel: bool = False, start: bool = False):
-    """The multiprocessing context whose server process has binlake's workers imported.
+def boot(*modules: str) -> None:
+    """Have the workers' server import ``modules`` (by name) when it starts, so that every
+    worker forked from it has them at no cost of its own: a stage names the modules its
+    workers run, before it asks for the :func:`forkserver` (``bronze/decode_task``,
+    ``silver/render_worker``). It takes effect only while the server has not started (it
+    starts with the first worker, or with ``forkserver(start=True)``)."""
+    _BOOTS.extend(m for m in modules if m not in _BOOTS)
+    if _CONTEXT is not None:
+        _CONTEXT.set_forkserver_preload(["pipelines.engine.worker_boot", *_BOOTS])
 
-    ``row_kernel``: the server also loads bronze's compiled row loop (``rowkernel``), so every
-    decoding worker forked from it has the loop at no cost of its own. It takes effect only
-    when this call creates the context (the server starts with the first worker).
-    ``start``: start the server now (it imports the workers' code, ~0.5 s, and the loop,
-    ~0.6 s, in a process of its own) instead of when the first task needs a worker: a stage
-    asks for it as early as it knows it will use workers, so that the server boots on the
-    other core while this process starts the engine or plans the run.
+
+def forkserver(*, start: bool = False):
+    """The multiprocessing context whose server process has binlake's workers imported (the
+    modules :func:`boot` named).
+
+    ``start``: start the server now (it imports the workers' code, ~0.5 s, and bronze's
+    compiled row loop, ~0.6 s, when booted, in a process of its own) instead of when the
+    first task needs a worker: a stage asks for it as early as it knows it will use workers,
+    so that the server boots on the other core while this process starts the engine or plans
+    the run.
     """
     global _CONTEXT
     if _CONTEXT is None:
-        ctx = multiprocessing.get_context("forkserver")
-        preload = ["pipelines.engine.worker_boot"]
-        if row_kernel:
-            preload.append("pipelines.engine.kernel_worker_boot")
-        ctx.set_forkserver_preload(preload)
-        _CONTEXT = ctx
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        boot()
     if start:
         from multiprocessing import forkserver as _fs
 

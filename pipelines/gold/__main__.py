@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli.entry import stage_main, stage_parser
-from pipelines.gold.commands import GOLD_HELP, add_gold_arguments, cmd_gold
+from pipelines.command import stage_main, stage_parser
+from pipelines.gold import command
 
 
 def build_parser():
-    return stage_parser("gold", GOLD_HELP, add_gold_arguments)
+    return stage_parser("gold", command.add_parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main(build_parser(), cmd_gold, argv)
+    return stage_main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING
 from pipelines.errors import ConfigError
 from pipelines.mysql import client as mysql_client
 from pipelines.mysql import dsn as mysql_dsn
-from pipelines.mysql.dsn import Dsn
+from pipelines.mysql.dsn import DEFAULT_DATABASE, Dsn, database_of
 
 if TYPE_CHECKING:
     from pipelines.config import Config
 
 __all__ = ["DEFAULT_DATABASE", "connect", "quote_ident", "database_of", "resolve_dsn"]
 
-DEFAULT_DATABASE = "binlake"
 SESSION_SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION"
 
 
@@ -40,11 +39,6 @@ def resolve_dsn(cfg: "Config", gold_dsn: str | None = None) -> Dsn:
                           "BINLAKE_GOLD_DSN or [gold] dsn)")
     return mysql_dsn.resolve_dsn(url, cfg.gold, section="gold",
                                  setting="--gold-dsn" if gold_dsn else "gold.dsn")
-
-
-def database_of(dsn: Dsn) -> str:
-    """The gold database: the DSN's, else :data:`DEFAULT_DATABASE`."""
-    return dsn.database or DEFAULT_DATABASE
 
 
 def connect(dsn: Dsn, *, database: bool = True, local_infile: bool = False,

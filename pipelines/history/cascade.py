@@ -23,8 +23,8 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.history import lake
-from pipelines.history.images import pk_values_of, raw_values
 from pipelines.history.selection import json_path
+from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.naming import TableSpec
 
 __all__ = ["Child", "ForeignKeyRule", "cascade_rules", "children_to_restore"]

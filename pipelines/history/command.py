@@ -1,6 +1,5 @@
-"""``binlake query``, ``reconstruct``, ``flashback`` and ``snapshot --data`` on the command
-line: their parsers and handlers. ``pipelines.cli.main`` wires them with :func:`add_history_parsers`
-(each sub-parser carries its handler as ``args.handler``).
+"""``binlake query``, ``reconstruct`` and ``flashback`` on the command line: their parsers and
+handlers (``pipelines.command``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from pipelines.config import Config
 from pipelines.mysql.dsn import resolve_dsn
 from pipelines.errors import ConfigError
 
-__all__ = ["add_history_parsers", "add_data_argument", "cmd_data_snapshot", "build_selection"]
+__all__ = ["add_parser", "build_selection"]
 
 _QUERY_EXAMPLE = """example:
   binlake --lake ./lake query --table shop.orders --pk 42 --format jsonl
@@ -54,7 +53,7 @@ def _selection_arguments(p: argparse.ArgumentParser, *, with_where: bool) -> Non
                        help="before or after image has COLUMN=VALUE (repeatable)")
 
 
-def add_history_parsers(sub) -> None:
+def add_parser(sub) -> None:
     """Add ``query``, ``reconstruct`` and ``flashback`` to ``binlake``'s sub-parsers."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("query", help="one key's (or a selection's) row changes, oldest first",
@@ -94,13 +93,6 @@ def add_history_parsers(sub) -> None:
                         "ON UPDATE SET NULL cleared (default: on when the snapshot shows such "
                         "foreign keys)")
     p.set_defaults(handler=cmd_flashback)
-
-
-def add_data_argument(p: argparse.ArgumentParser) -> None:
-    """``snapshot --data``: also copy the rows (a baseline for ``reconstruct``)."""
-    p.add_argument("--data", action="store_true",
-                   help="also copy the tables' rows at one binlog position (a baseline for "
-                        "reconstruct), e.g. binlake snapshot --data --schemas shop")
 
 
 def _selection(args: argparse.Namespace):
@@ -261,26 +253,3 @@ def cmd_flashback(args: argparse.Namespace, cfg: Config) -> int:
     for c in plan.conflicts:
         print(f"flashback: {c.describe()}", file=sys.stderr)
     return 0
-
-
-def cmd_data_snapshot(args: argparse.Namespace, cfg: Config) -> int:
-    from pipelines.lake.tables import BASELINE_ROWS, Lake
-    from pipelines.engine.session import get_spark
-    from pipelines.silver.data_snapshot import take_data_snapshot
-
-    if args.import_path or args.export:
-        raise ConfigError("--data copies rows from a server: not with --import/--export")
-    url = args.source_dsn or cfg.source.dsn
-    if not url:
-        raise ConfigError("snapshot --data needs --source-dsn mysql://user:password@host:"
-                          "port/ or source.dsn in the configuration")
-    dsn = resolve_dsn(url, cfg.source, section="source",
-                      setting="--source-dsn" if args.source_dsn else "source.dsn")
-    res = take_data_snapshot(get_spark(cfg.engine), cfg, dsn, schemas=args.schemas,
-                             batch_rows=cfg.bronze.batch_rows)
-    s = res.snapshot
-    print(f"snapshot --data: {s.snapshot_id} at {s.binlog_file}:{s.binlog_pos} "
-          f"(gtid {s.gtid_executed}): {sum(res.rows.values())} row(s) of {len(res.rows)} "
-          f"table(s) -> {Lake.of(cfg).where(BASELINE_ROWS)}")
-    return 0
-

@@ -26,9 +26,9 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history import lake
-from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, pk_values_of,
-                                      quote_ident, raw_values, reread, sql_literal,
-                                      text_json_columns)
+from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, quote_ident, reread,
+                                      sql_literal, text_json_columns)
+from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
 

@@ -1,7 +1,6 @@
-"""Pure: silver's JSON images read value by value, and each value as a SQL literal.
+"""Pure: each value of silver's JSON images (read value by value,
+``pipelines.silver.image_values``) as a SQL literal.
 
-Silver embeds JSON column values as the text the server stored (MariaDB keeps JSON as text),
-so :func:`raw_values` slices each value's text out of the image instead of re-serialising it.
 :func:`sql_literal` turns one such value into the literal the server reads back exactly,
 given the column's :class:`~pipelines.silver.render.ColumnSpec` (the same one silver rendered
 it with): DECIMAL and temporals as quoted text, byte strings as ``X'…'`` (BINARY keeps its
@@ -16,50 +15,13 @@ import base64
 import json
 
 from pipelines.binlog import coltypes as T
-from pipelines.silver.render import ColumnSpec, pk_text
+from pipelines.silver.render import ColumnSpec
 
-__all__ = ["raw_values", "sql_literal", "quote_ident", "quote_text", "pk_values_of",
-           "SCRIPT_PREAMBLE", "text_json_columns", "JsonReadings", "reread"]
+__all__ = ["sql_literal", "quote_ident", "quote_text", "SCRIPT_PREAMBLE", "text_json_columns",
+           "JsonReadings", "reread"]
 
-_decoder = json.JSONDecoder()
-_WS = " \t\r\n"
 SCRIPT_PREAMBLE = ("SET NAMES utf8mb4;\nSET SESSION time_zone = '+00:00';\n"
                    "SET SESSION sql_mode = '';\n")
-
-
-def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in _WS:
-        i += 1
-    return i
-
-
-def raw_values(image: str | None) -> dict[str, str] | None:
-    """``{"a": 1, "b": {"x": 1.50}}`` → ``{"a": "1", "b": '{"x": 1.50}'}`` (value texts as
-    written); ``None`` for a NULL image. Raises ValueError for text that is not a JSON object."""
-    if image is None:
-        return None
-    i = _skip(image, 0)
-    if image[i:i + 1] != "{":
-        raise ValueError("row image is not a JSON object")
-    out: dict[str, str] = {}
-    i = _skip(image, i + 1)
-    if image[i:i + 1] == "}":
-        return out
-    while True:
-        key, i = _decoder.raw_decode(image, i)
-        i = _skip(image, i)
-        if image[i:i + 1] != ":":
-            raise ValueError("row image: ':' expected")
-        start = _skip(image, i + 1)
-        _, end = _decoder.raw_decode(image, start)
-        out[key] = image[start:end]
-        i = _skip(image, end)
-        if image[i:i + 1] == ",":
-            i = _skip(image, i + 1)
-            continue
-        if image[i:i + 1] == "}":
-            return out
-        raise ValueError("row image: ',' or '}' expected")
 
 
 def quote_ident(name: str) -> str:
@@ -100,11 +62,6 @@ def sql_literal(spec: ColumnSpec, raw: str | None, *, compare: bool = False) -> 
     if raw.startswith('"'):
         return quote_text(json.loads(raw))
     return raw  # integers, BIT, YEAR, DOUBLE: exact number text
-
-
-def pk_values_of(values: dict[str, str], pk_names: list[str]) -> str:
-    """silver's ``pk_values`` for an image's raw values (``pk_names`` in table order)."""
-    return "|".join(pk_text(values.get(n, "null")) for n in pk_names)
 
 
 # -- one reading of a MariaDB JSON column -----------------------------------------------------

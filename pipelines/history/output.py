@@ -15,7 +15,8 @@ from typing import Iterator, TextIO
 
 import pyarrow as pa
 
-from pipelines.history.images import SCRIPT_PREAMBLE, raw_values, sql_literal, quote_ident
+from pipelines.history.images import SCRIPT_PREAMBLE, sql_literal, quote_ident
+from pipelines.silver.image_values import raw_values
 
 __all__ = ["write_rows", "write_delta", "text_value"]
 

@@ -21,7 +21,7 @@ from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
 from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
-from pipelines.cli.text_table import write_rows
+from pipelines.history.text_table import write_rows
 
 __all__ = ["OUTPUT_COLUMNS", "GOLD_OUTPUT_COLUMNS", "query_silver", "query_gold",
            "write_changes", "check_names", "before_history"]
@@ -45,7 +45,7 @@ def known_tables(spark, cfg: Config) -> set[tuple[str, str]]:
 
 def table_columns(spark, cfg: Config, schema: str, table: str) -> list[str]:
     """Column names the table has had: from the snapshots and one silver image of it."""
-    from pipelines.history.images import raw_values
+    from pipelines.silver.image_values import raw_values
     from pipelines.silver.snapshot_store import load_snapshots
 
     names: list[str] = []
@@ -131,7 +131,8 @@ def _json_reading(spark, cfg: Config):
     """A function: a change's images with MariaDB JSON values read once: as
     the newest snapshot naming the table renders them, whatever its own ``schema_version``
     rendered (``images.reread``). The identity where no snapshot names such a column."""
-    from pipelines.history.images import JsonReadings, raw_values, reread
+    from pipelines.history.images import JsonReadings, reread
+    from pipelines.silver.image_values import raw_values
     from pipelines.silver.snapshot_store import load_snapshots
 
     snaps = load_snapshots(spark, cfg)

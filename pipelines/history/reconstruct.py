@@ -29,8 +29,8 @@ from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.binlog import coltypes as T
 from pipelines.history import lake
 from pipelines.history.selection import json_path
-from pipelines.history.images import (JsonReadings, pk_values_of, raw_values, reread,
-                                     text_json_columns)
+from pipelines.history.images import JsonReadings, reread, text_json_columns
+from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.naming import TableSpec, position_key
 from pipelines.silver.renames import Segment, renamed
 

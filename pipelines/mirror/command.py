@@ -1,4 +1,5 @@
-"""``binlake mirror``: argparse wiring and the handler (registered in ``pipelines/cli/main.py``)."""
+"""``binlake mirror`` on the command line: its parser and its handler (``pipelines.command``);
+``--mirror``, the flag of ``index`` and ``stream``."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import argparse
 
 from pipelines.config import Config
 
-__all__ = ["add_mirror_parser", "cmd_mirror", "add_mirror_flag", "print_result"]
+__all__ = ["add_parser", "cmd_mirror", "add_mirror_flag", "print_result"]
 
 
-def add_mirror_parser(sub) -> None:
+def add_parser(sub) -> None:
+    """Add ``mirror`` to ``binlake``'s sub-parsers."""
     p = sub.add_parser("mirror", help="typed current-state and history tables per source table")
     p.add_argument("--source", help="source whose silver rows to mirror (default from conf)")
     p.set_defaults(handler=cmd_mirror)

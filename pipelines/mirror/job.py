@@ -273,7 +273,7 @@ def _renamed_rows(rows, maps: list):
         return rows
     import json
 
-    from pipelines.history.images import raw_values
+    from pipelines.silver.image_values import raw_values
     from pipelines.silver.renames import renamed
 
     rows = rows.select(*SILVER_INPUT)

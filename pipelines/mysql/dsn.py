@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from pipelines.errors import ConfigError
 
 __all__ = [
-    "SSL_MODES", "Tls", "Dsn", "ServerSettings", "resolve_dsn",
+    "SSL_MODES", "Tls", "Dsn", "ServerSettings", "resolve_dsn", "DEFAULT_DATABASE", "database_of",
     "read_option_file", "redact", "redact_urls", "error_text", "ssl_context",
 ]
 
@@ -133,6 +133,14 @@ class ServerSettings(Protocol):
     password: str
     password_file: str
     defaults_file: str
+
+
+DEFAULT_DATABASE = "binlake"  # gold's database when its DSN names none
+
+
+def database_of(dsn: Dsn) -> str:
+    """The gold database: the DSN's, else :data:`DEFAULT_DATABASE`."""
+    return dsn.database or DEFAULT_DATABASE
 
 
 def read_option_file(path: str, *, setting: str) -> dict[str, str]:

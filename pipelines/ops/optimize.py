@@ -27,6 +27,7 @@ no OPTIMIZE, so there delta-rs (``DeltaTable.optimize``) rewrites the same files
 
 from __future__ import annotations
 
+import argparse
 import logging
 import time
 from contextlib import nullcontext
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pipelines.bronze.files import compact_states
+from pipelines.command import csv_list
 from pipelines.config import Config, LakeConfig
 from pipelines.lake.delta_ops import capabilities, current_version, files_added, sql_string
 from pipelines.errors import ConfigError, EngineError
@@ -41,7 +43,7 @@ from pipelines.lake.tables import BRONZE_FILES, Lake, lake_tables
 from pipelines.lake.lease import holds_lease, lake_lease
 
 __all__ = ["CLUSTER_BY", "TableOptimized", "optimize_lake", "optimize_table",
-           "engine_optimizes", "changed_partitions"]
+           "engine_optimizes", "changed_partitions", "add_parser", "cmd_optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -258,3 +260,47 @@ def optimize_lake(spark, cfg: Config, *, tables: Iterable[str] | None = None,
                  res.files_before, res.files_after)
         out.append(res)
     return out
+
+
+# -- binlake optimize ------------------------------------------------------------------------
+
+
+def add_parser(sub) -> None:
+    """Add ``optimize`` to ``binlake``'s sub-parsers (``pipelines.command``)."""
+    p = sub.add_parser("optimize", help="compact small files; cluster silver by key (Z-order)")
+    p.add_argument("--tables", type=csv_list,
+                   help="only these lake tables, comma-separated layer/name (default: all)")
+    p.add_argument("--target-mb", type=int, default=TARGET_MB,
+                   help=f"target data file size in MB (default {TARGET_MB})")
+    p.add_argument("--row-group-rows", type=int, default=ROW_GROUP_ROWS,
+                   help=f"rows per Parquet row group, the unit statistics skip "
+                        f"(default {ROW_GROUP_ROWS}; delta-rs only)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(handler=cmd_optimize)
+
+
+def cmd_optimize(args: argparse.Namespace, cfg: Config) -> int:
+    import json
+    from dataclasses import asdict
+
+    from pipelines.engine.session import get_spark
+
+    done = optimize_lake(get_spark(cfg.engine), cfg, tables=args.tables,
+                         target_mb=args.target_mb, row_group_rows=args.row_group_rows)
+    if args.format == "json":
+        print(json.dumps([asdict(t) for t in done], indent=2))
+        return 0
+    for t in done:
+        if t.rows_before is not None:
+            print(f"optimize: {t.table}: superseded state rows deleted, {t.rows_before} -> "
+                  f"{t.rows_after} row(s)")
+        if t.how == "unchanged":
+            print(f"optimize: {t.table}: nothing to rewrite "
+                  f"({t.files_before} file(s), version {t.version_before})")
+            continue
+        print(f"optimize: {t.table}: {t.how} via {t.via}, {t.partitions} partition(s), "
+              f"{t.files_before} -> {t.files_after} file(s), version {t.version_before} -> "
+              f"{t.version_after} in {t.seconds:.1f}s")
+    if not done:
+        print(f"optimize: no lake tables under {cfg.lake_root}")
+    return 0

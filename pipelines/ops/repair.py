@@ -30,7 +30,7 @@ from pipelines.config import Config
 from pipelines.errors import LakeFaultError
 from pipelines.lake.files import lake_path_exists, list_lake_dir, move_lake_path
 
-__all__ = ["RepairResult", "run_repair", "add_repair_parser", "cmd_repair"]
+__all__ = ["RepairResult", "run_repair", "add_parser", "cmd_repair"]
 
 
 @dataclass
@@ -163,12 +163,11 @@ def _binlogs_not_whole(spark, cfg: Config) -> list[str]:
     return out
 
 
-def add_repair_parser(sub) -> argparse.ArgumentParser:
-    """Add ``binlake repair`` to ``binlake``'s sub-parsers."""
+def add_parser(sub) -> None:
+    """Add ``repair`` to ``binlake``'s sub-parsers."""
     p = sub.add_parser("repair", help="set damaged table files aside so re-runs restore "
                                       "exactly once (docs/repair.md)")
     p.set_defaults(handler=cmd_repair)
-    return p
 
 
 def cmd_repair(args: argparse.Namespace, cfg: Config) -> int:

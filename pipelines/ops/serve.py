@@ -22,10 +22,11 @@ import threading
 from pipelines.config import Config, EngineConfig
 from pipelines.errors import ConfigError
 
-__all__ = ["add_serve_parser", "cmd_serve", "register_global_views"]
+__all__ = ["add_parser", "cmd_serve", "register_global_views"]
 
 
-def add_serve_parser(sub) -> None:
+def add_parser(sub) -> None:
+    """Add ``serve`` to ``binlake``'s sub-parsers."""
     p = sub.add_parser("serve", help="keep an engine running with the lake's views "
                                      "(Spark Connect)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")

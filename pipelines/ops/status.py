@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 from typing import Any
 
 from pipelines.bronze.files import load_states
@@ -9,7 +11,7 @@ from pipelines.config import Config
 from pipelines.lake.tables import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE,
                             Lake)
 
-__all__ = ["collect_status", "render_status"]
+__all__ = ["collect_status", "render_status", "add_parser", "cmd_status"]
 
 
 def collect_status(spark, cfg: Config) -> dict[str, Any]:
@@ -127,7 +129,22 @@ def render_status(st: dict[str, Any]) -> str:
 
     lines.append(render_last(st.get("quality")))
     if st.get("gold"):
-        from pipelines.gold.commands import render_gold_status
+        from pipelines.gold.command import render_gold_status
 
         lines += render_gold_status(st["gold"])
     return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    """Add ``status`` to ``binlake``'s sub-parsers (``pipelines.command``)."""
+    p = sub.add_parser("status", help="what is indexed")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(handler=cmd_status)
+
+
+def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
+    from pipelines.engine.session import get_spark
+
+    st = collect_status(get_spark(cfg.engine), cfg)
+    print(json.dumps(st, indent=2, default=str) if args.format == "json" else render_status(st))
+    return 0

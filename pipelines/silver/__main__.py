@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli.entry import stage_main, stage_parser
-from pipelines.silver.command import HELP, add_silver_arguments, cmd_silver
+from pipelines.command import stage_main, stage_parser
+from pipelines.silver import command
 
 
 def build_parser():
-    return stage_parser("silver", HELP, add_silver_arguments)
+    return stage_parser("silver", command.add_parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main(build_parser(), cmd_silver, argv)
+    return stage_main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from pipelines.binlog.names import file_number
-from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
+from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.partitions import holds
 
 __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",

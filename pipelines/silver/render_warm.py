@@ -24,7 +24,7 @@ from pipelines.lake.tables import BRONZE_EVENTS
 if TYPE_CHECKING:
     from pipelines.config import Config
 
-__all__ = ["renders_here", "warm", "warm_in_background"]
+__all__ = ["renders_here", "warm", "warm_in_background", "preload_renderers"]
 
 log = logging.getLogger(__name__)
 
@@ -107,3 +107,12 @@ def warm_in_background(cfg: "Config") -> bool:
         _STARTED.start()
         return True
 
+
+def preload_renderers() -> None:
+    """Have the workers' server, when this process starts it, load silver's rendering worker
+    (``render_worker``) too: ``binlake index`` asks before bronze starts the server for its
+    decoding workers, so that the rendering processes silver forks from it later start as
+    warm as from a server silver started."""
+    from pipelines.engine.workers import boot
+
+    boot("pipelines.silver.render_worker")

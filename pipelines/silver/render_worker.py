@@ -31,7 +31,7 @@ from pipelines.errors import EngineError
 from pipelines.engine.memory import release_freed_memory
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import QUARANTINE, RENDERED, BatchRenderer
-from pipelines.engine.workers import forkserver, forkserver_is_safe, widen
+from pipelines.engine.workers import boot, forkserver, forkserver_is_safe, widen
 
 __all__ = ["render_batches", "serve", "close_idle"]
 
@@ -91,6 +91,7 @@ class _Pool:
     """``n`` forked rendering processes, each with its end of a duplex pipe."""
 
     def __init__(self, n: int) -> None:
+        boot(__name__)  # the server imports this module: a forked process starts warm
         ctx = forkserver()
         self.plan_digest = b""
         self.conns, self.procs = [], []

@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from pipelines.cli.entry import stage_main, stage_parser
-from pipelines.stream.command import HELP, add_stream_options, cmd_stream
+from pipelines.command import stage_main, stage_parser
+from pipelines.stream import command
 
 
 def build_parser():
-    return stage_parser("stream", HELP, add_stream_options)
+    return stage_parser("stream", command.add_parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return stage_main(build_parser(), cmd_stream, argv)
+    return stage_main(build_parser(), argv)
 
 
 if __name__ == "__main__":

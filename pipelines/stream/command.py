@@ -1,6 +1,5 @@
-"""``binlake stream`` on the command line: its arguments and its handler.
+"""``binlake stream`` on the command line: its parser and its handler (``pipelines.command``).
 
-``pipelines.cli.main`` wires them with :func:`add_stream_parser` and :func:`cmd_stream`;
 ``python -m pipelines.stream`` runs the same command on its own.
 """
 
@@ -11,13 +10,16 @@ import argparse
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
-__all__ = ["HELP", "add_stream_arguments", "add_stream_options", "add_stream_parser",
-           "cmd_stream"]
+__all__ = ["HELP", "add_parser", "cmd_stream"]
 
 HELP = "follow a live server as a replica into the lake"
 
 
-def add_stream_arguments(p: argparse.ArgumentParser) -> None:
+def add_parser(sub) -> None:
+    """Add ``stream`` to ``binlake``'s sub-parsers."""
+    from pipelines.mirror.command import add_mirror_flag
+
+    p = sub.add_parser("stream", help=HELP)
     p.add_argument("--source-dsn", help="mysql://user:password@host:port/ (default source.dsn)")
     p.add_argument("--server-id", type=int, required=True,
                    help="this replica's server_id (unique among the source's replicas)")
@@ -36,20 +38,8 @@ def add_stream_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus text metrics at http://HOST:PORT/metrics "
                         "(all interfaces; docs/stream.md)")
-
-
-def add_stream_options(p: argparse.ArgumentParser) -> None:
-    """``binlake stream``'s options: :func:`add_stream_arguments` and ``--mirror``."""
-    add_stream_arguments(p)
-    from pipelines.mirror.command import add_mirror_flag
     add_mirror_flag(p)
-
-
-def add_stream_parser(sub) -> argparse.ArgumentParser:
-    """Add the ``stream`` sub-command to ``binlake``'s sub-parsers."""
-    p = sub.add_parser("stream", help=HELP)
-    add_stream_options(p)
-    return p
+    p.set_defaults(handler=cmd_stream)
 
 
 def cmd_stream(args: argparse.Namespace, cfg: Config) -> int:

@@ -23,6 +23,7 @@ import time
 from pipelines.binlog.names import position_key
 from pipelines.config import Config
 from pipelines.errors import SourceError
+from pipelines.index.stages import Outcomes, run_stages
 from pipelines.mysql.dsn import Dsn
 from pipelines.stream.freshness import RETRY_SECONDS, Freshness
 
@@ -140,41 +141,37 @@ class Follower:
                begun: tuple[list[str], str | None] | None = None) -> bool:
         """Bring ``stages`` (default: all that follow bronze) up to date with bronze as of
         the follow's start (``begun``: :meth:`begin`'s answer when already begun); True when
-        all succeeded. Silver failing, the stages that read it wait for the next try."""
+        all succeeded. Silver failing, the stages that read it wait for the next try
+        (``run_stages``, as ``binlake index`` runs them)."""
         started = time.monotonic()
         run, at = begun or self.begin(stages)
-        ok = silver_ok = True
-        for stage in run:
-            done = silver_ok and self._run(stage)
-            self.fresh.ran(stage, done, time.monotonic())
-            if done and at is not None:
-                self.positions[stage] = at
-            ok = ok and done
-            silver_ok = silver_ok and (done or stage != "silver")
+        ok = run_stages(self.spark, self.cfg, run, _Followed(self, at), gold_dsn=self.gold_dsn)
         self.fresh.took(time.monotonic() - started)
         return ok
 
-    def _run(self, stage: str) -> bool:
-        try:
-            if stage == "silver":
-                from pipelines.silver.job import run_silver
 
-                res = run_silver(self.spark, self.cfg)
-                log.info("silver: %d appended, %d in quarantine", res.appended, res.quarantined)
-            elif stage == "gold":
-                from pipelines.gold.job import run_gold
+class _Followed(Outcomes):
+    """A follow's stages: each one's freshness and the bronze position ``at`` it holds once
+    done; silver's counts logged; a failure logged and kept (``last_error``), never raised:
+    following must not stop the stream."""
 
-                run_gold(self.spark, self.cfg, gold_dsn=self.gold_dsn)
-            else:
-                from pipelines.mirror.job import run_mirror
+    def __init__(self, follower: Follower, at: str | None) -> None:
+        self.follower = follower
+        self.at = at
 
-                run_mirror(self.spark, self.cfg)
-        except Exception as exc:  # noqa: BLE001 - following must not stop the stream
-            self.last_error = (time.time(), stage, str(exc).strip().split("\n")[0][:300])
-            log.warning("following %s failed (bronze keeps streaming; tried again in %.0f s): "
-                        "%s", stage, RETRY_SECONDS, exc)
-            return False
+    def silver(self, res) -> None:
+        log.info("silver: %d appended, %d in quarantine", res.appended, res.quarantined)
+
+    def failed(self, stage: str, exc: Exception) -> bool:
+        self.follower.last_error = (time.time(), stage, str(exc).strip().split("\n")[0][:300])
+        log.warning("following %s failed (bronze keeps streaming; tried again in %.0f s): "
+                    "%s", stage, RETRY_SECONDS, exc)
         return True
+
+    def ran(self, stage: str, done: bool) -> None:
+        self.follower.fresh.ran(stage, done, time.monotonic())
+        if done and self.at is not None:
+            self.follower.positions[stage] = self.at
 
 
 def tick_seconds(cfg: Config) -> float:

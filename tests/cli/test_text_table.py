@@ -1,4 +1,4 @@
-"""What ``binlake sql`` prints, checked as text (pipelines/cli/text_table.py, ``cli.write_result``):
+"""What ``binlake sql`` prints, checked as text (``history/text_table.py``, ``cli/sql.py``):
 a cut cell ends in ``…``, a table says how many rows it left out, ``--format csv|jsonl``
 carry whole values (their note on stderr), ``--limit`` caps any format. One copy of the
 formatting: ``binlake query`` and the shell print through the same functions."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli.main import main
-from pipelines.cli.text_table import fit, json_text, rows_line, write_rows
+from pipelines.history.text_table import fit, json_text, rows_line, write_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,10 @@ import pytest
 
 from pipelines.binlog import coltypes as T
 from pipelines.errors import ConfigError
-from pipelines.history.images import pk_values_of, quote_text, raw_values, sql_literal
+from pipelines.history.images import quote_text, sql_literal
 from pipelines.history.selection import parse_table, parse_where
 from pipelines.history.times import parse_gtid_set, parse_position, parse_time
+from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.render import ColumnSpec
 
 

@@ -12,7 +12,7 @@ import pytest
 from pipelines.bronze.job import run_bronze
 from pipelines.cli.main import build_parser
 from pipelines.config import load_config
-from pipelines.cli.entry import config_of
+from pipelines.command import config_of
 from pipelines.errors import ConfigError
 from pipelines.gold.job import run_vacuum
 from pipelines.config import parse_catalog

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from pipelines.engine.jit_bytes import memcpy
+from pipelines.binlog.fast.jit_bytes import memcpy
 
 __all__ = ["decode_rows"]
 

@@ -1,10 +1,14 @@
-"""What every binlake entry point shares: the global options, the configuration they give, and
+"""What every binlake command shares: the global options, the configuration they give, and
 one way to run a command and turn its outcome into the process's exit code.
 
-``binlake`` (``pipelines.cli.main``) takes the global options before its sub-command. Each stage's
-job entry point (``python -m pipelines.bronze``, the ``binlake-bronze`` console script,
-Databricks wheel tasks, spark-submit) has one flat parser of its own (:func:`stage_main`), so
-the global options may come anywhere there. Both run their command through :func:`run`.
+A command module (``bronze/command.py``, ``gold/command.py``, ...) has one function,
+``add_parser(sub)``: it adds its sub-command(s) to ``sub`` (argparse's sub-parsers), each
+with its ``handler`` (:data:`Handler`) as a default. ``binlake`` (``pipelines.cli.main``)
+calls every module's and takes the global options before the sub-command. Each stage's job
+entry point (``python -m pipelines.bronze``, the ``binlake-bronze`` console script,
+Databricks wheel tasks, spark-submit) builds one flat parser from the same ``add_parser``
+(:func:`stage_parser`), so the global options may come anywhere there. Both run the
+command's handler through :func:`run`.
 """
 
 from __future__ import annotations
@@ -137,22 +141,40 @@ def own_process() -> bool:
     return True
 
 
-def stage_parser(command: str, description: str,
-                 add_arguments: Callable[[argparse.ArgumentParser], None]
+class _OneCommand:
+    """Stands for ``binlake``'s sub-parsers to a command module's ``add_parser``: the parser
+    of ``command`` is a flat one with the global options; the module's other commands are
+    left out."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.parser: argparse.ArgumentParser | None = None
+
+    def add_parser(self, name: str, *, help: str | None = None,  # noqa: A002 - argparse's
+                   **kwargs) -> argparse.ArgumentParser:
+        if name != self.command:
+            return argparse.ArgumentParser(add_help=False)  # another command of the module
+        ap = argparse.ArgumentParser(prog=f"binlake {name}", description=help, **kwargs)
+        add_global_options(ap)
+        ap.set_defaults(command=name)
+        self.parser = ap
+        return ap
+
+
+def stage_parser(command: str, add_parser: Callable[[object], None]
                  ) -> argparse.ArgumentParser:
     """The flat parser of one stage's job entry point: the global options and ``binlake
-    <command>``'s own, in any order (its usage line says ``binlake <command>``: the same
-    command)."""
-    ap = argparse.ArgumentParser(prog=f"binlake {command}", description=description)
-    add_global_options(ap)
-    add_arguments(ap)
-    ap.set_defaults(command=command)
-    return ap
+    <command>``'s own (those its module's ``add_parser`` adds), in any order (its usage line
+    says ``binlake <command>``: the same command)."""
+    one = _OneCommand(command)
+    add_parser(one)
+    assert one.parser is not None, f"{add_parser.__module__} adds no {command!r} command"
+    return one.parser
 
 
-def stage_main(parser: argparse.ArgumentParser, handler: Handler,
-               argv: Sequence[str] | None = None) -> int:
-    """Job entry point of one stage: ``handler`` with the arguments ``parser``
+def stage_main(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Job entry point of one stage: the handler of the command ``parser``
     (:func:`stage_parser`) reads from ``argv`` (default: the command line)."""
     own_process()
-    return run(parser.parse_args(argv), handler)
+    args = parser.parse_args(argv)
+    return run(args, args.handler)

@@ -1,9 +1,8 @@
-"""``binlake init | gold | rotate | vacuum``: argparse options and handlers.
+"""``binlake init | gold | rotate | vacuum``: their parsers and handlers (``pipelines.command``).
 
-``pipelines/cli/main.py`` wires them (``add_*_arguments`` on a sub-parser, ``cmd_*`` in its
-command table); ``python -m pipelines.gold`` uses the same pieces. Handlers take the parsed
-arguments and the loaded :class:`Config`, print one line per fact, and return the exit code.
-The DSN is printed only in its redacted form.
+``python -m pipelines.gold`` runs ``gold`` on its own. Handlers take the parsed arguments and
+the loaded :class:`Config`, print one line per fact, and return the exit code. The DSN is
+printed only in its redacted form.
 """
 
 from __future__ import annotations
@@ -13,8 +12,7 @@ import sys
 
 from pipelines.config import Config
 
-__all__ = ["GOLD_HELP", "add_init_arguments", "add_gold_arguments", "add_rotate_arguments",
-           "add_vacuum_arguments", "cmd_init", "cmd_gold", "report_gold", "cmd_rotate",
+__all__ = ["GOLD_HELP", "add_parser", "cmd_init", "cmd_gold", "report_gold", "cmd_rotate",
            "cmd_vacuum", "render_gold_status"]
 
 GOLD_HELP = "export new silver rows to gold, exactly once"
@@ -26,25 +24,28 @@ def _dsn_option(p: argparse.ArgumentParser, required: bool = False) -> None:
                         "(default gold.dsn / BINLAKE_GOLD_DSN; db created when missing)")
 
 
-def add_init_arguments(p: argparse.ArgumentParser) -> None:
+def add_parser(sub) -> None:
+    """Add ``init``, ``gold``, ``rotate`` and ``vacuum`` to ``binlake``'s sub-parsers."""
+    p = sub.add_parser("init", help="create the gold database and tables")
     _dsn_option(p)
     p.add_argument("--partitions", type=int, help="hourly partitions from the current hour "
                    "(default gold.partitions: 48)")
+    p.set_defaults(handler=cmd_init)
 
-
-def add_gold_arguments(p: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("gold", help=GOLD_HELP)
     _dsn_option(p)
+    p.set_defaults(handler=cmd_gold)
 
-
-def add_rotate_arguments(p: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("rotate", help="drop expired gold hours, add future ones")
     _dsn_option(p)
     p.add_argument("--retain", help="keep this much gold history: Nd or Nh (default gold.retain)")
     p.add_argument("--add-future", type=int,
                    help="hourly partitions kept ahead of now (default gold.partitions_ahead)")
+    p.set_defaults(handler=cmd_rotate)
 
-
-def add_vacuum_arguments(p: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("vacuum", help="Delta retention properties + VACUUM")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed")
+    p.set_defaults(handler=cmd_vacuum)
 
 
 def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
