@@ -13,7 +13,6 @@ before it names the old columns. A column the image holds and that spec lacks (a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -126,9 +125,7 @@ def _covering(look: Lookups, d: dict[str, Any], spec: TableSpec, cache: dict) ->
             columns.append(ColumnSpec(name, T.VARCHAR, charset="utf8mb4"))
         else:
             columns.append(ColumnSpec(name, T.LONGLONG))
-    index = {c.name: i for i, c in enumerate(columns)}
-    pk = tuple(index[spec.columns[i].name] for i in spec.pk if spec.columns[i].name in index)
-    return dataclasses.replace(spec, columns=tuple(columns), pk=pk)
+    return spec.over(columns)
 
 
 def _added_values(look: Lookups, d: dict[str, Any], cache: dict) -> dict[str, str]:

@@ -238,10 +238,7 @@ def _dropped_since(facts, drops, name: tuple[str, str], seq: int) -> frozenset[s
 
 
 def _without(spec: TableSpec, gone: frozenset[str]) -> TableSpec:
-    keep = [c for c in spec.columns if c.name not in gone]
-    index = {c.name: i for i, c in enumerate(keep)}
-    pk = tuple(index[spec.columns[i].name] for i in spec.pk if spec.columns[i].name in index)
-    return replace(spec, columns=tuple(keep), pk=pk)
+    return spec.over([c for c in spec.columns if c.name not in gone])
 
 
 def plan_flashback(spark, cfg: Config, sel: Selection, *, cascade: bool | None = None

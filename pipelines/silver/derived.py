@@ -69,8 +69,10 @@ def _tables_where(tables: set[tuple[str, str]]) -> str:
 
 def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                    ddl_rows: list[tuple], files: list[tuple[str, str]]) -> int:
-    """Append the derived row changes of ``files`` (the run's; ``ddl_rows``: (source, file,
-    start_pos, default schema, query) of their QUERY events); how many were appended.
+    """Append the derived row changes of ``files`` (the run's); how many were appended.
+    ``ddl_rows``: (source, file, start_pos, default schema, query) of every QUERY event of
+    bronze (the run's files' are the causes; all of them say which renames, DROP COLUMNs
+    and partitionings hold).
 
     The derived rows are collected to the driver before their one commit: at most the
     touched tables' alive rows per run."""
@@ -99,11 +101,10 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                 "event_type": ADD_COLUMNS, "added": added[1],
                 # the new epoch's names: its snapshot's, else the TABLE_MAP's (as its rows)
                 "schema_version": after.snapshot_id if after is not None else "binlog"}))
-    from pipelines.silver.renames import load_ddl_rows, renames
+    from pipelines.silver.renames import renames
 
-    every = None
+    every = sorted(set(ddl_rows), key=lambda r: position_key(r[1], r[2]))
     if named:  # the partitioning as every earlier DDL left it
-        every = _every(load_ddl_rows(spark, lake), ddl_rows)
         queries += [(e.source, e.file, e.pos, e.table,
                      {"event_type": TRUNCATE, "derived_origin": "partition", "partition": e.spec})
                     for e in partition_effects(every)
@@ -133,8 +134,6 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         grown = bool(more)
     # Renames (this run's and earlier ones): the rows made under a table's other names are
     # its rows too (a TRUNCATE of the new name removes those inserted under the old one).
-    if every is None:
-        every = _every(load_ddl_rows(spark, lake), ddl_rows)
     facts = renames(every)
     grown = True
     while grown:
@@ -192,11 +191,6 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                                       SILVER_EVENTS.ddl()), SILVER_EVENTS)
     log.info("silver: %d derived row change(s) (FK actions, TRUNCATE)", len(rows))
     return len(rows)
-
-
-def _every(held: list[tuple], ddl_rows: list[tuple]) -> list[tuple]:
-    """Silver's QUERY events and the run's, once each, in binlog order."""
-    return sorted(set(held) | set(ddl_rows), key=lambda r: position_key(r[1], r[2]))
 
 
 # What makes two derived rows the same change (``row_in_event`` and ``seq`` aside)

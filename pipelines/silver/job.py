@@ -81,13 +81,17 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     if not lake.exists(spark, BRONZE_EVENTS):
         return res
     # The run's first reads, sent to the engine at once (each mostly waits on it).
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="silver-start") as pool:
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="silver-start") as pool:
         states = pool.submit(load_states, spark, lake)
         progress = pool.submit(load_progress, spark, lake)
         quarantined = pool.submit(_quarantined_files, spark, lake)
+        snapshots_at = pool.submit(  # what the done files' derived rows were derived with
+            lambda: lake.version(spark, SCHEMA_SNAPSHOTS)
+            if lake.exists(spark, SCHEMA_SNAPSHOTS) else None)
         if lake.exists(spark, SILVER_EVENTS):
             res.version_before = lake.version(spark, SILVER_EVENTS)
         bronze_files, done, held_back = states.result(), progress.result(), quarantined.result()
+        snaps_at = snapshots_at.result()
     seen, known_ddl = {}, {}
     for key, r in done.items():
         seen[key] = r["bronze_updated_at"]
@@ -102,8 +106,6 @@ def _run_silver(spark, cfg: Config) -> SilverResult:
     candidates |= held_back
     res.files = sorted(candidates)
     # Done files whose derived row changes may predate the snapshots now stored.
-    snaps_at = (lake.version(spark, SCHEMA_SNAPSHOTS)
-                if lake.exists(spark, SCHEMA_SNAPSHOTS) else None)
     unsure = {k for k, r in done.items() if k not in candidates and k in bronze_files
               and (r.get("derived_with") or "").partition(":")[0] != str(snaps_at)}
     if not candidates:
@@ -211,8 +213,7 @@ def _derive_again(spark, lake: Lake, plan: NamingPlan, snapshots: list, ddl_rows
         log.info("silver: deriving the row changes of %d file(s) again: the snapshots name "
                  "other FK rules than when they were derived", len(again))
     run = set(files) | set(again)
-    derived = append_derived(spark, lake, plan, snapshots,
-                             [r for r in ddl_rows if (r[0], r[1]) in run], sorted(run))
+    derived = append_derived(spark, lake, plan, snapshots, ddl_rows, sorted(run))
     if unsure:
         save_progress(spark, lake, [
             (s, f, done[(s, f)]["bronze_updated_at"], json.loads(done[(s, f)]["ddl"] or "[]"),

@@ -17,7 +17,7 @@ Rules (``docs/silver.md``):
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from pipelines.binlog.names import file_number, position_key
@@ -72,6 +72,14 @@ class TableSpec:
     pk: tuple[int, ...]  # column indexes forming pk_values, in table ordinal order
     pk_kind: str  # "primary_key" | "all_columns" (a table without PRIMARY KEY)
     schema_version: str  # snapshot_id, or "binlog"
+
+    def over(self, columns: Sequence[ColumnSpec]) -> "TableSpec":
+        """This spec over other ``columns`` (some added, some gone): the key keeps those of
+        its columns that remain, found by name."""
+        index = {c.name: i for i, c in enumerate(columns)}
+        pk = tuple(index[self.columns[i].name] for i in self.pk
+                   if self.columns[i].name in index)
+        return replace(self, columns=tuple(columns), pk=pk)
 
 
 def _is_binary_type(data_type: str | None) -> bool:
