@@ -43,6 +43,7 @@ from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
                                    quote, record_schema, records, seen_columns, versions)
+from pipelines.vocabulary import CHANGE_TYPES
 
 __all__ = ["MirrorResult", "TableRun", "run_mirror", "mirror_path", "state_path",
            "mirrored_tables", "view_names", "mirror_table_paths"]
@@ -52,7 +53,6 @@ log = logging.getLogger(__name__)
 _STATE_DDL = ("source_id string, schema_name string, table_name string, last_seq bigint, "
               "current_version bigint, history_version bigint, silver_version bigint, "
               "updated_at timestamp")
-_CHANGES = ("INSERT", "UPDATE", "DELETE")
 
 
 def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
@@ -168,7 +168,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
         from pyspark.sql import functions as F
 
         batch = batch.where((F.col("source_id") == source)
-                            & F.col("event_type").isin(*_CHANGES))
+                            & F.col("event_type").isin(*CHANGE_TYPES))
         per_table = (batch.groupBy("schema_name", "table_name")
                      .agg(F.max("seq").alias("max_seq"), F.count("*").alias("n"),
                           F.min("seq").alias("min_seq"))
@@ -220,7 +220,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                              *key, ", ".join(f"{x.name[0]}.{x.name[1]}" for x in segments[1:]))
                 rows = _renamed_rows(
                     lake.read(spark, SILVER_EVENTS).where(F.col("source_id") == source)
-                    .where(F.col("event_type").isin(*_CHANGES))
+                    .where(F.col("event_type").isin(*CHANGE_TYPES))
                     .where(segments_where(segments)), maps)
             run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
                                            hist_version)

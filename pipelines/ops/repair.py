@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pipelines.config import Config
 from pipelines.errors import LakeFaultError
 from pipelines.lake.files import lake_path_exists, list_lake_dir, move_lake_path
+from pipelines.vocabulary import CHANGE_TYPES_SQL
 
 __all__ = ["RepairResult", "run_repair", "add_repair_parser", "cmd_repair"]
 
@@ -102,7 +103,7 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
         for r in spark.sql(
                 "SELECT source_id, binlog_file, "
                 "sum(CASE WHEN event_type IN ('END', 'ERROR') THEN 1 ELSE 0 END) AS closing, "
-                "sum(CASE WHEN event_type IN ('INSERT', 'UPDATE', 'DELETE') THEN 1 ELSE 0 END) "
+                f"sum(CASE WHEN event_type IN {CHANGE_TYPES_SQL} THEN 1 ELSE 0 END) "
                 f"AS changes FROM {bronze} GROUP BY source_id, binlog_file").collect():
             have[(r[0], r[1])] = (int(r[2]), int(r[3]))
     lost = []

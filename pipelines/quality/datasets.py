@@ -44,6 +44,7 @@ from pipelines.lake.delta_ops import files_added
 from pipelines.lake.file_stats import alone_in_key_ranges
 from pipelines.lake.tables import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
                             read_data_files)
+from pipelines.vocabulary import ROW_KEY
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
@@ -51,7 +52,7 @@ __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "si
            "context_frame", "context_key_counts", "key_bounds", "bound_aggregates",
            "alone_in_bounds", "alone_in_stats", "keyed_rows"]
 
-KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+KEY = list(ROW_KEY)
 # Columns recorded for each failing row (the key, then what a person needs to find it).
 REPORT_COLUMNS: dict[str, list[str]] = {
     "silver": KEY + ["schema_name", "table_name", "event_type", "seq", "pk_values"],

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from pipelines.binlog.names import file_number
+from pipelines.binlog.names import position_key
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
 
@@ -443,8 +443,7 @@ class Fold:
         place = (cause["source_id"], cause["binlog_file"], cause["start_pos"])
         n = self._counter.get(place, self.rows_in_event.get(place, 0))
         self._counter[place] = n + 1
-        base = file_number(cause["binlog_file"]) << 32
-        seq = base + min(cause["start_pos"] + n, cause["end_pos"] - 1)
+        seq = position_key(cause["binlog_file"], min(cause["start_pos"] + n, cause["end_pos"] - 1))
         after_key = None if values is None else self._key_after(table, key, values,
                                                                 row.pk_kind)
         return {

@@ -25,12 +25,13 @@ from pipelines.silver.derive import (ADD_COLUMNS, DROP_COLUMNS, RENAME, TRUNCATE
                                      partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
+from pipelines.vocabulary import ROW_KEY
 
 __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", "numbered"]
 
 log = logging.getLogger(__name__)
 
-KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+KEY = list(ROW_KEY)
 FOLD_INPUT = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
               "row_in_event", "seq", "event_timestamp", "gtid", "connection_id",
               "schema_name", "table_name", "event_type", "pk_values", "pk_kind",
@@ -191,7 +192,6 @@ def numbered(rows: list[dict[str, Any]], last: dict[tuple, int]) -> list[dict[st
     """Pure: the new derived ``rows`` numbered after the rows silver holds at their place
     (``last``: (source, file, start_pos) → its highest row_in_event), in the order the fold
     gave them; ``seq`` follows (docs/silver.md: clamped to the event's end)."""
-    from pipelines.binlog.names import file_number
 
     rows = sorted(rows, key=lambda r: (r["source_id"], r["binlog_file"], r["start_pos"],
                                        r["row_in_event"]))
@@ -201,8 +201,7 @@ def numbered(rows: list[dict[str, Any]], last: dict[tuple, int]) -> list[dict[st
         n = max(after.get(place, -1) + 1, 0)
         after[place] = n
         r["row_in_event"] = n
-        r["seq"] = (file_number(r["binlog_file"]) << 32) + min(r["start_pos"] + n,
-                                                               r["end_pos"] - 1)
+        r["seq"] = position_key(r["binlog_file"], min(r["start_pos"] + n, r["end_pos"] - 1))
     return rows
 
 
@@ -235,7 +234,6 @@ def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:
          .where(" OR ".join(f"start_pos = {int(p)}" for _, _, p in by_place))
          .select(*[c for c in cols if c in have]))
     out = []
-    from pipelines.binlog.names import file_number
 
     for r in q.collect():
         d = r.asDict()
@@ -246,7 +244,7 @@ def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:
         out.append({**{c: d.get(c) for c in cols}, "query_text": d.get("query"),
                     "row_in_event": -1, "schema_name": table[0], "table_name": table[1],
                     "pk_values": None, "row_before": None, "row_after": None,
-                    "seq": (file_number(d["binlog_file"]) << 32) + d["start_pos"], **marker})
+                    "seq": position_key(d["binlog_file"], d["start_pos"]), **marker})
     return out
 
 
