@@ -21,9 +21,9 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-from pipelines.gold.client import quote_ident
 from pipelines.gold.event_ids import (FIRST_ID, MAX_SOURCES, EventIdError, SourceKey,
                                       binlog_base, binlog_base_sql, event_id_sql)
+from pipelines.vocabulary import quote_ident
 
 __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "SOURCES_TABLE", "EVENT_COLUMNS",

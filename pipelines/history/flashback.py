@@ -27,10 +27,10 @@ from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history import lake
 from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, pk_values_of,
-                                      quote_ident, raw_values, reread, sql_literal,
-                                      text_json_columns)
+                                      raw_values, reread, sql_literal, text_json_columns)
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
+from pipelines.vocabulary import quote_ident
 
 FK_ORIGINS = ("fk_cascade", "fk_set_null")  # silver's origins of derived FK actions
 # not undone as changes of their own: FK actions (with their cause, by the cascade), and an

@@ -18,7 +18,7 @@ import json
 from pipelines.binlog import coltypes as T
 from pipelines.silver.render import ColumnSpec, pk_text
 
-__all__ = ["raw_values", "sql_literal", "quote_ident", "quote_text", "pk_values_of",
+__all__ = ["raw_values", "sql_literal", "quote_text", "pk_values_of",
            "SCRIPT_PREAMBLE", "text_json_columns", "JsonReadings", "reread"]
 
 _decoder = json.JSONDecoder()
@@ -60,11 +60,6 @@ def raw_values(image: str | None) -> dict[str, str] | None:
         if image[i:i + 1] == "}":
             return out
         raise ValueError("row image: ',' or '}' expected")
-
-
-def quote_ident(name: str) -> str:
-    """A MySQL identifier in backquotes (backquotes inside doubled)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\0": "\\0", "\n": "\\n", "\r": "\\r", "\x1a": "\\Z"}

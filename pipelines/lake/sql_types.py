@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Sequence
+from pipelines.vocabulary import quote_ident
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,7 +52,7 @@ def parse_columns(text: str) -> tuple[Column, ...]:
 def ddl(columns: Sequence[Column], *, quoted: bool = False) -> str:
     """Spark DDL text for ``columns`` (names in backquotes when ``quoted``, for SQL)."""
     if quoted:
-        return ", ".join("`" + n.replace("`", "``") + f"` {k}" for n, k in columns)
+        return ", ".join(f"{quote_ident(n)} {k}" for n, k in columns)
     return ", ".join(f"{n} {k}" for n, k in columns)
 
 

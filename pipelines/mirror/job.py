@@ -42,8 +42,8 @@ from pipelines.lake.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
-                                   quote, record_schema, records, seen_columns, versions)
-from pipelines.vocabulary import CHANGE_TYPES
+                                   record_schema, records, seen_columns, versions)
+from pipelines.vocabulary import CHANGE_TYPES, quote_ident
 
 __all__ = ["MirrorResult", "TableRun", "run_mirror", "mirror_path", "state_path",
            "mirrored_tables", "view_names", "mirror_table_paths"]
@@ -310,11 +310,11 @@ def _catalog_tables(spark, cfg: Config, lake: Lake, key: tuple[str, str]) -> Non
         return
     parts = parse_catalog(lake.catalog)
     for kind, name in zip(("current", "history"), view_names(*key)):
-        ident = ".".join(quote(p) for p in (*parts, name))
+        ident = ".".join(quote_ident(p) for p in (*parts, name))
         try:
             if len(parts) == 2:
                 spark.sql("CREATE SCHEMA IF NOT EXISTS "
-                          + ".".join(quote(p) for p in parts)).collect()
+                          + ".".join(quote_ident(p) for p in parts)).collect()
             spark.sql(f"CREATE TABLE IF NOT EXISTS {ident} USING delta "
                       f"LOCATION {sql_string(mirror_path(cfg, kind, *key))}").collect()
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
@@ -352,19 +352,19 @@ def _align(df, layout: Layout, meta: list[tuple[str, str]]):
         if name not in have:
             cols.append(F.lit(None).cast(t.spark).alias(name))
         elif have[name] == t.spark:
-            cols.append(F.col(quote(name)))
+            cols.append(F.col(quote_ident(name)))
         elif t.spark == "string" and have[name] == "binary":
-            cols.append(F.base64(F.col(quote(name))).alias(name))
+            cols.append(F.base64(F.col(quote_ident(name))).alias(name))
         else:
-            cols.append(F.col(quote(name)).cast(t.spark).alias(name))
-    return df.select(*cols, *[F.col(quote(n)) for n, _ in meta])
+            cols.append(F.col(quote_ident(name)).cast(t.spark).alias(name))
+    return df.select(*cols, *[F.col(quote_ident(n)) for n, _ in meta])
 
 
 def _ensure_table(spark, path: str, layout: Layout, meta: list[tuple[str, str]],
                   existing: list[tuple[str, str]] | None, partition: tuple[str, ...] = ()
                   ) -> bool:
     """Create the table, or rewrite it in the layout when that changed; True when evolved."""
-    ddl = ", ".join([layout.ddl()] + [f"{quote(n)} {t}" for n, t in meta])
+    ddl = ", ".join([layout.ddl()] + [f"{quote_ident(n)} {t}" for n, t in meta])
     if existing is None:
         spark.createDataFrame([], ddl).write.format("delta").partitionBy(*partition).save(path)
         return False
@@ -426,8 +426,8 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
                         .load(cur_path), layout, CURRENT_META)
         ck = [f"__k{i}" for i in range(len(layout.key))]
         keys = recs.where("__kind = 'close'").select(
-            *[F.col(quote(k)).alias(a) for k, a in zip(layout.key, ck)]).distinct()
-        cond = [F.col(quote(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
+            *[F.col(quote_ident(k)).alias(a) for k, a in zip(layout.key, ck)]).distinct()
+        cond = [F.col(quote_ident(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
         opens0 = (before.join(keys, cond, "left_semi")
                   .withColumn("__kind", F.lit("open"))
                   .withColumn("__event_type", F.lit(None).cast("string"))
@@ -445,9 +445,9 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
 
     # A version is its key and the seq that opened it: derived row changes of one cause may
     # share a seq (clamped below the next event: docs/silver.md), never with one key.
-    same_key = "".join(f" AND t.{quote(k)} <=> s.{quote(k)}" for k in layout.key)
+    same_key = "".join(f" AND t.{quote_ident(k)} <=> s.{quote_ident(k)}" for k in layout.key)
     hist = _view(history_changes(paired, layout))
-    hist_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in HISTORY_META]
+    hist_cols = [quote_ident(n) for n in layout.names] + [quote_ident(n) for n, _ in HISTORY_META]
     spark.sql(
         f"MERGE INTO delta.`{hist_path}` AS t USING {hist} AS s "
         f"ON {'t.__is_current AND ' if clean else ''}t.__START_AT = s.__START_AT{same_key} "
@@ -455,7 +455,7 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
         "__end_timestamp = s.__end_timestamp, __is_current = s.__is_current "
         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(hist_cols)}").collect()
     cur = _view(current_changes(paired, layout))
-    cur_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in CURRENT_META]
+    cur_cols = [quote_ident(n) for n in layout.names] + [quote_ident(n) for n, _ in CURRENT_META]
     spark.sql(
         f"MERGE INTO delta.`{cur_path}` AS t USING {cur} AS s ON t.__seq = s.__seq{same_key} "
         "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "

@@ -39,6 +39,7 @@ from pipelines.lake.delta_ops import capabilities, current_version, files_added,
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake.tables import BRONZE_FILES, Lake, lake_tables
 from pipelines.lake.lease import holds_lease, lake_lease
+from pipelines.vocabulary import delta_ident
 
 __all__ = ["CLUSTER_BY", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
@@ -189,7 +190,7 @@ def optimize_table(spark, path: str, *, table: str = "", ident: str = "",
         return res
     try:
         if sql:
-            _via_sql(spark, ident or "delta.`" + path.replace("`", "``") + "`", cluster, parts,
+            _via_sql(spark, ident or delta_ident(path), cluster, parts,
                      target_mb)
         else:
             _via_delta_rs(path, cluster, parts, target_mb, row_group_rows, tuple(bloom))

@@ -43,6 +43,7 @@ from pipelines.silver.snapshot_source import (
     _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
     server_checks,
 )
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
            "take_data_snapshot", "DataSnapshotResult", "load_baselines"]
@@ -86,13 +87,9 @@ def table_spec(ts: TableSchema, version: str) -> TableSpec:
     return TableSpec(specs, pk or tuple(range(len(specs))), ts.pk_kind, version)
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _expr(col: ColumnSchema) -> str:
     """The SELECT expression giving the column's value in bronze's form."""
-    t, name = col.data_type.lower(), _q(col.name)
+    t, name = col.data_type.lower(), quote_ident(col.name)
     if t in ("bit", "year", "enum", "set"):
         return f"{name} + 0"
     if t == "float":
@@ -209,7 +206,7 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
     lk = Lake.of(cfg)
     n = 0
     with conn.cursor(pymysql.cursors.SSCursor) as cur:
-        cur.execute(f"SELECT {exprs} FROM {_q(ts.schema)}.{_q(ts.table)}")
+        cur.execute(f"SELECT {exprs} FROM {quote_ident(ts.schema)}.{quote_ident(ts.table)}")
         while True:
             rows = cur.fetchmany(batch_rows)
             if not rows:
