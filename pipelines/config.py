@@ -19,17 +19,21 @@ from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
 from pipelines.mysql.dsn import Dsn, Tls
+from pipelines.vocabulary import hours_of
 
 __all__ = [
     "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
     "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
-    "parse_retain", "DEFAULT_CONF", "ROW_GROUP_ROWS", "is_url_root", "resolve_root",
-    "table_dir", "parse_catalog",
+    "parse_retain", "DEFAULT_CONF", "ROW_GROUP_ROWS", "ARROW_BATCH_ROWS", "is_url_root",
+    "resolve_root", "table_dir", "parse_catalog",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
 # rows per Parquet row group binlake's tasks write (``lake.row_group_rows``' default)
 ROW_GROUP_ROWS = 20_000
+# rows per Arrow batch a decoding or copying task holds: its memory bound (``bronze.batch_rows``'
+# default; a data snapshot's rows fetched per batch)
+ARROW_BATCH_ROWS = 20_000
 
 
 # -- where the lake is (``lake.root``, ``lake.catalog``) --------------------------------------
@@ -113,7 +117,7 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class BronzeConfig:
-    batch_rows: int = 20000  # rows per Arrow batch: the memory bound of a decoding task
+    batch_rows: int = ARROW_BATCH_ROWS  # rows per Arrow batch: a decoding task's memory bound
     decode_in_subprocess: bool = True  # use a worker process per file (one GIL is not enough)
     # A run decoding less than this many MB of binlog decodes in the task's own process:
     # starting a worker would cost more than the decoding (docs/bronze.md)
@@ -388,16 +392,15 @@ def _validate(cfg: Config) -> None:
                setting=f"{name}.")
 
 
-_RETAIN = re.compile(r"^\s*(\d+)\s*([dh])\s*$")
 _INTERVAL = re.compile(r"^interval\s+\d+\s+(?:second|minute|hour|day|week)s?$", re.I)
 
 
 def parse_retain(value: str, *, setting: str = "gold.retain") -> int:
     """``7d`` / ``48h`` → hours; raises :class:`ConfigError` naming ``setting``."""
-    m = _RETAIN.match(value or "")
-    if not m or int(m.group(1)) < 1:
+    hours = hours_of(value)
+    if hours is None:
         raise ConfigError(f"{setting}: expected Nd or Nh (e.g. 7d, 48h), got {value!r}")
-    return int(m.group(1)) * (24 if m.group(2) == "d" else 1)
+    return hours
 
 
 def _validate_gold(g: GoldConfig) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ROW_KEY", "INSERT", "UPDATE", "DELETE", "CHANGE_TYPES", "CHANGE_TYPES_SQL", "quote_ident",
-           "delta_ident", "hours_of"]
+__all__ = ["ROW_KEY", "INSERT", "UPDATE", "DELETE", "CHANGE_TYPES", "CHANGE_TYPES_SQL",
+           "quote_ident", "delta_ident", "hours_of"]
 
 # A bronze/silver row's identity: the event's place in the binlogs, then the row in it.
 ROW_KEY = ("source_id", "binlog_file", "start_pos", "row_in_event")

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from pipelines.binlog import coltypes as T
 from pipelines.binlog.values import float32_text
-from pipelines.config import Config
+from pipelines.config import ARROW_BATCH_ROWS, Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import SchemaMismatchError, SourceError
 from pipelines.lake.tables import BASELINE_ROWS, BASELINES, Lake
@@ -151,7 +151,7 @@ def _begin(cur, server) -> tuple[str | None, int | None, str | None]:
 
 
 def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] | None = None,
-                       batch_rows: int = 20000) -> DataSnapshotResult:
+                       batch_rows: int = ARROW_BATCH_ROWS) -> DataSnapshotResult:
     """Copy every base table of ``schemas`` at one binlog position into the lake.
 
     Raises :class:`SourceError` (host:port, never the password) when the source cannot be

@@ -63,7 +63,8 @@ class AddedColumn:
     first: bool = False
 
 
-_ALTER_HEAD = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+", re.I)
+_HEAD = rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+"  # up to the clauses
+_ALTER_HEAD = re.compile(_HEAD, re.I)
 _ADD = re.compile(r"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+`|[\w$]+)\s+"
                   r"([a-z]+)\b(.*)$", re.I | re.S)
 _NOT_COLUMNS = {"INDEX", "KEY", "CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "FULLTEXT",
@@ -74,8 +75,7 @@ _DEFAULT = re.compile(r"\bDEFAULT\s*(\(?\s*(-?\d+|'(?:[^'\\]|\\.|'')*'|NULL)\s*\
 _POSITION = re.compile(r"\b(?:(FIRST)|AFTER\s+(`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
 
 
-_PARTITION = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+"
-                        r"(DROP|TRUNCATE)\s+PARTITION\s+(.*?)\s*;?\s*$", re.I | re.S)
+_PARTITION = re.compile(_HEAD + r"(DROP|TRUNCATE)\s+PARTITION\s+(.*?)\s*;?\s*$", re.I | re.S)
 
 
 def partition_change(query: str, default_schema: str | None
