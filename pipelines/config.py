@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
-from pipelines.mysql.dsn import Dsn, Tls
+from pipelines.mysql.dsn import Dsn, ServerSettings
 from pipelines.vocabulary import hours_of
 
 __all__ = [
@@ -98,18 +98,12 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(ServerSettings):
+    """The source server; its TLS and credentials are :class:`ServerSettings`' keys."""
+
     name: str = "default"  # source_id written to every row
     dsn: str = ""
     server_uuid: str = ""
-    # TLS and credentials (docs/connections.md); the DSN's ?ssl_* parameters win.
-    ssl_mode: str = ""  # DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY
-    ssl_ca: str = ""
-    ssl_cert: str = ""
-    ssl_key: str = ""
-    password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD
-    password_file: str = ""
-    defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
     # schemas bronze leaves out (comma-separated); gold's database is left out by itself when
     # gold.dsn names the source's server (bronze/excluded.py)
     exclude_schemas: str = ""
@@ -162,17 +156,11 @@ class SilverConfig:
 
 
 @dataclass(frozen=True)
-class GoldConfig:
-    """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
+class GoldConfig(ServerSettings):
+    """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``); TLS and credentials as
+    in [source] (:class:`ServerSettings`)."""
 
     dsn: str = ""  # mysql://user:password@host:port/db; db defaults to `binlake`, created if missing
-    ssl_mode: str = ""  # TLS and credentials as in [source] (docs/connections.md)
-    ssl_ca: str = ""
-    ssl_cert: str = ""
-    ssl_key: str = ""
-    password: str = field(default="", repr=False)  # BINLAKE_GOLD_PASSWORD
-    password_file: str = ""
-    defaults_file: str = ""
     partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
     partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
     batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
@@ -388,8 +376,7 @@ def _validate(cfg: Config) -> None:
     for name, section in (("source", cfg.source), ("gold", cfg.gold)):
         if section.dsn:
             Dsn.parse(section.dsn, setting=f"{name}.dsn")
-        Tls.of({k: getattr(section, k) for k in ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")},
-               setting=f"{name}.")
+        section.tls(setting=f"{name}.")
 
 
 _INTERVAL = re.compile(r"^interval\s+\d+\s+(?:second|minute|hour|day|week)s?$", re.I)
