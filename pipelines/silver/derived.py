@@ -32,11 +32,10 @@ __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", 
 log = logging.getLogger(__name__)
 
 KEY = list(ROW_KEY)
-FOLD_INPUT = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
-              "row_in_event", "seq", "event_timestamp", "gtid", "connection_id",
-              "schema_name", "table_name", "event_type", "pk_values", "pk_kind",
-              "row_before", "row_after", "absent_columns", "schema_version", "query_text",
-              "commit_ts_us", "origin", "pk_values_after"]
+# What the fold reads of silver's rows: silver's columns (the registry's) less the partition,
+# the hashes and the changed columns.
+FOLD_INPUT = [c for c in SILVER_EVENTS.column_names
+              if c not in ("event_date", "pk_hash", "changed_columns", "pk_hash_after")]
 _OUT = SILVER_EVENTS.arrow_schema(exclude=["pk_hash", "pk_hash_after"])
 _OUT_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash", "pk_hash_after"])
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from pipelines.binlog.names import file_number, position_key, seq_of
 from pipelines.errors import SchemaMismatchError
-from pipelines.lake.tables import SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver import render_fast
 from pipelines.silver.images import SilverImages, TableRenderer
 from pipelines.silver.naming import TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec
@@ -32,9 +32,8 @@ QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
 _TM = TABLE_MAP_COLUMNS
 _IMAGE_LISTS = ("row_before", "row_after")  # the images: read where they lie, not taken
 _FLAGS = ("event_type", "before_present", "after_present")
-_RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
-                  "seq", "event_date", "pk_kind", "schema_version", "origin",
-                  "pk_values_after"}
+# What rendering makes: the images, and the silver columns bronze has not (the registry's).
+_RENDERED_COLS = ({f.name for f in RENDERED} - set(BRONZE_EVENTS.column_names)) | set(_IMAGE_LISTS)
 DAY_US = 86_400_000_000  # event_date: the UTC day of event_timestamp
 # The columns a batch keeps once grouped, put in group order: what the outputs copy from the
 # bronze row, and what rendering reads besides the images (not the TABLE_MAP facts).
