@@ -25,7 +25,8 @@ __all__ = [
     "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
     "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
     "parse_retain", "DEFAULT_CONF", "ROW_GROUP_ROWS", "ARROW_BATCH_ROWS", "is_url_root",
-    "resolve_root", "table_dir", "parse_catalog",
+    "resolve_root", "table_dir", "lake_dir", "parse_catalog", "LEASES_DIR", "DAMAGED_DIR",
+    "STREAM_STATUS_DIR", "QUALITY_REPORTS_DIR",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
@@ -54,7 +55,19 @@ def resolve_root(root: str) -> str:
 def table_dir(root: str, layer: str, name: str) -> str:
     """``<root>/<layer>/<name>``: where a table's files are in path mode (and by default in
     catalog mode). Works for names not registered, so new code can start with a path."""
-    return os.path.join(resolve_root(root), layer, name)
+    return lake_dir(root, layer, name)
+
+
+# Places under the lake root that are not registered tables (those: pipelines/lake/tables.py).
+LEASES_DIR = "_binlake/leases"  # a directory per stage (lake/lease.py, lake/lease_s3.py)
+DAMAGED_DIR = "_binlake/damaged"  # what `binlake repair` set aside, per run
+STREAM_STATUS_DIR = "bronze/stream_status"  # the stream's live status, a file per source
+QUALITY_REPORTS_DIR = "quality"  # report.html, and reports/<run_id>.html
+
+
+def lake_dir(root: str, *parts: str) -> str:
+    """``<root>/<parts…>``: a place under the lake root (a table's, or one of the above)."""
+    return os.path.join(resolve_root(root), *parts)
 
 
 _PART = r"(?:[A-Za-z0-9_][A-Za-z0-9_-]*|`[^`]+`)"

@@ -36,7 +36,7 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import (current_version, files_added, sql_string, table_exists,
                                  version_files)
 from pipelines.errors import EngineError
-from pipelines.config import parse_catalog
+from pipelines.config import lake_dir, parse_catalog
 from pipelines.lake.tables import SILVER_EVENTS, Lake, read_data_files
 from pipelines.lake.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
@@ -55,12 +55,15 @@ _STATE_DDL = ("source_id string, schema_name string, table_name string, last_seq
               "updated_at timestamp")
 
 
+# The mirror's layers: a Delta table per source table under each (``<layer>/<schema>/<table>``).
+_LAYERS = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}
+
+
 def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
     """Where a source table's mirror lives: ``kind`` ``current`` →
     ``<lake>/mirror/<schema>/<table>``, ``history`` → ``<lake>/mirror_history/<schema>/<table>``.
     The one place mirror paths are built (``work``: a run's paired versions, scratch)."""
-    layer = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}[kind]
-    return os.path.join(cfg.lake_root, layer, schema, table)
+    return lake_dir(cfg.lake_root, _LAYERS[kind], schema, table)
 
 
 def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
@@ -69,8 +72,8 @@ def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
     from pipelines.lake.files import delta_tables_under, list_lake_dir
 
     out = []
-    for layer in ("mirror", "mirror_history", "mirror_state/work"):
-        for path in delta_tables_under(os.path.join(cfg.lake_root, layer), 2, cfg.storage):
+    for layer in _LAYERS.values():
+        for path in delta_tables_under(lake_dir(cfg.lake_root, layer), 2, cfg.storage):
             out.append((path[len(cfg.lake_root) + 1:], path))
     if list_lake_dir(os.path.join(state_path(cfg), "_delta_log"), cfg.storage) is not None:
         out.append(("mirror_state/tables", state_path(cfg)))

@@ -26,7 +26,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass, field
 
-from pipelines.config import Config
+from pipelines.config import DAMAGED_DIR, Config, lake_dir
 from pipelines.errors import LakeFaultError
 from pipelines.lake.files import lake_path_exists, list_lake_dir, move_lake_path
 from pipelines.vocabulary import CHANGE_TYPES_SQL
@@ -47,7 +47,7 @@ class RepairResult:
 def _aside(cfg: Config, path: str, stamp: str) -> str:
     rel = (path[len(cfg.lake_root) + 1:] if path.startswith(cfg.lake_root + "/")
            else os.path.relpath(path, cfg.lake_root))
-    dest = os.path.join(cfg.lake_root, "_binlake", "damaged", stamp, rel)
+    dest = lake_dir(cfg.lake_root, DAMAGED_DIR, stamp, rel)
     move_lake_path(path, dest, cfg.storage)
     return dest
 
@@ -132,18 +132,19 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
 def run_repair(spark, cfg: Config) -> RepairResult:
     """Repair the lake (module docstring); returns what was done and what to run next."""
     from pipelines.lake.lease import lake_lease
+    from pipelines.lake.tables import BRONZE_EVENTS, SILVER_PROGRESS
 
     res = RepairResult()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     with lake_lease(cfg, "bronze"), lake_lease(cfg, "silver"):
         touched = _fix_tables(cfg, res, stamp)
-        if any(t.startswith("bronze/") for t in touched):
+        if any(t.startswith(BRONZE_EVENTS.layer + "/") for t in touched):
             _recheck_bronze(spark, cfg, res)
         if touched:
-            progress = cfg.table_path("silver", "progress")
+            progress = cfg.table_path(SILVER_PROGRESS.layer, SILVER_PROGRESS.name)
             if list_lake_dir(progress, cfg.storage) is not None:
                 dest = _aside(cfg, progress, stamp)
-                res.actions.append(f"silver/progress set aside to {dest}: the next silver "
+                res.actions.append(f"{SILVER_PROGRESS.key} set aside to {dest}: the next silver "
                                    "run considers every file (anti-join: no row twice)")
             res.rerun_silver = True
     res.binlogs = _binlogs_not_whole(spark, cfg)
