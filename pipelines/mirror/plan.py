@@ -271,7 +271,8 @@ def _fill_absent(events, layout: Layout):
         present = is_open & ~F.coalesce(F.array_contains(F.col("__absent"), name), F.lit(False))
         carried = F.last(F.when(present, F.struct(F.col(quote_ident(name)).alias("v"))),
                          ignorenulls=True).over(w)
-        out = out.withColumn(name, F.when(is_open, carried["v"]).otherwise(F.col(quote_ident(name))))
+        out = out.withColumn(name, F.when(is_open, carried["v"])
+                             .otherwise(F.col(quote_ident(name))))
     return out
 
 

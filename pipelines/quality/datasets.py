@@ -44,7 +44,7 @@ from pipelines.lake.delta_ops import files_added
 from pipelines.lake.file_stats import alone_in_key_ranges
 from pipelines.lake.tables import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
                             read_data_files)
-from pipelines.vocabulary import hours_of, ROW_KEY
+from pipelines.vocabulary import ROW_KEY, hours_of
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",

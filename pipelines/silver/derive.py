@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Iterator
 from pipelines.binlog.names import position_key
 from pipelines.history.images import pk_values_of, raw_values
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
+from pipelines.vocabulary import DELETE, UPDATE
 
 __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
            "cascading_rules",
@@ -284,7 +285,7 @@ class Fold:
                 continue
             before, after = raw_values(r["row_before"]), raw_values(r["row_after"])
             self._apply(table, r["pk_values"], r, before, after)
-            if (r["event_type"] in ("DELETE", "UPDATE") and self.causes(r)
+            if (r["event_type"] in (DELETE, UPDATE) and self.causes(r)
                     and (r.get("origin") or "binlog") == "binlog"):
                 yield from self._cascade(r, (r["schema_name"], r["table_name"]), before,
                                          after)
@@ -452,7 +453,7 @@ class Fold:
                                          "event_timestamp", "gtid", "connection_id",
                                          "query_text", "commit_ts_us")},
             "row_in_event": n, "seq": seq, "schema_name": table[1], "table_name": table[2],
-            "event_type": "DELETE" if values is None else "UPDATE", "pk_values": key,
+            "event_type": DELETE if values is None else UPDATE, "pk_values": key,
             "pk_kind": row.pk_kind, "changed_columns": json.dumps(changed) if values else None,
             "row_before": row.image, "row_after": None if values is None else _image(values),
             "absent_columns": None, "schema_version": row.schema_version, "origin": origin,

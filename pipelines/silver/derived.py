@@ -25,7 +25,7 @@ from pipelines.silver.derive import (ADD_COLUMNS, DROP_COLUMNS, RENAME, TRUNCATE
                                      partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
-from pipelines.vocabulary import ROW_KEY
+from pipelines.vocabulary import INSERT, ROW_KEY
 
 __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", "numbered"]
 
@@ -272,7 +272,7 @@ def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[
                 continue
             place = (r["source_id"], r["binlog_file"], r["start_pos"])
             counts[place] = max(counts.get(place, 0), r["row_in_event"] + 1)
-            if r["event_type"] != "INSERT" and r["gtid"] is not None:
+            if r["event_type"] != INSERT and r["gtid"] is not None:
                 logged.setdefault((r["gtid"], r["source_id"], r["schema_name"],
                                    r["table_name"], r["pk_values"]), []).append(r["seq"])
         fold = Fold(pk_names, rules_at, lambda r: (r["source_id"], r["binlog_file"]) in run,

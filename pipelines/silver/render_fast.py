@@ -29,6 +29,7 @@ from pipelines.silver.render_kinds import (KIND_JSON as _JSON, KIND_NUM as _NUM,
                                            KIND_PRE as _PRE, KIND_QUOTED as _QUOTED,
                                            KIND_UTF8 as _UTF8, KIND_UTF8_BMP as _UTF8_BMP,
                                            OUT_ROOM as _ROOM)
+from pipelines.vocabulary import UPDATE
 
 __all__ = ["ImageBuffers", "available", "column_kinds", "loaded", "name_table", "render",
            "true_bytes", "valid_bytes"]
@@ -221,7 +222,7 @@ def render(tr, event_type: pa.Array, sides: tuple[ImageBuffers, ImageBuffers],
         out_sides.append(side)
     b, a = out_sides
     bad |= marked
-    both_np = true_bytes(pc.equal(event_type, "UPDATE")) & b.valid & a.valid
+    both_np = true_bytes(pc.equal(event_type, UPDATE)) & b.valid & a.valid
     changed = pa.nulls(m, pa.string())
     if both_np.any():
         size = m * (len(tr.fast_items[1]) + 2 * n + 2) + 2

@@ -42,6 +42,7 @@ from pipelines.binlog.temporal import (
     _ts_prefix,
 )
 from pipelines.binlog.values import _S8, _U8
+from pipelines.vocabulary import INSERT, UPDATE
 
 __all__ = ["MAX_COLUMNS", "ImageFn", "RowsFn", "image_function", "rows_function"]
 
@@ -415,12 +416,12 @@ def rows_function(types: Sequence[int], metas: Sequence[int],
         return None
     g = _Gen()
     loop = _image_code(g, types, metas, unsigned, decoders, cols_a, ncols, "_ra")
-    if kind == "UPDATE":
+    if kind == UPDATE:
         assert cols_b is not None
         loop += _image_code(g, types, metas, unsigned, decoders, cols_b, ncols, "_rb")
         pair = "(_ra, _rb)"
     else:
-        pair = "(None, _ra)" if kind == "INSERT" else "(_ra, None)"
+        pair = "(None, _ra)" if kind == INSERT else "(_ra, None)"
     loop += ["if pos > end:", "    break", f"append({pair})"]
     lines = ["def generated(buf, pos, end, append):",
              "    p0 = pos",
