@@ -43,7 +43,7 @@ from pipelines.silver.snapshot_source import (
     _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
     server_checks,
 )
-from pipelines.vocabulary import quote_ident
+from pipelines.vocabulary import INSERT, quote_ident
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
            "take_data_snapshot", "DataSnapshotResult", "load_baselines"]
@@ -227,7 +227,7 @@ def _render_inserts(renderer: TableRenderer, images: list[list[bytes | None]]):
     import pyarrow as pa
 
     m = len(images)
-    out = renderer.render(pa.array(["INSERT"] * m), pa.nulls(m, pa.list_(pa.binary())),
+    out = renderer.render(pa.array([INSERT] * m), pa.nulls(m, pa.list_(pa.binary())),
                           pa.array(images, pa.list_(pa.binary())),
                           pa.nulls(m, pa.list_(pa.bool_())), pa.nulls(m, pa.list_(pa.bool_())))
     if out.errors:

@@ -25,7 +25,7 @@ from pipelines.silver.derive import (ADD_COLUMNS, DROP_COLUMNS, RENAME, TRUNCATE
                                      partition_change, truncated_table)
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.slices import in_files
-from pipelines.vocabulary import INSERT, ROW_KEY
+from pipelines.vocabulary import DELETE, INSERT, ROW_KEY, UPDATE
 
 __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", "numbered"]
 
@@ -105,7 +105,7 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     if rules:
         changed = {(r[0], r[1]) for r in silver.where(where)
                    .where(_tables_where({r.parent for r in rules}))
-                   .where("event_type IN ('DELETE', 'UPDATE')")
+                   .where(f"event_type IN ('{DELETE}', '{UPDATE}')")
                    .select("schema_name", "table_name").distinct().collect()}
     if not queries and not changed:
         return 0
