@@ -39,7 +39,7 @@ from pipelines.lake.delta_ops import capabilities, current_version, files_added,
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake.tables import BRONZE_FILES, Lake, lake_tables
 from pipelines.lake.lease import holds_lease, lake_lease
-from pipelines.vocabulary import delta_ident
+from pipelines.vocabulary import delta_ident, quote_ident
 
 __all__ = ["CLUSTER_BY", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions"]
@@ -136,7 +136,7 @@ def _partition_filters(parts: list[dict[str, str]] | None):
 def _sql_where(parts: list[dict[str, str]] | None) -> str:
     if not parts:
         return ""
-    terms = [" AND ".join(f"`{c}` = {sql_string(str(v))}" for c, v in p.items()) for p in parts]
+    terms = [" AND ".join(f"{quote_ident(c)} = {sql_string(str(v))}" for c, v in p.items()) for p in parts]
     return " WHERE " + " OR ".join(f"({t})" for t in terms)
 
 
