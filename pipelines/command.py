@@ -45,7 +45,8 @@ def add_global_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--defaults-file", help="MySQL option file whose [client] user/password "
                     "the source and gold connections use (docs/connections.md)")
     ap.add_argument("--wait", type=int, metavar="SECONDS",
-                    help="wait this long for another writer of the stage (default 60), then exit 75")
+                    help="wait this long for another writer of the stage (default 60), then exit "
+                    f"{EXIT_BUSY}")
     ap.add_argument("-v", "--verbose", action="store_true")
 
 

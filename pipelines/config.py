@@ -18,18 +18,23 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.errors import ConfigError
-from pipelines.mysql.dsn import Dsn, Tls
+from pipelines.mysql.dsn import Dsn, ServerSettings
+from pipelines.vocabulary import hours_of
 
 __all__ = [
     "LakeConfig", "EngineConfig", "SourceConfig", "BronzeConfig", "GoldConfig",
     "StreamConfig", "LeaseConfig", "StorageConfig", "Config", "load_config", "read_toml",
-    "parse_retain", "DEFAULT_CONF", "ROW_GROUP_ROWS", "is_url_root", "resolve_root",
-    "table_dir", "parse_catalog",
+    "parse_retain", "DEFAULT_CONF", "ROW_GROUP_ROWS", "ARROW_BATCH_ROWS", "is_url_root",
+    "resolve_root", "table_dir", "lake_dir", "parse_catalog", "LEASES_DIR", "DAMAGED_DIR",
+    "STREAM_STATUS_DIR", "QUALITY_REPORTS_DIR",
 ]
 
 DEFAULT_CONF = Path("conf/binlake.toml")
 # rows per Parquet row group binlake's tasks write (``lake.row_group_rows``' default)
 ROW_GROUP_ROWS = 20_000
+# rows per Arrow batch a decoding or copying task holds: its memory bound (``bronze.batch_rows``'
+# default; a data snapshot's rows fetched per batch)
+ARROW_BATCH_ROWS = 20_000
 
 
 # -- where the lake is (``lake.root``, ``lake.catalog``) --------------------------------------
@@ -50,7 +55,19 @@ def resolve_root(root: str) -> str:
 def table_dir(root: str, layer: str, name: str) -> str:
     """``<root>/<layer>/<name>``: where a table's files are in path mode (and by default in
     catalog mode). Works for names not registered, so new code can start with a path."""
-    return os.path.join(resolve_root(root), layer, name)
+    return lake_dir(root, layer, name)
+
+
+# Places under the lake root that are not registered tables (those: pipelines/lake/tables.py).
+LEASES_DIR = "_binlake/leases"  # a directory per stage (lake/lease.py, lake/lease_s3.py)
+DAMAGED_DIR = "_binlake/damaged"  # what `binlake repair` set aside, per run
+STREAM_STATUS_DIR = "bronze/stream_status"  # the stream's live status, a file per source
+QUALITY_REPORTS_DIR = "quality"  # report.html, and reports/<run_id>.html
+
+
+def lake_dir(root: str, *parts: str) -> str:
+    """``<root>/<parts…>``: a place under the lake root (a table's, or one of the above)."""
+    return os.path.join(resolve_root(root), *parts)
 
 
 _PART = r"(?:[A-Za-z0-9_][A-Za-z0-9_-]*|`[^`]+`)"
@@ -94,18 +111,12 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(ServerSettings):
+    """The source server; its TLS and credentials are :class:`ServerSettings`' keys."""
+
     name: str = "default"  # source_id written to every row
     dsn: str = ""
     server_uuid: str = ""
-    # TLS and credentials (docs/connections.md); the DSN's ?ssl_* parameters win.
-    ssl_mode: str = ""  # DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY
-    ssl_ca: str = ""
-    ssl_cert: str = ""
-    ssl_key: str = ""
-    password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD
-    password_file: str = ""
-    defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
     # schemas bronze leaves out (comma-separated); gold's database is left out by itself when
     # gold.dsn names the source's server (bronze/excluded.py)
     exclude_schemas: str = ""
@@ -113,7 +124,7 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class BronzeConfig:
-    batch_rows: int = 20000  # rows per Arrow batch: the memory bound of a decoding task
+    batch_rows: int = ARROW_BATCH_ROWS  # rows per Arrow batch: a decoding task's memory bound
     decode_in_subprocess: bool = True  # use a worker process per file (one GIL is not enough)
     # A run decoding less than this many MB of binlog decodes in the task's own process:
     # starting a worker would cost more than the decoding (docs/bronze.md)
@@ -158,17 +169,11 @@ class SilverConfig:
 
 
 @dataclass(frozen=True)
-class GoldConfig:
-    """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``)."""
+class GoldConfig(ServerSettings):
+    """The MySQL/MariaDB ``binlog_events`` export (``docs/gold.md``); TLS and credentials as
+    in [source] (:class:`ServerSettings`)."""
 
     dsn: str = ""  # mysql://user:password@host:port/db; db defaults to `binlake`, created if missing
-    ssl_mode: str = ""  # TLS and credentials as in [source] (docs/connections.md)
-    ssl_ca: str = ""
-    ssl_cert: str = ""
-    ssl_key: str = ""
-    password: str = field(default="", repr=False)  # BINLAKE_GOLD_PASSWORD
-    password_file: str = ""
-    defaults_file: str = ""
     partitions: int = 48  # hourly partitions `binlake init` creates (the current hour onwards)
     partitions_ahead: int = 6  # hourly partitions kept ahead of the current hour (export, rotate)
     batch_rows: int = 5000  # rows per INSERT statement / LOAD DATA chunk (one transaction each)
@@ -384,20 +389,18 @@ def _validate(cfg: Config) -> None:
     for name, section in (("source", cfg.source), ("gold", cfg.gold)):
         if section.dsn:
             Dsn.parse(section.dsn, setting=f"{name}.dsn")
-        Tls.of({k: getattr(section, k) for k in ("ssl_mode", "ssl_ca", "ssl_cert", "ssl_key")},
-               setting=f"{name}.")
+        section.tls(setting=f"{name}.")
 
 
-_RETAIN = re.compile(r"^\s*(\d+)\s*([dh])\s*$")
 _INTERVAL = re.compile(r"^interval\s+\d+\s+(?:second|minute|hour|day|week)s?$", re.I)
 
 
 def parse_retain(value: str, *, setting: str = "gold.retain") -> int:
     """``7d`` / ``48h`` → hours; raises :class:`ConfigError` naming ``setting``."""
-    m = _RETAIN.match(value or "")
-    if not m or int(m.group(1)) < 1:
+    hours = hours_of(value)
+    if hours is None:
         raise ConfigError(f"{setting}: expected Nd or Nh (e.g. 7d, 48h), got {value!r}")
-    return int(m.group(1)) * (24 if m.group(2) == "d" else 1)
+    return hours
 
 
 def _validate_gold(g: GoldConfig) -> None:

@@ -11,6 +11,7 @@ import html
 import json
 from typing import Any
 from urllib.parse import urlencode
+from pipelines.vocabulary import DELETE, INSERT
 
 __all__ = ["page", "home_body", "key_body", "asof_body", "quality_body", "error_body",
            "value_text"]
@@ -158,8 +159,8 @@ def key_body(table: str | None, pk: str | None, result: dict[str, Any] | None,
         cols = list(dict.fromkeys([*before, *after]))
         lines = []
         for col in cols:
-            hit = c["event_type"] == "INSERT" or col in changed
-            cls = "changed" if hit and c["event_type"] != "DELETE" else ""
+            hit = c["event_type"] == INSERT or col in changed
+            cls = "changed" if hit and c["event_type"] != DELETE else ""
             lines.append(f'<tr data-column="{_e(col)}"><th>{_e(col)}</th>'
                          f'{_cell(before.get(col)) if before else "<td></td>"}'
                          f'{_cell(after.get(col), cls) if after else "<td></td>"}</tr>')

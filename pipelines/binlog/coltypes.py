@@ -47,10 +47,15 @@ NAMES: dict[int, str] = {
 
 INTEGER_TYPES = frozenset({TINY, SHORT, INT24, LONG, LONGLONG})
 INTEGER_WIDTH = {TINY: 1, SHORT: 2, INT24: 3, LONG: 4, LONGLONG: 8}
+# Strings with a 1- or 2-byte length (the metadata's maximum length), and blob-like columns
+# with a 1..4-byte length (the metadata's length size).
+VARCHAR_LIKE = frozenset({VARCHAR, VAR_STRING, STRING})
+BLOB_LIKE = frozenset({TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, GEOMETRY, VECTOR})
 # Types whose bronze value is the column's raw bytes (charset applied in silver).
-BYTES_TYPES = frozenset(
-    {VARCHAR, VAR_STRING, STRING, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, GEOMETRY, VECTOR}
-)
+BYTES_TYPES = VARCHAR_LIKE | BLOB_LIKE
+# Types silver writes as their ASCII text in double quotes (exact numbers, dates and times).
+QUOTED_TYPES = frozenset({NEWDECIMAL, DECIMAL, DATE, NEWDATE, TIME, TIME2, DATETIME, DATETIME2,
+                          TIMESTAMP, TIMESTAMP2})
 # Types whose TABLE_MAP optional metadata counts them as "character" columns
 # (binlog_row_metadata COLUMN_CHARSET / DEFAULT_CHARSET lists).
 CHARACTER_TYPES = frozenset({VARCHAR, VAR_STRING, STRING, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB})

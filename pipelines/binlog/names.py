@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_binlog_name", "binlog_order", "file_number", "position_key", "is_binlog_file"]
+__all__ = ["split_binlog_name", "binlog_order", "file_number", "position_key", "seq_of",
+           "SEQ_SHIFT", "is_binlog_file"]
 
 _NUMBERED = re.compile(r"^(.*)\.(\d+)$")
+# Silver's ``seq`` scale: a file's number above a position within it (positions < 2^32).
+SEQ_SHIFT = 32
 
 
 def split_binlog_name(name: str) -> tuple[str, int] | None:
@@ -32,8 +35,14 @@ def file_number(name: str) -> int:
 
 def position_key(binlog_file: str, pos: int) -> int:
     """A position comparable across a source's files: ``file_number << 32 | pos`` (silver's
-    ``seq`` scale, ``Snapshot.seq``)."""
-    return file_number(binlog_file) << 32 | pos
+    ``seq`` scale, ``Snapshot.seq``); ``pos`` may be a numpy array of positions."""
+    return seq_of(file_number(binlog_file), pos)
+
+
+def seq_of(number, pos):
+    """``number << SEQ_SHIFT | pos``: file number ``number``'s position ``pos`` on the ``seq``
+    scale (ints, or numpy arrays of them)."""
+    return number << SEQ_SHIFT | pos
 
 
 def is_binlog_file(name: str) -> bool:

@@ -29,18 +29,19 @@ from pipelines.binlog.json_diff import JsonDiffError, apply_json_diff, read_json
 from pipelines.binlog.fast.rowcodegen import RowsFn, image_function, rows_function
 from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError, MissingTableMapError, TruncatedError
+from pipelines.vocabulary import DELETE, INSERT, UPDATE
 
 __all__ = ["ROWS_KINDS", "decode_rows", "python_rows", "STMT_END_F"]
 
 ROWS_KINDS: dict[int, str] = {
-    E.PRE_GA_WRITE_ROWS: "INSERT", E.PRE_GA_UPDATE_ROWS: "UPDATE", E.PRE_GA_DELETE_ROWS: "DELETE",
-    E.WRITE_ROWS_V1: "INSERT", E.UPDATE_ROWS_V1: "UPDATE", E.DELETE_ROWS_V1: "DELETE",
-    E.WRITE_ROWS: "INSERT", E.UPDATE_ROWS: "UPDATE", E.DELETE_ROWS: "DELETE",
-    E.PARTIAL_UPDATE_ROWS: "UPDATE",
-    E.MARIA_WRITE_ROWS_COMPRESSED_V1: "INSERT", E.MARIA_UPDATE_ROWS_COMPRESSED_V1: "UPDATE",
-    E.MARIA_DELETE_ROWS_COMPRESSED_V1: "DELETE",
-    E.MARIA_WRITE_ROWS_COMPRESSED: "INSERT", E.MARIA_UPDATE_ROWS_COMPRESSED: "UPDATE",
-    E.MARIA_DELETE_ROWS_COMPRESSED: "DELETE",
+    E.PRE_GA_WRITE_ROWS: INSERT, E.PRE_GA_UPDATE_ROWS: UPDATE, E.PRE_GA_DELETE_ROWS: DELETE,
+    E.WRITE_ROWS_V1: INSERT, E.UPDATE_ROWS_V1: UPDATE, E.DELETE_ROWS_V1: DELETE,
+    E.WRITE_ROWS: INSERT, E.UPDATE_ROWS: UPDATE, E.DELETE_ROWS: DELETE,
+    E.PARTIAL_UPDATE_ROWS: UPDATE,
+    E.MARIA_WRITE_ROWS_COMPRESSED_V1: INSERT, E.MARIA_UPDATE_ROWS_COMPRESSED_V1: UPDATE,
+    E.MARIA_DELETE_ROWS_COMPRESSED_V1: DELETE,
+    E.MARIA_WRITE_ROWS_COMPRESSED: INSERT, E.MARIA_UPDATE_ROWS_COMPRESSED: UPDATE,
+    E.MARIA_DELETE_ROWS_COMPRESSED: DELETE,
 }
 _V2 = frozenset({E.WRITE_ROWS, E.UPDATE_ROWS, E.DELETE_ROWS, E.PARTIAL_UPDATE_ROWS,
                  E.MARIA_WRITE_ROWS_COMPRESSED, E.MARIA_UPDATE_ROWS_COMPRESSED,
@@ -115,7 +116,7 @@ def _rows_fn(tm: TableMap, kind: str, present_a: list[bool] | None,
     (``rowcodegen.rows_function``), or ``None``: use the reference loop."""
     cache = tm.image_cache()
     key = (kind, None if present_a is None else tuple(present_a),
-           None if kind != "UPDATE" or present_b is None else tuple(present_b))
+           None if kind != UPDATE or present_b is None else tuple(present_b))
     fn = cache.get(key, 0)
     if fn is None or callable(fn):
         return fn
@@ -128,7 +129,7 @@ def _rows_fn(tm: TableMap, kind: str, present_a: list[bool] | None,
         return None
     cache["compiled"] = compiled + 1
     cols_a = [i for i, _ in _columns(tm, present_a)]
-    cols_b = [i for i, _ in _columns(tm, present_b)] if kind == "UPDATE" else None
+    cols_b = [i for i, _ in _columns(tm, present_b)] if kind == UPDATE else None
     fn = cache[key] = rows_function(
         tm.column_types, tm.column_meta, tm.unsigned, tm.decoders(), tm.column_count, kind,
         cols_a, cols_b, label=f"rows {kind} {tm.schema}.{tm.table}")
@@ -194,7 +195,7 @@ def decode_rows(
             f"{tm.column_count}", preview=body[:32])
     present_a, pos = _present(body, pos, ncols)
     present_b = present_a
-    if kind == "UPDATE" and type_code not in _ONE_BITMAP_UPDATE:
+    if kind == UPDATE and type_code not in _ONE_BITMAP_UPDATE:
         present_b, pos = _present(body, pos, ncols)
     if pos > len(body):
         raise TruncatedError("columns-present bitmaps run past the event end")
@@ -203,7 +204,7 @@ def decode_rows(
         pos = 0
     end = len(body)
     if pos < end and not _count(present_a, ncols) \
-            and (kind != "UPDATE" or not _count(present_b, ncols)) \
+            and (kind != UPDATE or not _count(present_b, ncols)) \
             and type_code != E.PARTIAL_UPDATE_ROWS:
         # An image of no columns takes no bytes: the row bytes could never be consumed.
         raise DecodeError(f"rows event of {tm.schema}.{tm.table} has row bytes but no column "
@@ -213,19 +214,19 @@ def decode_rows(
         cols_b = cols_a if present_b is present_a else _columns(tm, present_b)
         rows = _pre_ga_rows(body, pos, kind, tm, cols_a, cols_b, ncols)
         return RowsEvent(header, kind, table_id, flags, tm, rows,
-                         None if kind == "INSERT" else present_a,
-                         None if kind == "DELETE" else present_b)
+                         None if kind == INSERT else present_a,
+                         None if kind == DELETE else present_b)
     if columnar and type_code != E.PARTIAL_UPDATE_ROWS and rowkernel.available():
         # Decoded later, straight into the batch's Arrow buffers (rows_columnar.py).
         event = RowsEvent(header, kind, table_id, flags, tm, [],
-                          None if kind == "INSERT" else present_a,
-                          None if kind == "DELETE" else present_b)
+                          None if kind == INSERT else present_a,
+                          None if kind == DELETE else present_b)
         event.pending = PendingRows(type_code, body, pos, preview)
         return event
     rows, partial = python_rows(tm, kind, type_code, body, pos, present_a, present_b)
-    if kind == "INSERT":
+    if kind == INSERT:
         return RowsEvent(header, kind, table_id, flags, tm, rows, None, present_a)
-    if kind == "DELETE":
+    if kind == DELETE:
         return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, None)
     return RowsEvent(header, kind, table_id, flags, tm, rows, present_a, present_b,
                      partial_json_flags=partial)
@@ -263,11 +264,11 @@ def python_rows(tm: TableMap, kind: str, type_code: int, body: bytes, pos: int,
                 # reference decodes it, raising its error, or goes on.
                 cols_a = _columns(tm, present_a)
                 nbytes_a = (len(cols_a) + 7) >> 3
-                if kind == "INSERT":
+                if kind == INSERT:
                     while pos < end:
                         after, pos = _image(body, pos, cols_a, ncols, nbytes_a)
                         append((None, after))
-                elif kind == "DELETE":
+                elif kind == DELETE:
                     while pos < end:
                         before, pos = _image(body, pos, cols_a, ncols, nbytes_a)
                         append((before, None))
@@ -305,10 +306,10 @@ def _pre_ga_rows(body: bytes, pos: int, kind: str, tm: TableMap, cols_a: list, c
         p = pos
         try:
             while p < len(body):
-                if kind == "INSERT":
+                if kind == INSERT:
                     after, p = _image_shifted(body, p, cols_a, ncols, shift)
                     rows.append((None, after))
-                elif kind == "DELETE":
+                elif kind == DELETE:
                     before, p = _image_shifted(body, p, cols_a, ncols, shift)
                     rows.append((before, None))
                 else:

@@ -10,6 +10,7 @@ from typing import Iterable, Iterator, TextIO
 from pipelines.binlog import coltypes as T
 from pipelines.binlog import events as ev
 from pipelines.binlog.table_map import TableMap
+from pipelines.vocabulary import INSERT
 
 __all__ = ["render_text", "render_jsonl", "write_events"]
 
@@ -69,7 +70,7 @@ def render_text(events: Iterable[ev.Event]) -> Iterator[str]:
             tm = e.table
             for i, (before, after) in enumerate(e.rows):
                 lines.append(f"### {e.kind} `{tm.schema}`.`{tm.table}` row {i}")
-                lines += _image_lines(tm, before, "WHERE" if e.kind != "INSERT" else "")
+                lines += _image_lines(tm, before, "WHERE" if e.kind != INSERT else "")
                 lines += _image_lines(tm, after, "SET")
         elif isinstance(e, TableMap):
             lines.append(f"#   table_id {e.table_id} `{e.schema}`.`{e.table}` columns "

@@ -36,11 +36,6 @@ _TEMPORAL = frozenset({
     coltypes.DATE, coltypes.TIME, coltypes.TIME2, coltypes.DATETIME, coltypes.DATETIME2,
     coltypes.TIMESTAMP, coltypes.TIMESTAMP2, coltypes.YEAR,
 })
-_BLOB_LIKE = frozenset({
-    coltypes.TINY_BLOB, coltypes.MEDIUM_BLOB, coltypes.LONG_BLOB, coltypes.BLOB,
-    coltypes.GEOMETRY, coltypes.VECTOR,
-})
-_VARCHAR_LIKE = frozenset({coltypes.VARCHAR, coltypes.VAR_STRING, coltypes.STRING})
 
 # ASCII text of every byte value, signed and unsigned (TINY, ENUM pack 1, BIT(1..8), SET 1).
 _U8 = tuple(b"%d" % i for i in range(256))
@@ -279,11 +274,11 @@ def column_decoder(col_type: int, meta: int, unsigned: bool | None) -> Decoder:
             return _int24(signed)
         fmt = {T.SHORT: "h", T.LONG: "i", T.LONGLONG: "q"}[col_type]
         return _struct_int(col_type, "<" + (fmt if signed else fmt.upper()))
-    if col_type in _VARCHAR_LIKE:
+    if col_type in coltypes.VARCHAR_LIKE:
         if meta < 0 or meta > 0xFFFF:
             return _failing(f"{tname}: impossible max length {meta}")
         return _prefixed(col_type, 1 if meta < 256 else 2)
-    if col_type in _BLOB_LIKE or col_type == T.JSON:
+    if col_type in coltypes.BLOB_LIKE or col_type == T.JSON:
         if not 1 <= meta <= 4:
             return _failing(f"{tname}: length-prefix size {meta} not in 1..4")
         return _json(meta) if col_type == T.JSON else _prefixed(col_type, meta)

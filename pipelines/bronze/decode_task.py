@@ -26,6 +26,7 @@ from pipelines.binlog.parser import ChecksumPolicy
 from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
 from pipelines.lake.s3_client import S3Settings
+from pipelines.config import ARROW_BATCH_ROWS
 from pipelines.engine.workers import boot, forkserver, forkserver_is_safe, widen
 
 __all__ = ["decode_file_batches", "main"]
@@ -88,7 +89,7 @@ class _Delivered:
 
 
 def decode_file_batches(path: str, *, source_id: str, server_uuid: str | None = None,
-                        batch_rows: int = 20000, checksum: str = "raise",
+                        batch_rows: int = ARROW_BATCH_ROWS, checksum: str = "raise",
                         subprocess: bool = True, chunk: int = 0, chunks: int = 1,
                         start_at: int = 4, statement_text: bool = False,
                         columnar: bool | None = None, storage: object | None = None
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path")
     ap.add_argument("--source-id", required=True)
     ap.add_argument("--server-uuid")
-    ap.add_argument("--batch-rows", type=int, default=20000)
+    ap.add_argument("--batch-rows", type=int, default=ARROW_BATCH_ROWS)
     ap.add_argument("--checksum", default="raise")
     ap.add_argument("--chunk", type=int, default=0)
     ap.add_argument("--chunks", type=int, default=1)

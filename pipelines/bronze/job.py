@@ -38,6 +38,7 @@ from pipelines.engine.memory import release_freed_memory
 from pipelines.engine.session import engine_cores, engine_name
 from pipelines.lake.task_files import ADDED_DDL, FileSpec, write_files
 from pipelines.engine.workers import forkserver_is_safe
+from pipelines.vocabulary import CHANGE_TYPES_SQL
 
 __all__ = ["BronzeResult", "run_bronze", "decode_files", "filter_tables", "BRONZE_PARTITIONS",
            "TASKS_DDL", "plan_chunks", "plan_commits", "start_decoders", "task_frame"]
@@ -398,7 +399,7 @@ def _outcomes(spark, bronze: str, source_id: str, in_list: str) -> dict:
     ).collect()
     counts = {r["binlog_file"]: int(r["n"]) for r in spark.sql(
         f"SELECT binlog_file, count(*) AS n FROM {bronze} WHERE {where} "
-        "AND event_type IN ('INSERT', 'UPDATE', 'DELETE') GROUP BY binlog_file").collect()}
+        f"AND event_type IN {CHANGE_TYPES_SQL} GROUP BY binlog_file").collect()}
     per_file: dict[str, list] = {}
     for r in closing:
         info = json.loads(r["query"]) if r["query"] else {}

@@ -33,6 +33,7 @@ from pipelines.binlog.fast.rows_columnar import decode_into
 from pipelines.binlog.table_map import TableMap
 from pipelines.errors import DecodeError
 from pipelines.lake.tables import BRONZE_EVENTS
+from pipelines.config import ARROW_BATCH_ROWS
 
 __all__ = ["BRONZE_SCHEMA", "BRONZE_DDL", "BronzeBatcher", "file_batches", "truncated_note", "TABLE_MAP_FIELDS",
            "table_map_hash"]
@@ -73,7 +74,7 @@ class BronzeBatcher:
     """Accumulates bronze rows column by column and emits Arrow batches of ``batch_rows``."""
 
     def __init__(self, *, source_id: str, binlog_file: str, server_uuid: str | None = None,
-                 batch_rows: int = 20000, statement_text: bool = False) -> None:
+                 batch_rows: int = ARROW_BATCH_ROWS, statement_text: bool = False) -> None:
         self.source_id = source_id
         self.statement_text = statement_text  # keep ROWS_QUERY/ANNOTATE_ROWS text per row
         self.binlog_file = binlog_file

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Sequence
 
 from pipelines.cli.main import main as cli_main
+from pipelines.vocabulary import CHANGE_TYPES_SQL
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
 
 SAMPLE_QUERY = (
     "SELECT schema_name, table_name, event_type, count(*) AS row_changes, "
     "min(event_timestamp) AS first_change "
-    "FROM bronze_binlog_events WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
+    f"FROM bronze_binlog_events WHERE event_type IN {CHANGE_TYPES_SQL} "
     "GROUP BY schema_name, table_name, event_type ORDER BY schema_name, table_name, event_type"
 )
 SILVER_QUERY = (

@@ -20,14 +20,9 @@ from pipelines.mysql.dsn import DEFAULT_DATABASE, Dsn, database_of
 if TYPE_CHECKING:
     from pipelines.config import Config
 
-__all__ = ["DEFAULT_DATABASE", "connect", "quote_ident", "database_of", "resolve_dsn"]
+__all__ = ["DEFAULT_DATABASE", "connect", "database_of", "resolve_dsn"]
 
 SESSION_SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION"
-
-
-def quote_ident(name: str) -> str:
-    """A MySQL identifier in backquotes (backquotes inside doubled)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def resolve_dsn(cfg: "Config", gold_dsn: str | None = None) -> Dsn:

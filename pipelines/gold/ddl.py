@@ -21,9 +21,9 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-from pipelines.gold.client import quote_ident
 from pipelines.gold.event_ids import (FIRST_ID, MAX_SOURCES, EventIdError, SourceKey,
                                       binlog_base, binlog_base_sql, event_id_sql)
+from pipelines.vocabulary import DELETE, INSERT, UPDATE, quote_ident
 
 __all__ = [
     "EVENTS_TABLE", "SNAPSHOTS_TABLE", "STATE_TABLE", "SOURCES_TABLE", "EVENT_COLUMNS",
@@ -43,7 +43,7 @@ FUTURE = "p_future"
 # MySQL allows 8192 partitions per table (p_future included); keep a margin for rotate's
 # top-up between exports.
 MAX_PARTITIONS = 8000
-EVENT_TYPE_CODES = {"INSERT": 1, "UPDATE": 2, "DELETE": 3}
+EVENT_TYPE_CODES = {INSERT: 1, UPDATE: 2, DELETE: 3}
 
 # The columns an export writes, in order (pk_hash is generated). event_id is computed from
 # the row's binlog coordinates (event_ids.py); the column stays AUTO_INCREMENT, as bintrail

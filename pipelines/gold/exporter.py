@@ -46,13 +46,14 @@ from pipelines.gold.digest import StatementDigests
 from pipelines.gold.rows import SILVER_INPUT, sql_rows, sql_values, to_gold, tsv_rows
 from pipelines.mysql.client import allow_local_file
 from pipelines.mysql.dsn import error_text
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["METHODS", "RESULT_DDL", "ExportOptions", "ExportCounts", "export_rows",
            "hour_chunks", "statement_limit", "bulk_insert", "write_chunk", "sum_counts"]
 
 METHODS = ("bulk", "load_data", "insert", "single")
 RESULT_DDL = "rows_read long, rows_inserted long, pk_marked long, retries long, seconds double"
-_COLS = ", ".join(f"`{c}`" for c in EVENT_COLUMNS)
+_COLS = ", ".join(quote_ident(c) for c in EVENT_COLUMNS)
 _INSERT = f"INSERT INTO `{EVENTS_TABLE}` ({_COLS}) VALUES "
 _NOOP = " ON DUPLICATE KEY UPDATE event_id = event_id"
 _PREPARED = _INSERT + "(" + ", ".join("?" * len(EVENT_COLUMNS)) + ")" + _NOOP

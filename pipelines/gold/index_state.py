@@ -20,8 +20,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable
 
-from pipelines.gold.client import quote_ident
 from pipelines.gold.ddl import EVENTS_TABLE, utc_now
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["INDEX_STATE_TABLE", "CREATE_INDEX_STATE", "refresh"]
 

@@ -26,7 +26,7 @@ from pipelines.mysql.client import offers_bulk_operations
 from pipelines.mysql.dsn import Dsn, error_text
 from pipelines.errors import ConfigError, SourceError
 from pipelines.gold import ddl, index_state, snapshots, state
-from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
+from pipelines.gold.client import connect, database_of, resolve_dsn
 from pipelines.gold.event_ids import binlog_base
 from pipelines.gold.exporter import ExportOptions, export_rows, sum_counts
 from pipelines.gold.lock import holds_gold_lock
@@ -34,6 +34,7 @@ from pipelines.lake.lease import holds_lease
 from pipelines.gold.rotate import (drop_partitions, gold_hour_counts, plan_rotation,
                                    silver_hour_counts)
 from pipelines.lake.tables import SCHEMA_SNAPSHOTS, SILVER_EVENTS, Lake, lake_tables, read_data_files
+from pipelines.vocabulary import CHANGE_TYPES, quote_ident
 
 __all__ = ["InitResult", "GoldResult", "RotateResult", "run_init", "run_gold", "run_rotate",
            "run_vacuum", "gold_status", "resolve_dsn", "LAKE_TABLES"]
@@ -228,7 +229,7 @@ def run_gold(spark, cfg: Config, *, gold_dsn: str | None = None) -> GoldResult:
         tasks = cfg.gold.parallelism or max(os.cpu_count() or 1, 1)
         res.method = _server_method(conn, cfg.gold.method, tasks)
         if df is not None:
-            df = df.where(F.col("event_type").isin("INSERT", "UPDATE", "DELETE"))
+            df = df.where(F.col("event_type").isin(*CHANGE_TYPES))
             if st.rotated_before is not None:
                 cut = int((st.rotated_before - _EPOCH).total_seconds())
                 df = df.where(F.col("event_timestamp").cast("long") >= F.lit(cut))

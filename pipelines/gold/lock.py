@@ -19,9 +19,10 @@ from typing import Iterator
 
 from pipelines.config import Config
 from pipelines.errors import LeaseHeldError
-from pipelines.gold.client import connect, database_of, quote_ident, resolve_dsn
+from pipelines.gold.client import connect, database_of, resolve_dsn
 from pipelines.lake.check import check_tables
 from pipelines.lake.lease import redact_command
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["gold_lock", "holds_gold_lock"]
 

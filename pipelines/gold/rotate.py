@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from pipelines.gold.client import quote_ident
 from pipelines.gold.ddl import EVENTS_TABLE, Partition
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["Candidate", "RotationPlan", "plan_rotation", "gold_hour_counts",
            "silver_hour_counts", "drop_partitions", "epoch_hour"]

@@ -31,13 +31,14 @@ from typing import Callable, Iterable, Iterator, Mapping
 from pipelines.gold.ddl import EVENT_COLUMNS, EVENT_TYPE_CODES
 from pipelines.gold.digest import MAX_QUERY_TEXT_BYTES, gold_query_text
 from pipelines.gold.event_ids import event_ids, source_numbers
+from pipelines.lake.tables import SILVER_EVENTS
 
 __all__ = ["PK_MAX_CHARS", "PK_MARK", "SILVER_INPUT", "INT_COLUMNS", "gold_pk_values", "to_gold",
            "sql_rows", "sql_values", "tsv_rows", "byte_slices", "concat_body"]
 
 # What the export reads from silver: gold's columns less event_id (computed) and query_hash
 # (asked of the server).
-SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c not in ("event_id", "query_hash"))
+SILVER_INPUT = tuple(c for c in EVENT_COLUMNS if c in SILVER_EVENTS.column_names)  # from silver
 
 
 PK_MAX_CHARS = 512

@@ -20,8 +20,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Iterable, Mapping
 
-from pipelines.gold.client import quote_ident
 from pipelines.gold.ddl import EVENTS_TABLE, SNAPSHOTS_TABLE
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["CREATE_SNAPSHOTS", "SNAPSHOT_COLUMNS", "numbers", "number_new", "copy_snapshots",
            "migrate"]

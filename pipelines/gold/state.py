@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pipelines.gold.client import quote_ident
 from pipelines.gold.ddl import STATE_TABLE, utc_now
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["EXPORT_NAME", "ExportState", "load_state", "mark_running", "mark_done",
            "mark_failed", "set_rotated_before"]

@@ -26,6 +26,7 @@ from pipelines.history import lake
 from pipelines.history.selection import json_path
 from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.naming import TableSpec
+from pipelines.vocabulary import DELETE, UPDATE
 
 __all__ = ["Child", "ForeignKeyRule", "cascade_rules", "children_to_restore"]
 
@@ -116,7 +117,7 @@ def _children_at(spark, cfg: Config, rule: ForeignKeyRule, parent_values: dict[s
     for d, spec in lake.with_specs(spark, cfg, df):
         after = raw_values(d["row_after"])
         names = [spec.columns[i].name for i in spec.pk]
-        if d["event_type"] in ("UPDATE", "DELETE"):
+        if d["event_type"] in (UPDATE, DELETE):
             state.pop(d["pk_values"], None)
         if after is not None:
             state[pk_values_of(after, names)] = (after, spec, d["seq"])
@@ -136,9 +137,9 @@ def _key_changed(rule: ForeignKeyRule, before: dict[str, str] | None,
 
 def _rule_for(rule: ForeignKeyRule, event: str, before, after) -> str | None:
     """The action InnoDB took on ``rule``'s children for the parent's change, if any."""
-    if event == "DELETE":
+    if event == DELETE:
         return rule.delete_rule if rule.delete_rule in _ACTIONS else None
-    if event == "UPDATE" and rule.update_rule in _ACTIONS and _key_changed(rule, before, after):
+    if event == UPDATE and rule.update_rule in _ACTIONS and _key_changed(rule, before, after):
         return rule.update_rule
     return None
 
@@ -150,7 +151,7 @@ def children_to_restore(spark, cfg: Config, parsed: list, warnings: list[str],
     rules = cascade_rules(spark, cfg)
     work = [((d["schema_name"], d["table_name"]), d["event_type"], before, after, d["seq"],
              d["seq"], 0) for d, _, before, after in parsed
-            if d["event_type"] in ("DELETE", "UPDATE")]
+            if d["event_type"] in (DELETE, UPDATE)]
     relevant = [r for r in rules if any(
         p == r.parent and _rule_for(r, ev, b, a) for p, ev, b, a, *_ in work)]
     if cascade is False or not relevant:
@@ -167,7 +168,7 @@ def children_to_restore(spark, cfg: Config, parsed: list, warnings: list[str],
             action = _rule_for(rule, event, values, after) if rule.parent == parent else None
             if action is None or depth >= _MAX_DEPTH:
                 continue
-            if event == "UPDATE" and action == "CASCADE":
+            if event == UPDATE and action == "CASCADE":
                 continue  # the undo's parent UPDATE cascades on the target itself
             found = _children_at(spark, cfg, rule, values or {}, at_seq)
             if rule.child not in partial_checked:
@@ -187,6 +188,6 @@ def children_to_restore(spark, cfg: Config, parsed: list, warnings: list[str],
                 out.append(Child(rule.child[0], rule.child[1], key, child_values, spec,
                                  parent_seq, seq, set_columns))
                 if not set_columns:
-                    work.append((rule.child, "DELETE", child_values, None, at_seq, parent_seq,
+                    work.append((rule.child, DELETE, child_values, None, at_seq, parent_seq,
                                  depth + 1))
     return out

@@ -26,11 +26,12 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history import lake
-from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, quote_ident, reread,
-                                      sql_literal, text_json_columns)
+from pipelines.history.images import (SCRIPT_PREAMBLE, JsonReadings, reread, sql_literal,
+                                      text_json_columns)
 from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.silver.naming import TableSpec
+from pipelines.vocabulary import DELETE, INSERT, UPDATE, quote_ident
 
 FK_ORIGINS = ("fk_cascade", "fk_set_null")  # silver's origins of derived FK actions
 # not undone as changes of their own: FK actions (with their cause, by the cascade), and an
@@ -108,11 +109,11 @@ def undo_statement(schema: str, table: str, event_type: str, spec: TableSpec,
     """The statement undoing one change (images as :func:`raw_values` dicts); generated
     columns are matched but never assigned."""
     ref = _table_ref(schema, table)
-    if event_type == "INSERT":
+    if event_type == INSERT:
         return f"DELETE FROM {ref} WHERE {_match(spec, after or {})} LIMIT 1"
-    if event_type == "DELETE":
+    if event_type == DELETE:
         return insert_sql(schema, table, spec, before or {}, generated)
-    if event_type == "UPDATE":
+    if event_type == UPDATE:
         sets = ", ".join(f"{quote_ident(c.name)} = {sql_literal(c, before[c.name])}"
                          for c in spec.columns
                          if before and c.name in before and c.name not in generated)
@@ -154,7 +155,7 @@ def generated_columns(spark, cfg: Config) -> dict[tuple[str, str], frozenset[str
 
 def _incomplete(d: dict[str, Any], spec: TableSpec, before: dict[str, str] | None,
                 generated: frozenset[str]) -> str | None:
-    if d["event_type"] == "INSERT" or before is None:
+    if d["event_type"] == INSERT or before is None:
         return None
     missing = [c.name for c in spec.columns if c.name not in before and c.name not in generated]
     if not missing:
@@ -171,7 +172,7 @@ def pk_names(spec: TableSpec) -> list[str]:
 def _keys(event_type: str, pk_values: str, spec: TableSpec,
           after: dict[str, str] | None) -> set[str]:
     keys = {pk_values}
-    if event_type == "UPDATE" and after is not None:
+    if event_type == UPDATE and after is not None:
         keys.add(pk_values_of(after, pk_names(spec)))
     return keys
 

@@ -17,16 +17,11 @@ import json
 from pipelines.binlog import coltypes as T
 from pipelines.silver.render import ColumnSpec
 
-__all__ = ["sql_literal", "quote_ident", "quote_text", "SCRIPT_PREAMBLE", "text_json_columns",
+__all__ = ["sql_literal", "quote_text", "SCRIPT_PREAMBLE", "text_json_columns",
            "JsonReadings", "reread"]
 
 SCRIPT_PREAMBLE = ("SET NAMES utf8mb4;\nSET SESSION time_zone = '+00:00';\n"
                    "SET SESSION sql_mode = '';\n")
-
-
-def quote_ident(name: str) -> str:
-    """A MySQL identifier in backquotes (backquotes inside doubled)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\0": "\\0", "\n": "\\n", "\r": "\\r", "\x1a": "\\Z"}

@@ -14,10 +14,11 @@ from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SchemaMismatchError
 from pipelines.history.derived_spec import Lookups, derived_spec
 from pipelines.silver.naming import TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec
+from pipelines.vocabulary import ROW_KEY
 
 __all__ = ["silver", "bronze", "naming_plan", "with_specs", "KEY", "TM_COLUMNS"]
 
-KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+KEY = list(ROW_KEY)
 TM_COLUMNS = [*TABLE_MAP_COLUMNS, "trx_pos"]
 
 

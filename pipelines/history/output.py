@@ -15,8 +15,9 @@ from typing import Iterator, TextIO
 
 import pyarrow as pa
 
-from pipelines.history.images import SCRIPT_PREAMBLE, sql_literal, quote_ident
+from pipelines.history.images import SCRIPT_PREAMBLE, sql_literal
 from pipelines.silver.image_values import raw_values
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["write_rows", "write_delta", "text_value"]
 
@@ -78,7 +79,7 @@ def write_delta(rec, path: str) -> int:
             yield pa.RecordBatch.from_pydict(
                 {c: [text_value(r.get(c)) for r in rows] for c in columns}, schema=schema)
 
-    ddl = ", ".join(f"`{c.replace('`', '``')}` string" for c in columns)
+    ddl = ", ".join(f"{quote_ident(c)} string" for c in columns)
     df = rec.images.select("image").mapInArrow(split, ddl)
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
     return rec.images.count()

@@ -19,6 +19,7 @@ from pipelines.config import Config
 from pipelines.mysql.dsn import resolve_dsn
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError, SourceError
+from pipelines.gold.ddl import EVENT_TYPE_CODES
 from pipelines.history import lake
 from pipelines.history.selection import Selection, apply_selection
 from pipelines.history.text_table import write_rows
@@ -163,7 +164,7 @@ def _json_reading(spark, cfg: Config):
     return read
 
 
-_GOLD_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
+_GOLD_TYPES = {v: k for k, v in EVENT_TYPE_CODES.items()}  # gold's event_type codes
 
 
 def query_gold(dsn_url: str, sel: Selection, limit: int | None,
@@ -195,9 +196,8 @@ def query_gold(dsn_url: str, sel: Selection, limit: int | None,
         conds.append("event_timestamp <= %s")
         params.append(sel.until)
     if sel.event_types:
-        codes = {v: k for k, v in _GOLD_TYPES.items()}
         conds.append("event_type IN (" + ", ".join(["%s"] * len(sel.event_types)) + ")")
-        params += [codes[t] for t in sel.event_types]
+        params += [EVENT_TYPE_CODES[t] for t in sel.event_types]
     if sel.gtids is not None:
         gtids = list(sel.gtids.mariadb) + [f"{u}:{n}" for u, a, b in sel.gtids.mysql
                                            for n in range(a, min(b, a + 10000) + 1)]

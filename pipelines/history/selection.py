@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.history.times import GtidSet
+from pipelines.vocabulary import CHANGE_TYPES as EVENT_TYPES
 
 __all__ = ["Selection", "parse_table", "parse_where", "apply_selection", "json_path", "EVENT_TYPES"]
 
-EVENT_TYPES = ("INSERT", "UPDATE", "DELETE")
 
 
 def parse_table(text: str, flag: str = "--table") -> tuple[str, str]:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pipelines.errors import EngineError
+from pipelines.vocabulary import delta_ident
 
 __all__ = ["table_exists", "sql_string", "delete_where", "history", "current_version",
            "rows_written_since", "rows_in_table", "files_in_partitions", "Capabilities",
@@ -62,7 +63,7 @@ def capabilities(spark) -> Capabilities:
     key = session_key(spark)
     if key not in _CAPS:
         nowhere = f"/nonexistent/binlake-capability-probe-{uuid.uuid4().hex}"
-        table = _ident_path(nowhere)
+        table = delta_ident(nowhere)
         _CAPS[key] = Capabilities(
             describe_history=_answers(spark, f"DESCRIBE HISTORY {table}"),
             vacuum=_answers(spark, f"VACUUM {table} RETAIN 168 HOURS DRY RUN"),
@@ -76,10 +77,6 @@ def capabilities(spark) -> Capabilities:
 def sql_string(value: str) -> str:
     """A SQL string literal for ``value`` (single quotes doubled, backslashes escaped)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _ident_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def table_exists(spark, path: str) -> bool:
@@ -97,14 +94,14 @@ def delete_where(spark, path: str, predicate: str) -> None:
     Used with predicates on partition columns only, which every engine turns into a
     metadata-only commit (Sail 0.7 cannot rewrite files holding arrays, see docs/bronze.md).
     """
-    spark.sql(f"DELETE FROM {_ident_path(path)} WHERE {predicate}").collect()
+    spark.sql(f"DELETE FROM {delta_ident(path)} WHERE {predicate}").collect()
 
 
 def history(spark, path: str) -> list[dict[str, Any]]:
     """The table's commit history, newest first (version, timestamp, operation): ``DESCRIBE
     HISTORY`` where the engine has it, delta-rs on the same files elsewhere."""
     if capabilities(spark).describe_history:
-        rows = spark.sql(f"DESCRIBE HISTORY {_ident_path(path)}").collect()
+        rows = spark.sql(f"DESCRIBE HISTORY {delta_ident(path)}").collect()
         return [{"version": int(r["version"]), "timestamp": str(r["timestamp"]),
                  "operation": r["operation"]} for r in rows]
     try:
@@ -125,7 +122,7 @@ def enable_change_data_feed(spark, path: str, rows, partition_by: list[str]) -> 
     """
     if not capabilities(spark).change_data_feed:
         return False
-    table = _ident_path(path)
+    table = delta_ident(path)
     if not table_exists(spark, path):
         (rows.limit(0).write.format("delta").option("delta.enableChangeDataFeed", "true")
          .partitionBy(*partition_by).save(path))
@@ -397,7 +394,7 @@ def vacuum_table(path: str, *, dry_run: bool = False, spark=None) -> dict[str, A
     checkpoint); elsewhere delta-rs, checkpointing first so every kept version stays readable.
     """
     if spark is not None and capabilities(spark).vacuum:
-        table = _ident_path(path)
+        table = delta_ident(path)
         files = [r[0] for r in spark.sql(f"VACUUM {table} DRY RUN").collect()]
         if not dry_run and files:
             spark.sql(f"VACUUM {table}").collect()

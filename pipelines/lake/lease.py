@@ -43,7 +43,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
-from pipelines.config import Config
+from pipelines.config import LEASES_DIR, Config, lake_dir
 from pipelines.errors import (EXIT_BUSY, BinlakeError, ConfigError, LakeFaultError,
                               LeaseHeldError, LeaseLostError)
 
@@ -210,7 +210,7 @@ def _store(cfg: Config, stage: str) -> LeaseStore:
     if scheme is not None:
         raise ConfigError(f"lake.root {cfg.lake.root}: leases need a local or mounted path or "
                           "an s3:// object store (docs/concurrency.md)")
-    return LocalLeaseStore(os.path.join(cfg.lake_root, "_binlake", "leases", stage))
+    return LocalLeaseStore(lake_dir(cfg.lake_root, LEASES_DIR, stage))
 
 
 def _stage_stores(cfg: Config) -> dict[str, LeaseStore]:
@@ -219,7 +219,7 @@ def _stage_stores(cfg: Config) -> dict[str, LeaseStore]:
         from pipelines.lake.lease_s3 import s3_stages
 
         return dict(s3_stages(cfg))
-    base = os.path.join(cfg.lake_root, "_binlake", "leases")
+    base = lake_dir(cfg.lake_root, LEASES_DIR)
     try:
         return {s: LocalLeaseStore(os.path.join(base, s)) for s in sorted(os.listdir(base))}
     except FileNotFoundError:

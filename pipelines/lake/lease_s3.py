@@ -26,14 +26,14 @@ from __future__ import annotations
 import threading
 import uuid
 
-from pipelines.config import Config
+from pipelines.config import LEASES_DIR, Config
 from pipelines.errors import ConfigError
 from pipelines.lake.s3_client import S3Client, S3Location, S3Settings, parse_s3_url
 
 __all__ = ["S3LeaseStore", "s3_store", "s3_stages", "probe_conditional_put"]
 
 _GEN_WIDTH = 20
-_LEASES = "_binlake/leases"
+_LEASES = LEASES_DIR
 _PROBED: set[tuple[str, str, str]] = set()
 _PROBE_LOCK = threading.Lock()
 
@@ -140,7 +140,7 @@ def probe_conditional_put(client: S3Client, prefix: str) -> None:
             ("a PUT with If-Match of the current ETag was refused", right is None)) if bad]
         if failed:
             raise ConfigError(
-                f"lake.root s3://{client.bucket}/{prefix.rsplit('/_binlake', 1)[0]}: the object "
+                f"lake.root s3://{client.bucket}/{prefix.rsplit('/' + _LEASES, 1)[0]}: the object "
                 f"store at {client.settings.endpoint} does not honour conditional PUTs "
                 f"({'; '.join(failed)}), so the lake lease cannot keep one writer per stage "
                 "there; use a store with conditional writes (AWS S3, MinIO) or a mounted "

@@ -11,14 +11,22 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Sequence
 
+from pipelines.vocabulary import quote_ident
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Column", "parse_columns", "ddl", "arrow_type", "arrow_schema"]
+__all__ = ["Column", "parse_columns", "ddl", "arrow_type", "arrow_schema", "decimal_parts"]
 
 Column = tuple[str, str]
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+
+def decimal_parts(kind: str) -> tuple[int, int] | None:
+    """``decimal(p,s)`` (a Spark type, lower case) → (precision, scale); ``None`` otherwise."""
+    m = _DECIMAL.match(kind)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _split_top(text: str) -> list[str]:
@@ -51,7 +59,7 @@ def parse_columns(text: str) -> tuple[Column, ...]:
 def ddl(columns: Sequence[Column], *, quoted: bool = False) -> str:
     """Spark DDL text for ``columns`` (names in backquotes when ``quoted``, for SQL)."""
     if quoted:
-        return ", ".join("`" + n.replace("`", "``") + f"` {k}" for n, k in columns)
+        return ", ".join(f"{quote_ident(n)} {k}" for n, k in columns)
     return ", ".join(f"{n} {k}" for n, k in columns)
 
 
@@ -70,9 +78,9 @@ def arrow_type(kind: str) -> "pa.DataType":
         return simple[k]
     if k.startswith("array<") and k.endswith(">"):
         return pa.list_(arrow_type(k[len("array<"):-1]))
-    m = _DECIMAL.match(k)
-    if m:
-        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    parts = decimal_parts(k)
+    if parts:
+        return pa.decimal128(*parts)
     raise ValueError(f"no Arrow type for Spark type {kind!r}")
 
 

@@ -30,11 +30,12 @@ from pipelines.lake import seen as lake_seen
 from pipelines.lake.delta_ops import (create_with_stats_columns, current_version, rows_in_table,
                                  sql_string, stats_columns_configuration, table_exists,
                                  target_file_size)
-from pipelines.errors import BinlakeError, ConfigError, EngineError, raised_in_task
+from pipelines.errors import BinlakeError, EngineError, raised_in_task
 from pipelines.lake.evolution import read_data_files, with_declared_columns
 from pipelines.lake.sql_types import Column, arrow_schema, ddl, parse_columns
 from pipelines.lake.task_files import FileSpec, commit_files
 from pipelines.config import ROW_GROUP_ROWS, is_url_root, parse_catalog, resolve_root, table_dir
+from pipelines.vocabulary import delta_ident, quote_ident
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,10 +141,6 @@ def lake_tables() -> list[LakeTable]:
     return list(_REGISTRY.values())
 
 
-def _quote(part: str) -> str:
-    return "`" + part.replace("`", "``") + "`"
-
-
 class Lake:
     """The lake of one configuration: where each :class:`LakeTable` is and how to reach it."""
 
@@ -197,8 +194,8 @@ class Lake:
     def ident(self, table: LakeTable) -> str:
         """The table in SQL: ``delta.`<path>``` or ```cat`.`schema`.`layer_name```."""
         if self._parts:
-            return ".".join(_quote(p) for p in self._parts + (table.table_name,))
-        return "delta." + _quote(self.path(table))
+            return ".".join(quote_ident(p) for p in self._parts + (table.table_name,))
+        return delta_ident(self.path(table))
 
     def where(self, table: LakeTable) -> str:
         """For messages: the identifier in catalog mode, else the path."""
@@ -306,9 +303,9 @@ class Lake:
         try:
             if len(self._parts) == 2:
                 spark.sql("CREATE SCHEMA IF NOT EXISTS "
-                          + ".".join(_quote(p) for p in self._parts)).collect()
+                          + ".".join(quote_ident(p) for p in self._parts)).collect()
             cols = f" ({ddl(table.columns, quoted=True)})"
-            parts = (f" PARTITIONED BY ({', '.join(_quote(c) for c in table.partition_by)})"
+            parts = (f" PARTITIONED BY ({', '.join(quote_ident(c) for c in table.partition_by)})"
                      if table.partition_by else "")
             if registered_from_path:
                 cols = parts = ""

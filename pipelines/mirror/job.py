@@ -36,13 +36,14 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import (current_version, files_added, sql_string, table_exists,
                                  version_files)
 from pipelines.errors import EngineError
-from pipelines.config import parse_catalog
+from pipelines.config import lake_dir, parse_catalog
 from pipelines.lake.tables import SILVER_EVENTS, Lake, read_data_files
 from pipelines.lake.lease import holds_lease
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
-                                   quote, record_schema, records, seen_columns, versions)
+                                   record_schema, records, seen_columns, versions)
+from pipelines.vocabulary import CHANGE_TYPES, quote_ident
 
 __all__ = ["MirrorResult", "TableRun", "run_mirror", "mirror_path", "state_path",
            "mirrored_tables", "view_names", "mirror_table_paths"]
@@ -52,15 +53,17 @@ log = logging.getLogger(__name__)
 _STATE_DDL = ("source_id string, schema_name string, table_name string, last_seq bigint, "
               "current_version bigint, history_version bigint, silver_version bigint, "
               "updated_at timestamp")
-_CHANGES = ("INSERT", "UPDATE", "DELETE")
+
+
+# The mirror's layers: a Delta table per source table under each (``<layer>/<schema>/<table>``).
+_LAYERS = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}
 
 
 def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
     """Where a source table's mirror lives: ``kind`` ``current`` →
     ``<lake>/mirror/<schema>/<table>``, ``history`` → ``<lake>/mirror_history/<schema>/<table>``.
     The one place mirror paths are built (``work``: a run's paired versions, scratch)."""
-    layer = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}[kind]
-    return os.path.join(cfg.lake_root, layer, schema, table)
+    return lake_dir(cfg.lake_root, _LAYERS[kind], schema, table)
 
 
 def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
@@ -69,8 +72,8 @@ def mirror_table_paths(cfg: Config) -> list[tuple[str, str]]:
     from pipelines.lake.files import delta_tables_under, list_lake_dir
 
     out = []
-    for layer in ("mirror", "mirror_history", "mirror_state/work"):
-        for path in delta_tables_under(os.path.join(cfg.lake_root, layer), 2, cfg.storage):
+    for layer in _LAYERS.values():
+        for path in delta_tables_under(lake_dir(cfg.lake_root, layer), 2, cfg.storage):
             out.append((path[len(cfg.lake_root) + 1:], path))
     if list_lake_dir(os.path.join(state_path(cfg), "_delta_log"), cfg.storage) is not None:
         out.append(("mirror_state/tables", state_path(cfg)))
@@ -168,7 +171,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
         from pyspark.sql import functions as F
 
         batch = batch.where((F.col("source_id") == source)
-                            & F.col("event_type").isin(*_CHANGES))
+                            & F.col("event_type").isin(*CHANGE_TYPES))
         per_table = (batch.groupBy("schema_name", "table_name")
                      .agg(F.max("seq").alias("max_seq"), F.count("*").alias("n"),
                           F.min("seq").alias("min_seq"))
@@ -220,7 +223,7 @@ def run_mirror(spark, cfg: Config, *, source: str | None = None) -> MirrorResult
                              *key, ", ".join(f"{x.name[0]}.{x.name[1]}" for x in segments[1:]))
                 rows = _renamed_rows(
                     lake.read(spark, SILVER_EVENTS).where(F.col("source_id") == source)
-                    .where(F.col("event_type").isin(*_CHANGES))
+                    .where(F.col("event_type").isin(*CHANGE_TYPES))
                     .where(segments_where(segments)), maps)
             run, versions_ = _mirror_table(spark, cfg, key, rows, typing, cur_version,
                                            hist_version)
@@ -310,11 +313,11 @@ def _catalog_tables(spark, cfg: Config, lake: Lake, key: tuple[str, str]) -> Non
         return
     parts = parse_catalog(lake.catalog)
     for kind, name in zip(("current", "history"), view_names(*key)):
-        ident = ".".join(quote(p) for p in (*parts, name))
+        ident = ".".join(quote_ident(p) for p in (*parts, name))
         try:
             if len(parts) == 2:
                 spark.sql("CREATE SCHEMA IF NOT EXISTS "
-                          + ".".join(quote(p) for p in parts)).collect()
+                          + ".".join(quote_ident(p) for p in parts)).collect()
             spark.sql(f"CREATE TABLE IF NOT EXISTS {ident} USING delta "
                       f"LOCATION {sql_string(mirror_path(cfg, kind, *key))}").collect()
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
@@ -352,19 +355,19 @@ def _align(df, layout: Layout, meta: list[tuple[str, str]]):
         if name not in have:
             cols.append(F.lit(None).cast(t.spark).alias(name))
         elif have[name] == t.spark:
-            cols.append(F.col(quote(name)))
+            cols.append(F.col(quote_ident(name)))
         elif t.spark == "string" and have[name] == "binary":
-            cols.append(F.base64(F.col(quote(name))).alias(name))
+            cols.append(F.base64(F.col(quote_ident(name))).alias(name))
         else:
-            cols.append(F.col(quote(name)).cast(t.spark).alias(name))
-    return df.select(*cols, *[F.col(quote(n)) for n, _ in meta])
+            cols.append(F.col(quote_ident(name)).cast(t.spark).alias(name))
+    return df.select(*cols, *[F.col(quote_ident(n)) for n, _ in meta])
 
 
 def _ensure_table(spark, path: str, layout: Layout, meta: list[tuple[str, str]],
                   existing: list[tuple[str, str]] | None, partition: tuple[str, ...] = ()
                   ) -> bool:
     """Create the table, or rewrite it in the layout when that changed; True when evolved."""
-    ddl = ", ".join([layout.ddl()] + [f"{quote(n)} {t}" for n, t in meta])
+    ddl = ", ".join([layout.ddl()] + [f"{quote_ident(n)} {t}" for n, t in meta])
     if existing is None:
         spark.createDataFrame([], ddl).write.format("delta").partitionBy(*partition).save(path)
         return False
@@ -426,8 +429,8 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
                         .load(cur_path), layout, CURRENT_META)
         ck = [f"__k{i}" for i in range(len(layout.key))]
         keys = recs.where("__kind = 'close'").select(
-            *[F.col(quote(k)).alias(a) for k, a in zip(layout.key, ck)]).distinct()
-        cond = [F.col(quote(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
+            *[F.col(quote_ident(k)).alias(a) for k, a in zip(layout.key, ck)]).distinct()
+        cond = [F.col(quote_ident(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
         opens0 = (before.join(keys, cond, "left_semi")
                   .withColumn("__kind", F.lit("open"))
                   .withColumn("__event_type", F.lit(None).cast("string"))
@@ -445,9 +448,9 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
 
     # A version is its key and the seq that opened it: derived row changes of one cause may
     # share a seq (clamped below the next event: docs/silver.md), never with one key.
-    same_key = "".join(f" AND t.{quote(k)} <=> s.{quote(k)}" for k in layout.key)
+    same_key = "".join(f" AND t.{quote_ident(k)} <=> s.{quote_ident(k)}" for k in layout.key)
     hist = _view(history_changes(paired, layout))
-    hist_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in HISTORY_META]
+    hist_cols = [quote_ident(n) for n in layout.names] + [quote_ident(n) for n, _ in HISTORY_META]
     spark.sql(
         f"MERGE INTO delta.`{hist_path}` AS t USING {hist} AS s "
         f"ON {'t.__is_current AND ' if clean else ''}t.__START_AT = s.__START_AT{same_key} "
@@ -455,7 +458,7 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
         "__end_timestamp = s.__end_timestamp, __is_current = s.__is_current "
         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN {_insert(hist_cols)}").collect()
     cur = _view(current_changes(paired, layout))
-    cur_cols = [quote(n) for n in layout.names] + [quote(n) for n, _ in CURRENT_META]
+    cur_cols = [quote_ident(n) for n in layout.names] + [quote_ident(n) for n, _ in CURRENT_META]
     spark.sql(
         f"MERGE INTO delta.`{cur_path}` AS t USING {cur} AS s ON t.__seq = s.__seq{same_key} "
         "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "

@@ -22,9 +22,10 @@ import pyarrow as pa
 from pipelines.errors import SchemaMismatchError
 from pipelines.mirror.types import (JSON_IN_TEXT, STRING, MirrorType, converter, parse_image,
                                     type_of_column, widen)
+from pipelines.vocabulary import quote_ident
 
 __all__ = ["Layout", "TableTyping", "plan_layout", "mirror_type_of_spark", "records",
-           "record_schema", "versions", "history_changes", "current_changes", "quote",
+           "record_schema", "versions", "history_changes", "current_changes",
            "RECORD_META", "CURRENT_META", "HISTORY_META", "HISTORY_PARTITION"]
 
 RECORD_META = [("__kind", "string"), ("__seq", "bigint"), ("__gtid", "string"),
@@ -44,11 +45,6 @@ _SPARK_KIND = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "int
                "float": "float", "double": "double", "date": "date",
                "timestamp_ntz": "datetime", "timestamp": "timestamp", "binary": "binary",
                "string": "text"}
-
-
-def quote(name: str) -> str:
-    """A Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def mirror_type_of_spark(spark: str) -> MirrorType:
@@ -133,7 +129,7 @@ class Layout:
         return dict(self.columns)[name]
 
     def ddl(self) -> str:
-        return ", ".join(f"{quote(n)} {t.spark}" for n, t in self.columns)
+        return ", ".join(f"{quote_ident(n)} {t.spark}" for n, t in self.columns)
 
 
 def plan_layout(existing: Sequence[tuple[str, str]] | None, typing: TableTyping,
@@ -178,7 +174,7 @@ def _arrow_type(spark: str) -> pa.DataType:
 def record_schema(layout: Layout) -> tuple[str, pa.Schema]:
     """(Spark DDL, Arrow schema) of :func:`records`' output."""
     fields = RECORD_META + [(n, t.spark) for n, t in layout.columns]
-    ddl = ", ".join(f"{quote(n)} {t}" for n, t in fields)
+    ddl = ", ".join(f"{quote_ident(n)} {t}" for n, t in fields)
     arrow = pa.schema([(n, _arrow_type(t)) for n, t in fields])
     return ddl, arrow
 
@@ -265,7 +261,7 @@ def _fill_absent(events, layout: Layout):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    w = (Window.partitionBy(*[F.col(quote(k)) for k in layout.key]).orderBy("__seq")
+    w = (Window.partitionBy(*[F.col(quote_ident(k)) for k in layout.key]).orderBy("__seq")
          .rowsBetween(Window.unboundedPreceding, 0))
     is_open = F.col("__kind") == "open"
     out = events
@@ -273,9 +269,10 @@ def _fill_absent(events, layout: Layout):
         if name in layout.key:
             continue
         present = is_open & ~F.coalesce(F.array_contains(F.col("__absent"), name), F.lit(False))
-        carried = F.last(F.when(present, F.struct(F.col(quote(name)).alias("v"))),
+        carried = F.last(F.when(present, F.struct(F.col(quote_ident(name)).alias("v"))),
                          ignorenulls=True).over(w)
-        out = out.withColumn(name, F.when(is_open, carried["v"]).otherwise(F.col(quote(name))))
+        out = out.withColumn(name, F.when(is_open, carried["v"])
+                             .otherwise(F.col(quote_ident(name))))
     return out
 
 
@@ -296,7 +293,7 @@ def versions(recs, opens0, layout: Layout, *, fill_absent: bool = False):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    key = [F.col(quote(k)) for k in layout.key]
+    key = [F.col(quote_ident(k)) for k in layout.key]
     events = recs.withColumn("__existing", F.lit(False)).unionByName(
         opens0.withColumn("__existing", F.lit(True)))
     if fill_absent and layout.has_pk:
@@ -317,11 +314,11 @@ def versions(recs, opens0, layout: Layout, *, fill_absent: bool = False):
         w = Window.partitionBy(*key).orderBy("__seq")
         o = opens.withColumn("__n", F.row_number().over(w))
         ck = [f"__k{i}" for i in range(len(layout.key))]
-        c = closes.select(*[F.col(quote(k)).alias(a) for k, a in zip(layout.key, ck)],
+        c = closes.select(*[F.col(quote_ident(k)).alias(a) for k, a in zip(layout.key, ck)],
                           F.col("__seq").alias("__end"),
                           F.col("__event_timestamp").alias("__end_ts"),
                           F.row_number().over(w).alias("__cn"))
-        cond = [F.col(quote(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
+        cond = [F.col(quote_ident(k)).eqNullSafe(F.col(a)) for k, a in zip(layout.key, ck)]
         paired = (o.join(c, cond + [F.col("__n") == F.col("__cn")], "left")
                   .drop("__n", "__cn", *ck))
     return paired.withColumnRenamed("__seq", "__start").drop("__kind")
@@ -334,7 +331,7 @@ def history_changes(paired, layout: Layout):
 
     touched = paired.where("NOT __existing OR __end IS NOT NULL")
     return touched.select(
-        *[F.col(quote(n)) for n in layout.names],
+        *[F.col(quote_ident(n)) for n in layout.names],
         F.col("__start").alias("__START_AT"), F.col("__end").alias("__END_AT"),
         F.col("__event_timestamp").alias("__start_timestamp"),
         F.col("__end_ts").alias("__end_timestamp"),
@@ -348,6 +345,6 @@ def current_changes(paired, layout: Layout):
     from pyspark.sql import functions as F
 
     return paired.select(
-        *[F.col(quote(n)) for n in layout.names],
+        *[F.col(quote_ident(n)) for n in layout.names],
         F.col("__start").alias("__seq"), F.col("__gtid"), F.col("__event_timestamp"),
         F.when(F.col("__end").isNull(), "insert").otherwise("delete").alias("__op"))

@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from pipelines.errors import SchemaMismatchError
+from pipelines.lake.sql_types import decimal_parts
 
 __all__ = ["MirrorType", "STRING", "JSON_IN_TEXT", "type_of_column", "converter", "widen", "json_text",
            "parse_image"]
@@ -32,7 +33,6 @@ _UNSIGNED = {"tinyint": "smallint", "smallint": "int", "mediumint": "int", "int"
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry",
           "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
           "geometrycollection", "vector"}
-_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 _MAX_PRECISION = 38
 
 
@@ -99,8 +99,8 @@ def _digits(spark: str) -> tuple[int, int] | None:
     """(integer digits, scale) of an exact numeric type."""
     if spark in _INT_DIGITS:
         return _INT_DIGITS[spark], 0
-    m = _DECIMAL.match(spark)
-    return (int(m.group(1)) - int(m.group(2)), int(m.group(2))) if m else None
+    parts = decimal_parts(spark)
+    return (parts[0] - parts[1], parts[1]) if parts else None
 
 
 def widen(a: MirrorType, b: MirrorType) -> MirrorType:

@@ -24,7 +24,7 @@ import configparser
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Protocol
+from typing import Mapping
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from pipelines.errors import ConfigError
@@ -123,16 +123,23 @@ class Dsn:
         return f"mysql://{self.user}{pw}@{self.host}:{self.port}/{self.database or ''}{tls}"
 
 
-class ServerSettings(Protocol):
-    """The config section keys :func:`resolve_dsn` reads (``[source]``, ``[gold]``)."""
+@dataclass(frozen=True)
+class ServerSettings:
+    """A server's TLS and credential settings (docs/connections.md), declared once: the keys
+    :func:`resolve_dsn` reads, the same in ``[source]`` and ``[gold]`` (their config sections
+    are built on it); the DSN's ``?ssl_*`` parameters win."""
 
-    ssl_mode: str
-    ssl_ca: str
-    ssl_cert: str
-    ssl_key: str
-    password: str
-    password_file: str
-    defaults_file: str
+    ssl_mode: str = ""  # DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    password: str = field(default="", repr=False)  # BINLAKE_SOURCE_PASSWORD, BINLAKE_GOLD_…
+    password_file: str = ""
+    defaults_file: str = ""  # MySQL option file, [client] section (else ~/.my.cnf)
+
+    def tls(self, *, setting: str) -> Tls:
+        """The ``ssl_*`` settings as :class:`Tls`; ConfigError names ``setting``.``key``."""
+        return Tls.of({k: getattr(self, k) for k in _TLS_KEYS}, setting=setting)
 
 
 DEFAULT_DATABASE = "binlake"  # gold's database when its DSN names none

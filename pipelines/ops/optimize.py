@@ -41,6 +41,7 @@ from pipelines.lake.delta_ops import capabilities, current_version, files_added,
 from pipelines.errors import ConfigError, EngineError
 from pipelines.lake.tables import BRONZE_FILES, Lake, lake_tables
 from pipelines.lake.lease import holds_lease, lake_lease
+from pipelines.vocabulary import delta_ident, quote_ident
 
 __all__ = ["CLUSTER_BY", "TableOptimized", "optimize_lake", "optimize_table",
            "engine_optimizes", "changed_partitions", "add_parser", "cmd_optimize"]
@@ -137,7 +138,7 @@ def _partition_filters(parts: list[dict[str, str]] | None):
 def _sql_where(parts: list[dict[str, str]] | None) -> str:
     if not parts:
         return ""
-    terms = [" AND ".join(f"`{c}` = {sql_string(str(v))}" for c, v in p.items()) for p in parts]
+    terms = [" AND ".join(f"{quote_ident(c)} = {sql_string(str(v))}" for c, v in p.items()) for p in parts]
     return " WHERE " + " OR ".join(f"({t})" for t in terms)
 
 
@@ -191,7 +192,7 @@ def optimize_table(spark, path: str, *, table: str = "", ident: str = "",
         return res
     try:
         if sql:
-            _via_sql(spark, ident or "delta.`" + path.replace("`", "``") + "`", cluster, parts,
+            _via_sql(spark, ident or delta_ident(path), cluster, parts,
                      target_mb)
         else:
             _via_delta_rs(path, cluster, parts, target_mb, row_group_rows, tuple(bloom))

@@ -26,9 +26,10 @@ import datetime as dt
 import os
 from dataclasses import dataclass, field
 
-from pipelines.config import Config
+from pipelines.config import DAMAGED_DIR, Config, lake_dir
 from pipelines.errors import LakeFaultError
 from pipelines.lake.files import lake_path_exists, list_lake_dir, move_lake_path
+from pipelines.vocabulary import CHANGE_TYPES_SQL
 
 __all__ = ["RepairResult", "run_repair", "add_parser", "cmd_repair"]
 
@@ -46,7 +47,7 @@ class RepairResult:
 def _aside(cfg: Config, path: str, stamp: str) -> str:
     rel = (path[len(cfg.lake_root) + 1:] if path.startswith(cfg.lake_root + "/")
            else os.path.relpath(path, cfg.lake_root))
-    dest = os.path.join(cfg.lake_root, "_binlake", "damaged", stamp, rel)
+    dest = lake_dir(cfg.lake_root, DAMAGED_DIR, stamp, rel)
     move_lake_path(path, dest, cfg.storage)
     return dest
 
@@ -102,7 +103,7 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
         for r in spark.sql(
                 "SELECT source_id, binlog_file, "
                 "sum(CASE WHEN event_type IN ('END', 'ERROR') THEN 1 ELSE 0 END) AS closing, "
-                "sum(CASE WHEN event_type IN ('INSERT', 'UPDATE', 'DELETE') THEN 1 ELSE 0 END) "
+                f"sum(CASE WHEN event_type IN {CHANGE_TYPES_SQL} THEN 1 ELSE 0 END) "
                 f"AS changes FROM {bronze} GROUP BY source_id, binlog_file").collect():
             have[(r[0], r[1])] = (int(r[2]), int(r[3]))
     lost = []
@@ -131,18 +132,19 @@ def _recheck_bronze(spark, cfg: Config, res: RepairResult) -> None:
 def run_repair(spark, cfg: Config) -> RepairResult:
     """Repair the lake (module docstring); returns what was done and what to run next."""
     from pipelines.lake.lease import lake_lease
+    from pipelines.lake.tables import BRONZE_EVENTS, SILVER_PROGRESS
 
     res = RepairResult()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     with lake_lease(cfg, "bronze"), lake_lease(cfg, "silver"):
         touched = _fix_tables(cfg, res, stamp)
-        if any(t.startswith("bronze/") for t in touched):
+        if any(t.startswith(BRONZE_EVENTS.layer + "/") for t in touched):
             _recheck_bronze(spark, cfg, res)
         if touched:
-            progress = cfg.table_path("silver", "progress")
+            progress = cfg.table_path(SILVER_PROGRESS.layer, SILVER_PROGRESS.name)
             if list_lake_dir(progress, cfg.storage) is not None:
                 dest = _aside(cfg, progress, stamp)
-                res.actions.append(f"silver/progress set aside to {dest}: the next silver "
+                res.actions.append(f"{SILVER_PROGRESS.key} set aside to {dest}: the next silver "
                                    "run considers every file (anti-join: no row twice)")
             res.rerun_silver = True
     res.binlogs = _binlogs_not_whole(spark, cfg)

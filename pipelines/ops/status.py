@@ -10,6 +10,7 @@ from pipelines.bronze.files import load_states
 from pipelines.config import Config
 from pipelines.lake.tables import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE,
                             Lake)
+from pipelines.vocabulary import CHANGE_TYPES_SQL
 
 __all__ = ["collect_status", "render_status", "add_parser", "cmd_status"]
 
@@ -41,7 +42,7 @@ def _collect(spark, cfg: Config, lake: Lake, out: dict[str, Any]) -> dict[str, A
         counts = spark.sql(
             "SELECT source_id, count(*) AS row_changes, min(event_timestamp) AS earliest, "
             "max(event_timestamp) AS latest, count(DISTINCT binlog_file) AS files "
-            f"FROM {bronze} WHERE event_type IN ('INSERT', 'UPDATE', 'DELETE') "
+            f"FROM {bronze} WHERE event_type IN {CHANGE_TYPES_SQL} "
             "GROUP BY source_id ORDER BY source_id").collect()
         incidents = spark.sql(
             "SELECT source_id, binlog_file, start_pos, query FROM "

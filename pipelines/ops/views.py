@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipelines.config import Config
-from pipelines.lake.tables import Lake, lake_tables
+from pipelines.lake.tables import BRONZE_EVENTS, BRONZE_FILES, Lake, lake_tables
 
 __all__ = ["LAKE_TABLES", "TABLE_MAPS_VIEW", "register_views"]
 
@@ -30,12 +30,12 @@ def register_views(spark, cfg: Config, *, global_views: bool = False) -> list[st
     for table in lake_tables():
         if lake.exists(spark, table):
             df = lake.read(spark, table)
-            if table.key == "bronze/files":  # append-only: each file's latest row
+            if table.key == BRONZE_FILES.key:  # append-only: each file's latest row
                 from pipelines.bronze.files import latest_states
 
                 df = latest_states(df)
             views = [(view, df) for view in (table.table_name, *table.aliases)]
-            if table.key == "bronze/binlog_events":
+            if table.key == BRONZE_EVENTS.key:
                 views.append((TABLE_MAPS_VIEW, _table_maps(df)))
             for view, frame in views:
                 if global_views:

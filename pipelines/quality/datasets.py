@@ -44,6 +44,7 @@ from pipelines.lake.delta_ops import files_added
 from pipelines.lake.file_stats import alone_in_key_ranges
 from pipelines.lake.tables import (SCHEMA_SNAPSHOTS, SILVER_EVENTS, SILVER_QUARANTINE, Lake,
                             read_data_files)
+from pipelines.vocabulary import ROW_KEY, hours_of
 
 __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "silver_frame",
            "quarantine_frame",
@@ -51,14 +52,13 @@ __all__ = ["Window", "KEY", "REPORT_COLUMNS", "SilverSlice", "silver_slice", "si
            "context_frame", "context_key_counts", "key_bounds", "bound_aggregates",
            "alone_in_bounds", "alone_in_stats", "keyed_rows"]
 
-KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+KEY = list(ROW_KEY)
 # Columns recorded for each failing row (the key, then what a person needs to find it).
 REPORT_COLUMNS: dict[str, list[str]] = {
     "silver": KEY + ["schema_name", "table_name", "event_type", "seq", "pk_values"],
     "quarantine": KEY + ["schema_name", "table_name", "event_type", "column_count",
                          "schema_column_count", "reason"],
 }
-_RECENT = re.compile(r"^\s*(\d+)\s*([hd])\s*$")
 
 
 @dataclass(frozen=True)
@@ -78,11 +78,11 @@ class Window:
             return cls()
         if text.strip() == "all":
             return cls("all")
-        m = _RECENT.match(text)
-        if not m or int(m.group(1)) < 1:
+        hours = hours_of(text)
+        if hours is None:
             raise ConfigError(f"--window: expected last-run, all, Nh or Nd (e.g. 24h, 7d), "
                               f"got {text!r}")
-        return cls("recent", int(m.group(1)) * (24 if m.group(2) == "d" else 1))
+        return cls("recent", hours)
 
     def __str__(self) -> str:
         return f"{self.hours}h" if self.kind == "recent" else self.kind

@@ -19,12 +19,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import time
 import uuid
 from typing import Any, Sequence
 
-from pipelines.config import Config
+from pipelines.config import QUALITY_REPORTS_DIR, Config, lake_dir
 from pipelines.lake.delta_ops import version_unreadable
 from pipelines.lake.few_files import keep_few_files
 from pipelines.lake.tables import QUALITY_FAILURES, QUALITY_RESULTS, Lake
@@ -198,11 +197,15 @@ def run_quality(spark, cfg: Config, *, window: Window | str | None = None,
     return res
 
 
+def report_path(cfg: Config) -> str:
+    """The latest quality report: ``<lake>/quality/report.html``."""
+    return lake_dir(cfg.lake_root, QUALITY_REPORTS_DIR, "report.html")
+
+
 def _store(spark, cfg: Config, res: QualityResult) -> None:
     from pipelines.lake.files import write_lake_file
     from pipelines.quality.report import render_report
 
-    base = os.path.join(cfg.lake_root, "quality")
     rows = [(res.run_id, res.run_time, r.name, r.dataset, r.passed_records, r.failed_records,
              r.action, r.status, r.expectation, r.description, res.window, res.silver_version,
              r.error) for r in res.rules]
@@ -222,8 +225,8 @@ def _store(spark, cfg: Config, res: QualityResult) -> None:
         lake.append(spark.createDataFrame(failures, FAILURES_DDL), QUALITY_FAILURES)
     from pipelines.quality.trends import load_trends, render_trends
     html = render_report(res, render_trends(load_trends(spark, cfg)))
-    per_run = os.path.join(base, "reports", f"{res.run_id}.html")
-    latest = os.path.join(base, "report.html")
+    per_run = lake_dir(cfg.lake_root, QUALITY_REPORTS_DIR, "reports", f"{res.run_id}.html")
+    latest = report_path(cfg)
     for path in (per_run, latest):
         write_lake_file(cfg.storage, path, html.encode("utf-8"))
     res.report_path = latest
@@ -264,6 +267,6 @@ def last_quality(spark, cfg: Config) -> dict[str, Any] | None:
               "failed_records": r["failed_records"]}
              for r in rows if r["status"] not in ("passed", "skipped")),
             key=lambda d: (d["name"], d["dataset"])),
-        "report": os.path.join(cfg.lake_root, "quality", "report.html"),
+        "report": report_path(cfg),
     }
 

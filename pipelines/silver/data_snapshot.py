@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from pipelines.binlog import coltypes as T
 from pipelines.binlog.values import float32_text
-from pipelines.config import Config
+from pipelines.config import ARROW_BATCH_ROWS, Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import SchemaMismatchError, SourceError
 from pipelines.lake.tables import BASELINE_ROWS, BASELINES, Lake
@@ -43,6 +43,7 @@ from pipelines.silver.snapshot_source import (
     _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
     server_checks,
 )
+from pipelines.vocabulary import INSERT, quote_ident
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",
            "take_data_snapshot", "DataSnapshotResult", "load_baselines"]
@@ -86,13 +87,9 @@ def table_spec(ts: TableSchema, version: str) -> TableSpec:
     return TableSpec(specs, pk or tuple(range(len(specs))), ts.pk_kind, version)
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _expr(col: ColumnSchema) -> str:
     """The SELECT expression giving the column's value in bronze's form."""
-    t, name = col.data_type.lower(), _q(col.name)
+    t, name = col.data_type.lower(), quote_ident(col.name)
     if t in ("bit", "year", "enum", "set"):
         return f"{name} + 0"
     if t == "float":
@@ -154,7 +151,7 @@ def _begin(cur, server) -> tuple[str | None, int | None, str | None]:
 
 
 def take_data_snapshot(spark, cfg: Config, dsn: Dsn, *, schemas: Sequence[str] | None = None,
-                       batch_rows: int = 20000) -> DataSnapshotResult:
+                       batch_rows: int = ARROW_BATCH_ROWS) -> DataSnapshotResult:
     """Copy every base table of ``schemas`` at one binlog position into the lake.
 
     Raises :class:`SourceError` (host:port, never the password) when the source cannot be
@@ -209,7 +206,7 @@ def _copy_table(spark, cfg: Config, conn, snapshot: Snapshot, ts: TableSchema,
     lk = Lake.of(cfg)
     n = 0
     with conn.cursor(pymysql.cursors.SSCursor) as cur:
-        cur.execute(f"SELECT {exprs} FROM {_q(ts.schema)}.{_q(ts.table)}")
+        cur.execute(f"SELECT {exprs} FROM {quote_ident(ts.schema)}.{quote_ident(ts.table)}")
         while True:
             rows = cur.fetchmany(batch_rows)
             if not rows:
@@ -230,7 +227,7 @@ def _render_inserts(renderer: TableRenderer, images: list[list[bytes | None]]):
     import pyarrow as pa
 
     m = len(images)
-    out = renderer.render(pa.array(["INSERT"] * m), pa.nulls(m, pa.list_(pa.binary())),
+    out = renderer.render(pa.array([INSERT] * m), pa.nulls(m, pa.list_(pa.binary())),
                           pa.array(images, pa.list_(pa.binary())),
                           pa.nulls(m, pa.list_(pa.bool_())), pa.nulls(m, pa.list_(pa.bool_())))
     if out.errors:

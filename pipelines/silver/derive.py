@@ -29,10 +29,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from pipelines.binlog.names import file_number
+from pipelines.binlog.names import position_key
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
 from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.partitions import holds
+from pipelines.vocabulary import DELETE, UPDATE
 
 __all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
            "cascading_rules",
@@ -64,7 +65,8 @@ class AddedColumn:
     first: bool = False
 
 
-_ALTER_HEAD = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+", re.I)
+_HEAD = rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+"  # up to the clauses
+_ALTER_HEAD = re.compile(_HEAD, re.I)
 _ADD = re.compile(r"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+`|[\w$]+)\s+"
                   r"([a-z]+)\b(.*)$", re.I | re.S)
 _NOT_COLUMNS = {"INDEX", "KEY", "CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "FULLTEXT",
@@ -75,8 +77,7 @@ _DEFAULT = re.compile(r"\bDEFAULT\s*(\(?\s*(-?\d+|'(?:[^'\\]|\\.|'')*'|NULL)\s*\
 _POSITION = re.compile(r"\b(?:(FIRST)|AFTER\s+(`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
 
 
-_PARTITION = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s+"
-                        r"(DROP|TRUNCATE)\s+PARTITION\s+(.*?)\s*;?\s*$", re.I | re.S)
+_PARTITION = re.compile(_HEAD + r"(DROP|TRUNCATE)\s+PARTITION\s+(.*?)\s*;?\s*$", re.I | re.S)
 
 
 def partition_change(query: str, default_schema: str | None
@@ -287,7 +288,7 @@ class Fold:
                 continue
             before, after = raw_values(r["row_before"]), raw_values(r["row_after"])
             self._apply(table, r["pk_values"], r, before, after)
-            if (r["event_type"] in ("DELETE", "UPDATE") and self.causes(r)
+            if (r["event_type"] in (DELETE, UPDATE) and self.causes(r)
                     and (r.get("origin") or "binlog") == "binlog"):
                 yield from self._cascade(r, (r["schema_name"], r["table_name"]), before,
                                          after)
@@ -454,8 +455,7 @@ class Fold:
         place = (cause["source_id"], cause["binlog_file"], cause["start_pos"])
         n = self._counter.get(place, self.rows_in_event.get(place, 0))
         self._counter[place] = n + 1
-        base = file_number(cause["binlog_file"]) << 32
-        seq = base + min(cause["start_pos"] + n, cause["end_pos"] - 1)
+        seq = position_key(cause["binlog_file"], min(cause["start_pos"] + n, cause["end_pos"] - 1))
         after_key = None if values is None else self._key_after(table, key, values,
                                                                 row.pk_kind)
         return {
@@ -464,7 +464,7 @@ class Fold:
                                          "event_timestamp", "gtid", "connection_id",
                                          "query_text", "commit_ts_us")},
             "row_in_event": n, "seq": seq, "schema_name": table[1], "table_name": table[2],
-            "event_type": "DELETE" if values is None else "UPDATE", "pk_values": key,
+            "event_type": DELETE if values is None else UPDATE, "pk_values": key,
             "pk_kind": row.pk_kind, "changed_columns": json.dumps(changed) if values else None,
             "row_before": row.image, "row_after": None if values is None else _image(values),
             "absent_columns": None, "schema_version": row.schema_version, "origin": origin,

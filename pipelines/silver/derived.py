@@ -26,17 +26,17 @@ from pipelines.silver.derive import (ADD_COLUMNS, DROP_COLUMNS, RENAME, TRUNCATE
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.partitions import partition_effects
 from pipelines.silver.slices import in_files
+from pipelines.vocabulary import DELETE, INSERT, ROW_KEY, UPDATE
 
 __all__ = ["append_derived", "load_fk_gaps", "FOLD_INPUT", "derivation_digest", "numbered"]
 
 log = logging.getLogger(__name__)
 
-KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
-FOLD_INPUT = ["source_id", "server_id", "server_uuid", "binlog_file", "start_pos", "end_pos",
-              "row_in_event", "seq", "event_timestamp", "gtid", "connection_id",
-              "schema_name", "table_name", "event_type", "pk_values", "pk_kind",
-              "row_before", "row_after", "absent_columns", "schema_version", "query_text",
-              "commit_ts_us", "origin", "pk_values_after"]
+KEY = list(ROW_KEY)
+# What the fold reads of silver's rows: silver's columns (the registry's) less the partition,
+# the hashes and the changed columns.
+FOLD_INPUT = [c for c in SILVER_EVENTS.column_names
+              if c not in ("event_date", "pk_hash", "changed_columns", "pk_hash_after")]
 _OUT = SILVER_EVENTS.arrow_schema(exclude=["pk_hash", "pk_hash_after"])
 _OUT_DDL = SILVER_EVENTS.ddl(exclude=["pk_hash", "pk_hash_after"])
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -120,7 +120,7 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
     if rules:
         changed = {(r[0], r[1]) for r in silver.where(where)
                    .where(_tables_where({r.parent for r in rules}))
-                   .where("event_type IN ('DELETE', 'UPDATE')")
+                   .where(f"event_type IN ('{DELETE}', '{UPDATE}')")
                    .select("schema_name", "table_name").distinct().collect()}
     if not queries and not changed:
         return 0
@@ -202,7 +202,6 @@ def numbered(rows: list[dict[str, Any]], last: dict[tuple, int]) -> list[dict[st
     """Pure: the new derived ``rows`` numbered after the rows silver holds at their place
     (``last``: (source, file, start_pos) → its highest row_in_event), in the order the fold
     gave them; ``seq`` follows (docs/silver.md: clamped to the event's end)."""
-    from pipelines.binlog.names import file_number
 
     rows = sorted(rows, key=lambda r: (r["source_id"], r["binlog_file"], r["start_pos"],
                                        r["row_in_event"]))
@@ -212,8 +211,7 @@ def numbered(rows: list[dict[str, Any]], last: dict[tuple, int]) -> list[dict[st
         n = max(after.get(place, -1) + 1, 0)
         after[place] = n
         r["row_in_event"] = n
-        r["seq"] = (file_number(r["binlog_file"]) << 32) + min(r["start_pos"] + n,
-                                                               r["end_pos"] - 1)
+        r["seq"] = position_key(r["binlog_file"], min(r["start_pos"] + n, r["end_pos"] - 1))
     return rows
 
 
@@ -246,7 +244,6 @@ def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:
          .where(" OR ".join(f"start_pos = {int(p)}" for _, _, p in by_place))
          .select(*[c for c in cols if c in have]))
     out = []
-    from pipelines.binlog.names import file_number
 
     for r in q.collect():
         d = r.asDict()
@@ -257,7 +254,7 @@ def _markers(spark, lake: Lake, queries: list[tuple]) -> list[dict[str, Any]]:
         out.append({**{c: d.get(c) for c in cols}, "query_text": d.get("query"),
                     "row_in_event": -1, "schema_name": table[0], "table_name": table[1],
                     "pk_values": None, "row_before": None, "row_after": None,
-                    "seq": (file_number(d["binlog_file"]) << 32) + d["start_pos"], **marker})
+                    "seq": position_key(d["binlog_file"], d["start_pos"]), **marker})
     return out
 
 
@@ -286,7 +283,7 @@ def _fold_task(plan: NamingPlan, rules: list[Rule], per_snapshot: dict[str, set[
                 continue
             place = (r["source_id"], r["binlog_file"], r["start_pos"])
             counts[place] = max(counts.get(place, 0), r["row_in_event"] + 1)
-            if r["event_type"] != "INSERT" and r["gtid"] is not None:
+            if r["event_type"] != INSERT and r["gtid"] is not None:
                 logged.setdefault((r["gtid"], r["source_id"], r["schema_name"],
                                    r["table_name"], r["pk_values"]), []).append(r["seq"])
         fold = Fold(pk_names, rules_at, lambda r: (r["source_id"], r["binlog_file"]) in run,

@@ -25,6 +25,7 @@ from pipelines.silver import render_fast
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import make_renderer
 from pipelines.silver.render_columns import ImageColumns, column_kernel, value_error
+from pipelines.vocabulary import INSERT, UPDATE
 
 __all__ = ["SilverImages", "TableRenderer"]
 
@@ -111,7 +112,7 @@ class TableRenderer:
                     err = value_error(self.spec.columns[i], value)
                     if err is not None:
                         return str(err)
-        key, present = (after, after_present) if event_type == "INSERT" else (before,
+        key, present = (after, after_present) if event_type == INSERT else (before,
                                                                                 before_present)
         if key is None:
             return f"{event_type} without its key image"
@@ -198,7 +199,7 @@ class TableRenderer:
         themselves decide (:meth:`after_key`)."""
         if not self.spec.pk or not changed.null_count < len(changed):
             return np.zeros(len(changed), dtype=bool)
-        is_update = render_fast.true_bytes(pc.equal(event_type, "UPDATE")) != 0
+        is_update = render_fast.true_bytes(pc.equal(event_type, UPDATE)) != 0
         if self.spec.pk_kind != "primary_key":
             some = pc.not_equal(changed, "[]").fill_null(False)
             return is_update & (render_fast.true_bytes(some) != 0)
@@ -247,7 +248,7 @@ class TableRenderer:
             if self._error is not None:
                 bad |= has
             shown.append(has)
-        is_insert = pc.equal(event_type, "INSERT")
+        is_insert = pc.equal(event_type, INSERT)
         bad |= ~np.where(render_fast.true_bytes(is_insert) != 0, shown[1], shown[0])  # the key
         if bad.any():  # render the well-formed rows only
             ok = np.flatnonzero(~bad)
@@ -289,7 +290,7 @@ class TableRenderer:
         if b_partial or a_partial:
             for col in key:
                 bad |= col.is_null().to_numpy(zero_copy_only=False)  # key column absent
-        both = pc.and_(pc.equal(event_type, "UPDATE"), pc.and_(b_valid, a_valid))
+        both = pc.and_(pc.equal(event_type, UPDATE), pc.and_(b_valid, a_valid))
         changed = _nulls(m)
         if both.true_count:
             changed = pc.if_else(both, _pieces_joined(

@@ -35,14 +35,15 @@ from pipelines.silver.progress import load_progress, save_progress
 from pipelines.silver.render_warm import renders_here, warm_in_background
 from pipelines.silver.render_worker import BATCH_ROWS, close_idle
 from pipelines.silver.slices import binlog_bytes, file_days, in_files, plan_slices, slice_day
-from pipelines.silver.transform import (CHANGE_TYPES, QUARANTINE_DDL, render_workers,
+from pipelines.silver.transform import (QUARANTINE_DDL, render_workers,
                                        to_quarantine, to_silver, to_silver_files)
+from pipelines.vocabulary import CHANGE_TYPES, ROW_KEY
 
 __all__ = ["SilverResult", "run_silver", "KEY", "QUARANTINE_DDL"]
 
 log = logging.getLogger(__name__)
 
-KEY = ["source_id", "binlog_file", "start_pos", "row_in_event"]
+KEY = list(ROW_KEY)
 
 
 @dataclass

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from pipelines.lake.delta_ops import sql_string
-from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote, clauses
+from pipelines.silver.ddl import (_ALTER_TABLE, _IDENT, _QUALIFIED, _clean, _qualify, _unquote,
+                                 clauses)
 
 __all__ = ["Rename", "Segment", "renames_in", "renames", "lineage", "column_maps", "renamed",
            "segments_where", "load_renames", "load_ddl_rows", "gone", "forward"]
 
-_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|OFFLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
-                    rf"(?:IF\s+EXISTS\s+)?{_QUALIFIED}\s*(.*)$", re.I | re.S)
+_ALTER = re.compile(_ALTER_TABLE + r"\s*(.*)$", re.I | re.S)
 _RENAME_TABLES = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
 _PAIR = re.compile(rf"{_QUALIFIED}\s+(?:WAIT\s+\d+\s+|NOWAIT\s+)?TO\s+{_QUALIFIED}", re.I)
 _TO_TABLE = re.compile(rf"^RENAME\s+(?:TO\s+|AS\s+)?(?!(?:COLUMN|INDEX|KEY)\b){_QUALIFIED}\s*$",

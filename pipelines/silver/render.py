@@ -70,8 +70,7 @@ def make_renderer(spec: ColumnSpec) -> Callable[[bytes], str]:
         return _number
     if t in (T.FLOAT, T.DOUBLE, T.YEAR, T.BIT):
         return _number
-    if t in (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
-             T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2):
+    if t in T.QUOTED_TYPES:
         return _quoted_ascii
     if t == T.ENUM:
         return _enum(spec)

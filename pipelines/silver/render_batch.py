@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.binlog.names import file_number, position_key, seq_of
 from pipelines.errors import SchemaMismatchError
-from pipelines.lake.tables import SILVER_EVENTS, SILVER_QUARANTINE
+from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 from pipelines.silver import render_fast
 from pipelines.silver.images import SilverImages, TableRenderer
-from pipelines.silver.naming import (TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec,
-                                     file_number)
+from pipelines.silver.naming import TABLE_MAP_COLUMNS, BronzeTableMap, NamingPlan, TableSpec
 
 __all__ = ["BatchRenderer", "RENDERED", "HASHED", "QUARANTINE", "DAY_US"]
 
@@ -32,9 +32,8 @@ QUARANTINE = SILVER_QUARANTINE.arrow_schema(exclude=["quarantined_at"])
 _TM = TABLE_MAP_COLUMNS
 _IMAGE_LISTS = ("row_before", "row_after")  # the images: read where they lie, not taken
 _FLAGS = ("event_type", "before_present", "after_present")
-_RENDERED_COLS = {"pk_values", "changed_columns", "row_before", "row_after", "absent_columns",
-                  "seq", "event_date", "pk_kind", "schema_version", "origin",
-                  "pk_values_after"}
+# What rendering makes: the images, and the silver columns bronze has not (the registry's).
+_RENDERED_COLS = ({f.name for f in RENDERED} - set(BRONZE_EVENTS.column_names)) | set(_IMAGE_LISTS)
 DAY_US = 86_400_000_000  # event_date: the UTC day of event_timestamp
 # The columns a batch keeps once grouped, put in group order: what the outputs copy from the
 # bronze row, and what rendering reads besides the images (not the TABLE_MAP facts).
@@ -148,7 +147,7 @@ class BatchRenderer:
         source, schema, name, binlog_file = (key[k] for k in
                                              ("source_id", "schema_name", "table_name",
                                               "binlog_file"))
-        pos = (file_number(binlog_file) << 32) | self._start_pos[rows]
+        pos = position_key(binlog_file, self._start_pos[rows])
         while len(rows):
             start, end = self.plan.epoch(source, schema, name, int(pos.min()))
             inside = (pos > start) & (pos <= end)
@@ -233,8 +232,8 @@ class BatchRenderer:
                            dtype=np.int64)
         start = batch.column("start_pos").to_numpy(zero_copy_only=False)
         row_in_event = batch.column("row_in_event").to_numpy(zero_copy_only=False)
-        cat["seq"] = pa.array((numbers[codes.indices.to_numpy(zero_copy_only=False)] << 32)
-                              | (start + row_in_event))
+        cat["seq"] = pa.array(seq_of(numbers[codes.indices.to_numpy(zero_copy_only=False)],
+                                     start + row_in_event))
         ts = batch.column("event_timestamp")
         micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
         cat["event_date"] = pa.array(np.floor_divide(micros, DAY_US).astype(np.int32),

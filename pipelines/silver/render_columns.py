@@ -35,8 +35,6 @@ __all__ = ["ImageColumns", "Kernel", "column_kernel", "value_error"]
 # (texts, positions that cannot be rendered or None)
 Kernel = Callable[[pa.Array], "tuple[pa.Array, np.ndarray | None]"]
 
-_QUOTED = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
-           T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2)
 _UTF8 = ("utf8mb4", "utf8mb3", "utf8")
 _CONTROL = "[\\x00-\\x1f]"
 _NON_BMP = "[\\x{10000}-\\x{10ffff}]"
@@ -137,7 +135,7 @@ def column_kernel(spec: ColumnSpec) -> Kernel:
         return _unsigned(T.INTEGER_WIDTH[t]) if spec.fix_unsigned else _numbers
     if t in (T.FLOAT, T.DOUBLE, T.YEAR, T.BIT):
         return _numbers
-    if t in _QUOTED:
+    if t in T.QUOTED_TYPES:
         return _quoted
     if t == T.JSON:
         return _numbers  # the JSON text itself; invalid UTF-8 raises, as make_renderer does

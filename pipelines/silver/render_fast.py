@@ -25,14 +25,15 @@ import pyarrow.compute as pc
 from pipelines.binlog import coltypes as T
 from pipelines.binlog.fast.rowkernel import jit_module
 from pipelines.silver.render_columns import ImageColumns
+from pipelines.silver.render_kinds import (KIND_JSON as _JSON, KIND_NUM as _NUM,
+                                           KIND_PRE as _PRE, KIND_QUOTED as _QUOTED,
+                                           KIND_UTF8 as _UTF8, KIND_UTF8_BMP as _UTF8_BMP,
+                                           OUT_ROOM as _ROOM)
+from pipelines.vocabulary import UPDATE
 
 __all__ = ["ImageBuffers", "available", "column_kinds", "loaded", "name_table", "render",
            "true_bytes", "valid_bytes"]
 
-_NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
-_ROOM = 1  # render_jit.render_side's outcome: ``out`` too small
-_QUOTED_TYPES = (T.NEWDECIMAL, T.DECIMAL, T.DATE, T.NEWDATE, T.TIME, T.TIME2, T.DATETIME,
-                 T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2)
 _JIT = None
 
 
@@ -69,7 +70,7 @@ def column_kinds(spec) -> np.ndarray:
             kinds.append(_PRE if c.fix_unsigned else _NUM)
         elif t in (T.FLOAT, T.DOUBLE, T.YEAR, T.BIT):
             kinds.append(_NUM)
-        elif t in _QUOTED_TYPES:
+        elif t in T.QUOTED_TYPES:
             kinds.append(_QUOTED)
         elif t == T.JSON:
             kinds.append(_JSON)
@@ -221,7 +222,7 @@ def render(tr, event_type: pa.Array, sides: tuple[ImageBuffers, ImageBuffers],
         out_sides.append(side)
     b, a = out_sides
     bad |= marked
-    both_np = true_bytes(pc.equal(event_type, "UPDATE")) & b.valid & a.valid
+    both_np = true_bytes(pc.equal(event_type, UPDATE)) & b.valid & a.valid
     changed = pa.nulls(m, pa.string())
     if both_np.any():
         size = m * (len(tr.fast_items[1]) + 2 * n + 2) + 2

@@ -15,12 +15,14 @@ import numba as nb
 import numpy as np
 
 from pipelines.binlog.fast.jit_bytes import memcpy
+from pipelines.silver.render_kinds import (KIND_JSON as _JSON, KIND_NUM as _NUM,
+                                           KIND_PRE as _PRE, KIND_QUOTED as _QUOTED,
+                                           KIND_UTF8 as _UTF8, KIND_UTF8_BMP as _UTF8_BMP,
+                                           OUT_ROOM as _ROOM,
+                                           OUT_OK as _OK, OUT_INVALID as _INVALID)
 
 __all__ = ["render_side", "changed_columns", "gather"]
 
-# column kinds (render_fast)
-_NUM, _QUOTED, _UTF8, _UTF8_BMP, _PRE, _JSON = 0, 1, 2, 3, 4, 5
-_OK, _ROOM, _INVALID = 0, 1, 2
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 _NULL = np.frombuffer(b"null", np.uint8)
 # Per byte: 0 (as it is), the letter after a backslash, or u (\u00xx), as json.dumps writes it.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from pipelines.lake.tables import BRONZE_EVENTS
+from pipelines.vocabulary import INSERT, UPDATE
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -43,8 +44,8 @@ def _sample_batch() -> pa.RecordBatch:
                 column_charsets=[45, 45, None], primary_key=[0])
     rows = []
     for i, (kind, before, after) in enumerate((
-            ("INSERT", None, [b"1", b"a\"b", b"2026-01-01 00:00:00.000001"]),
-            ("UPDATE", [b"1", b"a\"b", b"2026-01-01 00:00:00.000001"],
+            (INSERT, None, [b"1", b"a\"b", b"2026-01-01 00:00:00.000001"]),
+            (UPDATE, [b"1", b"a\"b", b"2026-01-01 00:00:00.000001"],
              [b"1", b"\xc3\xa9", b"2026-01-01 00:00:00.000001"]))):
         row = {f.name: None for f in BRONZE_EVENTS.arrow_schema()}
         row.update(source_id="warm", server_id=1, binlog_file="warm.000001",

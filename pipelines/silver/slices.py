@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pipelines.lake.delta_ops import sql_string
 from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.silver.render_batch import DAY_US
-from pipelines.silver.transform import CHANGE_TYPES
+from pipelines.vocabulary import CHANGE_TYPES
 
 __all__ = ["Slice", "in_files", "binlog_bytes", "plan_slices", "file_days", "slice_day"]
 

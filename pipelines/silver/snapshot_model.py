@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from pipelines.binlog.names import split_binlog_name
+from pipelines.binlog.names import seq_of, split_binlog_name
 from pipelines.lake.tables import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS
 
 __all__ = [
@@ -258,7 +258,7 @@ class Snapshot:
     def seq(self) -> int | None:
         """The coordinate on silver's ``seq`` scale: ``file_number * 2^32 + binlog_pos``."""
         c = self.coordinate
-        return None if c is None else (c[0] << 32) + c[1]
+        return None if c is None else seq_of(*c)
 
     @property
     def column_count(self) -> int:

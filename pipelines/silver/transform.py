@@ -22,6 +22,7 @@ from pipelines.silver.null_lists import lists_not_null, restore_null_lists
 from pipelines.silver.pk_hash import pk_hash
 from pipelines.silver.render_worker import BATCH_ROWS, render_batches
 from pipelines.lake.task_files import ADDED_DDL, FileSpec, write_files
+from pipelines.vocabulary import CHANGE_TYPES
 
 __all__ = ["BRONZE_INPUT", "CHANGE_TYPES", "SILVER_COLUMNS", "QUARANTINE_DDL", "bronze_changes",
            "to_silver", "to_silver_files", "to_quarantine", "render_workers", "on_day",
@@ -52,7 +53,6 @@ def render_workers(setting: int, in_subprocess: bool) -> int:
     return setting or max(os.cpu_count() or 1, 1)
 
 
-CHANGE_TYPES = ("INSERT", "UPDATE", "DELETE")  # the bronze event types silver names
 
 
 def _process(plan: NamingPlan, quarantine: bool, workers: int, compiled: bool,

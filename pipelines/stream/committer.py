@@ -23,10 +23,10 @@ from pipelines.lake.tables import BRONZE_EVENTS, Lake
 from pipelines.stream.checkpoint import Checkpoint, checkpoint_batch
 from pipelines.stream.files_state import StreamFiles
 from pipelines.stream.position import StreamPosition, Where
+from pipelines.vocabulary import CHANGE_TYPES
 
 __all__ = ["Committer", "Identity"]
 
-_ROW_CHANGES = ("INSERT", "UPDATE", "DELETE")
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Committer:
         counts = self.row_counts
         kinds = table.column("event_type").to_pylist()
         for name, kind in zip(table.column("binlog_file").to_pylist(), kinds):
-            if kind in _ROW_CHANGES:
+            if kind in CHANGE_TYPES:
                 counts[name] = counts.get(name, 0) + 1
             else:
                 counts.setdefault(name, 0)

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from typing import Any, TextIO
+from pipelines.config import STREAM_STATUS_DIR, lake_dir
 
 __all__ = ["RateMeter", "ProgressLine", "Liveness", "live_path", "write_live", "read_live"]
 
@@ -93,7 +94,7 @@ class ProgressLine:
 
 def live_path(lake_root: str, source_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in source_id)
-    return os.path.join(lake_root, "bronze", "stream_status", f"{safe}.json")
+    return lake_dir(lake_root, STREAM_STATUS_DIR, f"{safe}.json")
 
 
 def write_live(path: str, doc: dict[str, Any]) -> None:

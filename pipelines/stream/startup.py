@@ -39,6 +39,7 @@ from pipelines.stream.position import StreamPosition, Where
 from pipelines.stream.protocol import StartAt
 from pipelines.binlog.names import binlog_order
 from pipelines.stream.source import Gap, SourceServer
+from pipelines.vocabulary import CHANGE_TYPES_SQL
 
 __all__ = ["Startup"]
 
@@ -68,7 +69,7 @@ class Startup:
     def file_row_changes(self, name: str) -> int:
         """Row changes bronze already holds for ``name``."""
         df = self._bronze(f" AND binlog_file = {sql_string(name)} AND "
-                          "event_type IN ('INSERT', 'UPDATE', 'DELETE')")
+                          f"event_type IN {CHANGE_TYPES_SQL}")
         return 0 if df is None else df.count()
 
     def _rows_beyond(self, ck: Checkpoint) -> int:

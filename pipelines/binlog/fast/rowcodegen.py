@@ -42,6 +42,7 @@ from pipelines.binlog.temporal import (
     _ts_prefix,
 )
 from pipelines.binlog.values import _S8, _U8
+from pipelines.vocabulary import INSERT, UPDATE
 
 __all__ = ["MAX_COLUMNS", "ImageFn", "RowsFn", "image_function", "rows_function"]
 
@@ -50,8 +51,6 @@ ImageFn = Callable[[bytes, int], "tuple[list, int]"]
 # Above this many present columns the reference loop is used (compile time, code size).
 MAX_COLUMNS = 400
 
-_VARCHAR_LIKE = frozenset({T.VARCHAR, T.VAR_STRING, T.STRING})
-_BLOB_LIKE = frozenset({T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB, T.GEOMETRY, T.VECTOR})
 # Little-endian integer columns: struct field(s) and the statement setting the value ({v});
 # {0}, {1} name the unpacked fields.
 # Text of 0..9999 (counters, quantities, flags, small ids): a lookup instead of str().encode().
@@ -144,9 +143,9 @@ class _Gen:
             return _Fixed(">", fmt, f"{{v}} = _str({expr}).encode()")
         if col_type == T.DOUBLE:
             return _Fixed("<", "d", "{v} = _repr({0}).encode()")
-        if col_type in _VARCHAR_LIKE and 0 <= meta <= 0xFFFF:
+        if col_type in T.VARCHAR_LIKE and 0 <= meta <= 0xFFFF:
             return self._prefixed(1 if meta < 256 else 2, v)
-        if col_type in _BLOB_LIKE and 1 <= meta <= 4:
+        if col_type in T.BLOB_LIKE and 1 <= meta <= 4:
             return self._prefixed(meta, v)
         if col_type == T.DATETIME2 and 0 <= meta <= 6:
             return self._datetime2(meta)
@@ -417,12 +416,12 @@ def rows_function(types: Sequence[int], metas: Sequence[int],
         return None
     g = _Gen()
     loop = _image_code(g, types, metas, unsigned, decoders, cols_a, ncols, "_ra")
-    if kind == "UPDATE":
+    if kind == UPDATE:
         assert cols_b is not None
         loop += _image_code(g, types, metas, unsigned, decoders, cols_b, ncols, "_rb")
         pair = "(_ra, _rb)"
     else:
-        pair = "(None, _ra)" if kind == "INSERT" else "(_ra, None)"
+        pair = "(None, _ra)" if kind == INSERT else "(_ra, None)"
     loop += ["if pos > end:", "    break", f"append({pair})"]
     lines = ["def generated(buf, pos, end, append):",
              "    p0 = pos",

@@ -32,6 +32,12 @@ import os
 import numpy as np
 
 from pipelines.binlog import coltypes as T
+from pipelines.binlog.fast.opcodes import (DONE, GIVE_UP, NEED_ROOM, OP_BYTES, OP_DATE,
+                                           OP_DATETIME2, OP_DECIMAL, OP_FIX_FIXED,
+                                           OP_FIX_PREFIXED, OP_GIVE_UP, OP_INT, OP_NULL_TYPE,
+                                           OP_TIME2, OP_TIMESTAMP, OP_TIMESTAMP2, OP_UINT,
+                                           OP_UINT_BE, OP_YEAR, ROOM_DATA, ROOM_FIX, ROOM_ROWS,
+                                           ROOM_VALUES)
 from pipelines.config import BronzeConfig
 from pipelines.errors import EngineError
 
@@ -46,30 +52,18 @@ __all__ = ["available", "installed", "jit_module", "warm", "warmed", "program", 
 # default (measured with whole `binlake index` commands, docs/performance.md).
 MIN_BYTES = int(BronzeConfig.compiled_min_mb * 2**20)
 
-# Operations (column program, field 1).
-OP_GIVE_UP, OP_NULL_TYPE, OP_INT, OP_UINT, OP_UINT_BE, OP_YEAR, OP_BYTES = range(7)
-OP_DECIMAL, OP_DATETIME2, OP_TIMESTAMP2, OP_TIMESTAMP, OP_DATE, OP_TIME2 = range(7, 13)
-OP_FIX_FIXED, OP_FIX_PREFIXED = 13, 14
 
-# Outcomes of one call.
-DONE, NEED_ROOM, GIVE_UP = 0, 1, 2
-# What a NEED_ROOM lacks (``state[3]``; ``state[4]`` the sink, 0 before / 1 after;
-# ``state[5]`` the size needed): the sink's rows, values or data bytes, or fix-up slots.
-ROOM_ROWS, ROOM_VALUES, ROOM_DATA, ROOM_FIX = 0, 1, 2, 3
-
-_BLOB_LIKE = frozenset({T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB, T.GEOMETRY, T.VECTOR})
-_VARCHAR_LIKE = frozenset({T.VARCHAR, T.VAR_STRING, T.STRING})
 
 
 def _op(col_type: int, meta: int, unsigned: bool | None) -> tuple[int, int, int]:
     """(operation, a, b) for one column, mirroring ``values.column_decoder``'s dispatch."""
     if col_type in T.INTEGER_TYPES:
         return (OP_INT if not unsigned else OP_UINT), T.INTEGER_WIDTH[col_type], 0
-    if col_type in _VARCHAR_LIKE:
+    if col_type in T.VARCHAR_LIKE:
         if meta < 0 or meta > 0xFFFF:
             return OP_GIVE_UP, 0, 0
         return OP_BYTES, (1 if meta < 256 else 2), 0
-    if col_type in _BLOB_LIKE or col_type == T.JSON:
+    if col_type in T.BLOB_LIKE or col_type == T.JSON:
         if not 1 <= meta <= 4:
             return OP_GIVE_UP, 0, 0
         return (OP_FIX_PREFIXED if col_type == T.JSON else OP_BYTES), meta, 0

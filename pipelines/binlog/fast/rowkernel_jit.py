@@ -12,20 +12,24 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from pipelines.binlog.fast.opcodes import (DONE as _DONE, GIVE_UP as _GIVE,
+                                           NEED_ROOM as _NEED_ROOM, OP_BYTES as _BYTES,
+                                           OP_DATE as _DATE, OP_DATETIME2 as _DATETIME2,
+                                           OP_DECIMAL as _DECIMAL, OP_FIX_FIXED as _FIX_FIXED,
+                                           OP_FIX_PREFIXED as _FIX_PREFIXED,
+                                           OP_GIVE_UP as _GIVE_UP, OP_INT as _INT,
+                                           OP_NULL_TYPE as _NULL_TYPE, OP_TIME2 as _TIME2,
+                                           OP_TIMESTAMP as _TIMESTAMP,
+                                           OP_TIMESTAMP2 as _TIMESTAMP2, OP_UINT as _UINT,
+                                           OP_UINT_BE as _UINT_BE, OP_YEAR as _YEAR,
+                                           ROOM_DATA as _ROOM_DATA, ROOM_FIX as _ROOM_FIX,
+                                           ROOM_ROWS as _ROOM_ROWS, ROOM_VALUES as _ROOM_VALUES)
 from pipelines.binlog.fast.jit_bytes import memcpy
 
 __all__ = ["decode_rows"]
 
-# rowkernel's operation codes (kept literal here so the loop compiles to constants).
-_GIVE_UP, _NULL_TYPE, _INT, _UINT, _UINT_BE, _YEAR, _BYTES = 0, 1, 2, 3, 4, 5, 6
-_DECIMAL, _DATETIME2, _TIMESTAMP2, _TIMESTAMP, _DATE, _TIME2 = 7, 8, 9, 10, 11, 12
-_FIX_FIXED, _FIX_PREFIXED = 13, 14
-_DONE, _NEED_ROOM, _GIVE = 0, 1, 2
+# The codes of ``opcodes`` (globals: numba compiles them to constants).
 _BAD, _ROOM = -1, -2  # an image's outcome when not a position
-# What a NEED_ROOM lacks (``state[3]``), for the sink ``state[4]`` (0 before, 1 after), with
-# ``state[5]`` the size it needs: rows (the rows buffers' size), values (the values buffers'
-# size), data (the data buffer's size, in bytes), fix (fix-up slots: this call's fill).
-_ROOM_ROWS, _ROOM_VALUES, _ROOM_DATA, _ROOM_FIX = 0, 1, 2, 3
 _TEXT_ROOM = 128  # the longest text of a non-string value (DECIMAL(96,x): 98 bytes)
 _DIG2BYTES = np.array([0, 1, 1, 2, 2, 3, 3, 4, 4, 4], np.int64)
 _POW10 = np.array([10 ** i for i in range(10)], np.int64)

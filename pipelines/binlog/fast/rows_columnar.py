@@ -22,13 +22,14 @@ from pipelines.binlog.fast import rowkernel
 from pipelines.binlog.fast.image_sink import ImageSink
 from pipelines.binlog.rows import python_rows
 from pipelines.errors import DecodeError, ImageTooLargeError
+from pipelines.vocabulary import DELETE, INSERT, UPDATE
 
 __all__ = ["decode_into"]
 
 log = logging.getLogger(__name__)
 _EIGHT = np.arange(8, dtype=np.int64)
 _WARNED = False
-_KIND = {"INSERT": 0, "DELETE": 1, "UPDATE": 2}
+_KIND = {INSERT: 0, DELETE: 1, UPDATE: 2}
 # The fix-up scratch, (side, value index, position, column) per fix-up: one per thread. The
 # loop runs without the GIL, and the embedded engine decodes a run's tasks in threads of one
 # process: a shared scratch let one task read another's fix-ups (wrong values, no error).
@@ -46,8 +47,8 @@ def _programs(e: ev.RowsEvent) -> tuple[np.ndarray, np.ndarray]:
     """The column programs of this event's images, built once per table content and bitmaps."""
     tm = e.table
     cache = tm.image_cache()
-    first = e.present_after if e.kind == "INSERT" else e.present_before
-    second = e.present_after if e.kind == "UPDATE" else None
+    first = e.present_after if e.kind == INSERT else e.present_before
+    second = e.present_after if e.kind == UPDATE else None
     key = ("kernel", e.kind, None if first is None else tuple(first),
            None if second is None else tuple(second))
     progs = cache.get(key)
@@ -55,7 +56,7 @@ def _programs(e: ev.RowsEvent) -> tuple[np.ndarray, np.ndarray]:
         uns = tm.unsigned
         prog_a = rowkernel.program(tm.column_types, tm.column_meta, uns, first)
         prog_b = (rowkernel.program(tm.column_types, tm.column_meta, uns, second)
-                  if e.kind == "UPDATE" else prog_a)
+                  if e.kind == UPDATE else prog_a)
         progs = cache[key] = (prog_a, prog_b)
     return progs
 
@@ -71,7 +72,7 @@ def decode_into(e: ev.RowsEvent, before: ImageSink, after: ImageSink, file: str)
             before.rollback(marks[0])
             after.rollback(marks[1])
             rows, _ = python_rows(e.table, e.kind, p.type_code, p.body, p.pos,
-                                  e.present_before if e.kind != "INSERT" else e.present_after,
+                                  e.present_before if e.kind != INSERT else e.present_after,
                                   e.present_after)
             before.add_python([r[0] for r in rows])
             after.add_python([r[1] for r in rows])
