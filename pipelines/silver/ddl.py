@@ -8,8 +8,9 @@ a spurious epoch can only cost a quarantine, never a misnamed row.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
-__all__ = ["tables_touched", "DROP_DATABASE", "clauses"]
+__all__ = ["tables_touched", "DROP_DATABASE", "clauses", "outside_quotes"]
 
 DROP_DATABASE = "*"  # table name meaning "every table of the schema"
 
@@ -71,20 +72,30 @@ def tables_touched(query: str, default_schema: str | None) -> list[tuple[str, st
     return []
 
 
-def clauses(body: str) -> list[str]:
-    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
-    out, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(body):
+def outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
+    """(index, character, parenthesis depth before it) of ``text``'s characters outside
+    quotes (``'…'``, ``"…"``, `` `…` ``, the quote characters included)."""
+    depth, quote = 0, ""
+    for i, ch in enumerate(text):
         if quote:
             if ch == quote:
                 quote = ""
-        elif ch in "'\"`":
+            continue
+        if ch in "'\"`":
             quote = ch
-        elif ch == "(":
+            continue
+        yield i, ch, depth
+        if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
-        elif ch == "," and depth == 0:
+
+
+def clauses(body: str) -> list[str]:
+    """``body`` split at its top-level commas (not inside parentheses or quotes)."""
+    out, start = [], 0
+    for i, ch, depth in outside_quotes(body):
+        if ch == "," and depth == 0:
             out.append(body[start:i].strip())
             start = i + 1
     out.append(body[start:].strip())

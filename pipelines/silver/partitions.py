@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from pipelines.silver.ddl import _IDENT, _QUALIFIED, _clean, _qualify, _unquote, clauses
+from pipelines.silver.ddl import (_IDENT, _QUALIFIED, _clean, _qualify, _unquote, clauses,
+                                  outside_quotes)
 from pipelines.silver.renames import renames_in
 
 __all__ = ["PartitionEffect", "Partitioning", "parse_partitioning", "partition_effects",
@@ -224,21 +225,11 @@ def _literal(text: str):
 
 def _top_level(text: str, pattern: re.Pattern) -> int | None:
     """Where ``pattern`` ends at parenthesis depth 0 outside quotes (None: nowhere)."""
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif depth == 0 and ch in "Pp":
+    for i, ch, depth in outside_quotes(text):
+        if depth == 0 and ch in "Pp" and (i == 0 or not (text[i - 1].isalnum()
+                                                       or text[i - 1] == "_")):
             m = pattern.match(text, i)
-            if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            if m:
                 return m.end()
     return None
 
@@ -248,20 +239,9 @@ def _parenthesised(text: str) -> tuple[str | None, str]:
     text = text.lstrip()
     if not text.startswith("("):
         return None, text
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return text[1:i], text[i + 1:]
+    for i, ch, depth in outside_quotes(text):
+        if ch == ")" and depth == 1:
+            return text[1:i], text[i + 1:]
     return None, text
 
 
