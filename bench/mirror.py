@@ -31,7 +31,7 @@ if str(REPO) not in sys.path:
 from pipelines.config import EngineConfig, load_config  # noqa: E402
 from pipelines.mirror.job import mirror_path, run_mirror  # noqa: E402
 from pipelines.engine.session import get_spark  # noqa: E402
-from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema  # noqa: E402
+from pipelines.source.model import ColumnSchema, Snapshot, TableSchema  # noqa: E402
 from pipelines.silver.snapshot_store import save_snapshot  # noqa: E402
 
 _COLUMNS = [("id", "bigint", "bigint(20) unsigned", 1), ("customer", "varchar", "varchar(60)", None),

@@ -71,7 +71,7 @@ class TableTyping:
     @classmethod
     def from_snapshots(cls, snapshots: Iterable[Any], schema: str, table: str,
                        earlier: Iterable[tuple[str, str]] = ()) -> "TableTyping":
-        """``snapshots``: ``snapshot_model.Snapshot`` objects, oldest first; ``earlier``: the
+        """``snapshots``: ``source.model.Snapshot`` objects, oldest first; ``earlier``: the
         table's earlier names (RENAME TABLE), newest first: a snapshot taken under one of
         them describes it too."""
         earlier = list(earlier)

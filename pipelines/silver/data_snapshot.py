@@ -36,13 +36,11 @@ from pipelines.lake.tables import BASELINE_ROWS, BASELINES, Lake
 from pipelines.silver.images import TableRenderer
 from pipelines.silver.naming import TableSpec
 from pipelines.silver.render import ColumnSpec
-from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+from pipelines.source.model import ColumnSchema, Snapshot, TableSchema
 from pipelines.mysql.client import connect
 from pipelines.mysql.dsn import Dsn, error_text
-from pipelines.silver.snapshot_source import (
-    _coordinates, _read_schema, _server, new_snapshot_id, refusals, schema_checks,
-    server_checks,
-)
+from pipelines.source.checks import refusals, schema_checks, server_checks
+from pipelines.source.schema import _coordinates, _read_schema, _server, new_snapshot_id
 from pipelines.vocabulary import INSERT, quote_ident
 
 __all__ = ["BASELINE_ROWS_DDL", "BASELINES_DDL", "column_spec", "table_spec",

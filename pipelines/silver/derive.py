@@ -192,7 +192,7 @@ class Rule:
 
 
 def cascading_rules(fks: Iterable[Any]) -> list[Rule]:
-    """The rules among a snapshot's FK rows (``snapshot_model.ForeignKey``) whose ON DELETE
+    """The rules among a snapshot's FK rows (``source.model.ForeignKey``) whose ON DELETE
     or ON UPDATE makes the server change child rows (CASCADE, SET NULL)."""
     groups: dict[tuple[str, str, str, str], list[Any]] = {}
     for f in fks:

@@ -110,7 +110,7 @@ class NamingPlan:
     def build(cls, ddl_rows: Iterable[tuple[str, str, int, str | None, str]],
               snapshots: Sequence[Any]) -> "NamingPlan":
         """``ddl_rows``: (source_id, binlog_file, start_pos, default_schema, query) of bronze
-        QUERY rows; ``snapshots``: ``snapshot_model.Snapshot`` objects."""
+        QUERY rows; ``snapshots``: ``source.model.Snapshot`` objects."""
         plan = cls()
         for source, binlog_file, pos, default_schema, query in ddl_rows:
             for schema, table in tables_touched(query or "", default_schema):

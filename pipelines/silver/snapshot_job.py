@@ -20,8 +20,9 @@ from typing import Sequence, TextIO
 from pipelines.config import Config
 from pipelines.mysql.dsn import resolve_dsn
 from pipelines.errors import ConfigError, SourceError
-from pipelines.silver.snapshot_model import Snapshot, SourceCheck
-from pipelines.silver.snapshot_source import refusals, schema_checks, take_snapshot
+from pipelines.source.model import Snapshot, SourceCheck
+from pipelines.source.checks import refusals, schema_checks
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import (
     export_json, load_export, save_snapshot, snapshots_path,
 )

@@ -1,6 +1,6 @@
 """Snapshots in the lake, and as JSON files for binlogs indexed away from their server.
 
-Tables (flat, no arrays; layouts in docs/silver.md and ``snapshot_model``):
+Tables (flat, no arrays; layouts in docs/silver.md and ``source.model``):
 
 - ``<lake>/silver/schema_snapshots``: one row per column per snapshot;
 - ``<lake>/silver/fk_constraints``: one row per foreign-key column per snapshot;
@@ -22,7 +22,7 @@ from pipelines.config import Config
 from pipelines.lake.delta_ops import sql_string
 from pipelines.errors import ConfigError
 from pipelines.lake.tables import FK_CONSTRAINTS, SCHEMA_SNAPSHOTS, SOURCE_CHECKS, Lake, LakeTable
-from pipelines.silver.snapshot_model import (
+from pipelines.source.model import (
     JSON_FORMAT, JSON_VERSION, Snapshot,
     SourceCheck, check_from_json, check_to_json, checks_to_rows, fk_to_rows, snapshot_from_json,
     snapshot_to_json, snapshot_to_rows, snapshots_from_rows,

@@ -105,7 +105,7 @@ class Follower:
     def snapshot(self, last_ddl: tuple[str, int]) -> None:
         """A schema snapshot through the source; a failure is a warning (silver may
         quarantine rows of the changed tables until the next snapshot)."""
-        from pipelines.silver.snapshot_source import take_snapshot
+        from pipelines.source.schema import take_snapshot
         from pipelines.silver.snapshot_store import save_snapshot
 
         source_id = self.cfg.source.name

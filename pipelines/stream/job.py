@@ -42,7 +42,7 @@ from pipelines.lake.few_files import keep_few_files
 from pipelines.lake.tables import BRONZE_FILES, Lake
 from pipelines.lake.lease import lake_lease
 from pipelines.mysql.dsn import Dsn, resolve_dsn
-from pipelines.silver.snapshot_source import refusals
+from pipelines.source.checks import refusals
 from pipelines.stream.backoff import Backoff
 from pipelines.stream.checkpoint import gap_batch
 from pipelines.stream.committer import Committer, Identity

@@ -30,7 +30,7 @@ from typing import Callable, Protocol
 from pipelines.binlog import events as ev
 from pipelines.bronze.excluded import drop_schemas
 from pipelines.binlog.parser import BinlogParser, ChecksumPolicy
-from pipelines.silver.snapshot_source import is_ddl_event
+from pipelines.source.schema import is_ddl_event
 from pipelines.stream.batch import MicroBatch
 from pipelines.stream.position import StreamPosition
 from pipelines.stream.protocol import StreamEvent

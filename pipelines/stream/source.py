@@ -1,6 +1,6 @@
 """The source server's control side: start-up checks, binlog list, GTID positions, gaps.
 
-Checks at start (``validate``), as file mode's snapshot does (``snapshot_source.server_checks``:
+Checks at start (``validate``), as file mode's snapshot does (``source.checks.server_checks``:
 ``log_bin``, ``binlog_format`` ROW, ``binlog_row_image``, PARTIAL_JSON, row metadata), plus
 what a replica needs: the REPLICATION SLAVE grant (refuse without it: the dump is refused)
 and REPLICATION CLIENT / BINLOG MONITOR (warn without it: ``SHOW BINARY LOGS`` fails, so
@@ -21,8 +21,8 @@ from pipelines.binlog.names import binlog_order
 from pipelines.mysql.client import connect
 from pipelines.mysql.dsn import Dsn, error_text
 from pipelines.errors import SourceError
-from pipelines.silver.snapshot_model import SourceCheck
-from pipelines.silver.snapshot_source import server_checks
+from pipelines.source.model import SourceCheck
+from pipelines.source.checks import server_checks
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.protocol import StartAt
 

@@ -22,7 +22,7 @@ from pipelines.gold.job import run_gold, run_vacuum
 from pipelines.lake.tables import BRONZE_EVENTS, SILVER_EVENTS, Lake, lake_tables
 from pipelines.quality import last_quality, run_quality
 from pipelines.silver.job import run_silver
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import load_snapshots, save_snapshot
 from pipelines.ops.status import collect_status, render_status
 from pipelines.ops.views import register_views

@@ -240,7 +240,7 @@ def test_mysql8_commit_time_and_session_reach_silver_and_gold(spark, mariadb, co
     (original_committed_timestamp, the BEGIN's thread_id); --connection-id selects them."""
     import datetime as dt
 
-    from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+    from pipelines.source.model import ColumnSchema, Snapshot, TableSchema
     from pipelines.silver.snapshot_store import save_snapshot
     from tests.binlog.test_decoder_dbtrail import RUST_US, _mysqlbinlog_changes
 

@@ -40,7 +40,7 @@ from pipelines.config import load_config
 from pipelines.mysql.dsn import Dsn
 from pipelines.history.reconstruct import Point, reconstruct
 from pipelines.silver.job import run_silver
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from pipelines.mirror.job import mirror_path

@@ -40,7 +40,7 @@ from pipelines.lake.delta_ops import current_version
 from pipelines.mirror.job import mirror_path, mirrored_tables, run_mirror
 from pipelines.silver.job import run_silver
 from pipelines.silver.naming import position_key
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables, table_columns

@@ -19,7 +19,7 @@ from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
 from pipelines.mysql.dsn import Dsn
 from pipelines.silver.job import run_silver
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import replay_silver, server_tables

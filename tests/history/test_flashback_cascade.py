@@ -19,7 +19,7 @@ from pipelines.history.flashback import plan_flashback
 from pipelines.history.selection import Selection
 from pipelines.history.times import parse_gtid_set
 from pipelines.silver.job import run_silver
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import save_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.replay import server_tables

@@ -17,7 +17,7 @@ from pipelines.config import load_config
 from pipelines.history.flashback import plan_flashback, render_script
 from pipelines.history.selection import Selection
 from pipelines.silver.job import run_silver
-from pipelines.silver.snapshot_model import ColumnSchema, Snapshot, TableSchema
+from pipelines.source.model import ColumnSchema, Snapshot, TableSchema
 from pipelines.silver.snapshot_store import save_snapshot
 
 pytestmark = [pytest.mark.spark]

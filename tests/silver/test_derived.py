@@ -191,7 +191,7 @@ def test_unknown_fk_rules_are_flagged_not_guessed(spark, tmp_path, caplog):
         _flagged(spark, cfg, lake, caplog)
         # A snapshot taken later names the rules: the next silver run derives the files it
         # holds again (their rules were unknown), and a run after that adds nothing.
-        from pipelines.silver.snapshot_source import take_snapshot
+        from pipelines.source.schema import take_snapshot
         from pipelines.silver.snapshot_store import save_snapshot
 
         snapshot, checks = take_snapshot(Dsn.parse(server.dsn()), source_id=cfg.source.name,

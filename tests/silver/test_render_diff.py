@@ -24,7 +24,7 @@ from pipelines.mysql.dsn import Dsn
 from pipelines.silver.naming import NamingPlan
 from pipelines.silver.render_batch import BatchRenderer
 from pipelines.silver.render_worker import render_batches
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from devtools.mariadb import MariaDBServer
 from tests.support.silver_reference import reference_rows
 from devtools.mixed_workload import run_mixed_workload

@@ -17,7 +17,7 @@ from pipelines.mysql.dsn import Dsn
 from pipelines.errors import ConfigError, SourceError
 from pipelines.silver.charsets import decode_text
 from pipelines.silver.snapshot_job import print_summary, run_snapshot
-from pipelines.silver.snapshot_source import take_snapshot
+from pipelines.source.schema import take_snapshot
 from pipelines.silver.snapshot_store import (
     export_json, fks_path, import_json, load_checks, load_export, load_snapshots,
     save_snapshot, snapshots_path,

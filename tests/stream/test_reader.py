@@ -15,7 +15,7 @@ import pytest
 from pipelines.binlog.reader import BinlogFileReader
 from pipelines.bronze.records import BRONZE_SCHEMA, BronzeBatcher, file_batches
 from pipelines.binlog.framing import EVENT_HEADER, HEADER_SIZE
-from pipelines.silver.snapshot_source import is_ddl_event
+from pipelines.source.schema import is_ddl_event
 from pipelines.stream.committer import Committer, Identity
 from pipelines.stream.gtid import GtidState
 from pipelines.stream.position import StreamPosition, Where

@@ -10,14 +10,14 @@ import pytest
 from pipelines.silver.charsets import (
     charset_for_collation, collation_name, decode_text, python_codec,
 )
-from pipelines.silver.snapshot_model import (
+from pipelines.source.model import (
     ColumnSchema, ForeignKey, Snapshot, SNAPSHOT_COLUMNS, FK_COLUMNS, TableSchema,
     fk_to_rows, parse_enum_values, snapshot_from_json, snapshot_to_json, snapshot_to_rows,
     snapshots_from_rows,
 )
-from pipelines.silver.snapshot_source import (
-    cascades_are_logged, fk_cascade_check, is_ddl_event, schema_checks, server_checks,
-)
+from pipelines.source.checks import (cascades_are_logged, fk_cascade_check, schema_checks,
+                                     server_checks)
+from pipelines.source.schema import is_ddl_event
 
 # COLUMN_TYPE text as MySQL/MariaDB print it → labels. Quotes are doubled, backslashes
 # doubled (sql/sql_show.cc append_unescaped); commas and spaces are plain label text.
