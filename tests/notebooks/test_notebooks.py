@@ -59,6 +59,16 @@ def _shown(text: str) -> list[list[str]]:
             if line.startswith("|")]
 
 
+def _executed(name: str, parameters: str):
+    """The notebook ``name`` run by a real kernel, its ``parameters`` cell replaced."""
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])).source = parameters
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute(env=env)
+    return nb
+
+
 def test_row_change_history_notebook(spark, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     cfg = load_config(env={}, overrides={"lake.root": str(lake)})
@@ -66,13 +76,9 @@ def test_row_change_history_notebook(spark, tmp_path: Path) -> None:
     run_silver(spark, cfg)
     # The samples are one silver commit: version 0 (the time-travel cell) is their whole history.
     assert DeltaTable(cfg.table_path("silver", "binlog_events")).version() == 0
-    nb = nbformat.read(ROOT / "notebooks" / "row_change_history.ipynb", as_version=4)
-    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    params.source = (f'LAKE = "{lake}"\nTABLE = "shop.orders"\nPK = "7"\n'
-                     'WINDOW_START = "2000-01-01 00:00:00"\nWINDOW_END = "2100-01-01 00:00:00"')
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute(env=env)
+    nb = _executed("row_change_history.ipynb",
+                   f'LAKE = "{lake}"\nTABLE = "shop.orders"\nPK = "7"\n'
+                   'WINDOW_START = "2000-01-01 00:00:00"\nWINDOW_END = "2100-01-01 00:00:00"')
     outputs = {i: "".join(o.get("text", "") for o in c.get("outputs", []))
                for i, c in enumerate(nb.cells) if c.cell_type == "code"}
     text = "\n".join(outputs.values())
@@ -121,13 +127,9 @@ def test_change_pictures_notebook_draws_its_figures(spark, tmp_path: Path) -> No
     lake = tmp_path / "lake"
     assert main(["--lake", str(lake), "index", "--binlog-dir", str(SAMPLES),
                  "--all", "--mirror"]) == 0
-    nb = nbformat.read(ROOT / "notebooks" / "change_pictures.ipynb", as_version=4)
-    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    params.source = (f'LAKE = "{lake}"\nTABLE = "shop.orders"\nKEY_COLUMN = "order_id"\n'
-                     'KEY = "7"\nVALUE_COLUMN = "status"')
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute(env=env)
+    nb = _executed("change_pictures.ipynb",
+                   f'LAKE = "{lake}"\nTABLE = "shop.orders"\nKEY_COLUMN = "order_id"\n'
+                   'KEY = "7"\nVALUE_COLUMN = "status"')
     code = [c for c in nb.cells if c.cell_type == "code"]
     text = "\n".join(o.get("text", "") for c in code for o in c.outputs)
     assert "Traceback" not in text
