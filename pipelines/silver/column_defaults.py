@@ -155,6 +155,8 @@ def _temporal(kind: str, args: str, literal: str | None) -> str | Underived:
     if kind == "date":
         return json.dumps(text) if _DATE.match(text) else Underived(
             f"DEFAULT {literal} of a DATE column")
+    if kind == "datetime" and _DATE.match(text):
+        text += " 00:00:00"  # a date alone: its midnight
     m = (_DATETIME if kind == "datetime" else _TIME).match(text)
     if m is None:
         return Underived(f"DEFAULT {literal} of a {kind.upper()} column")
