@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from pipelines.binlog.names import position_key
+from pipelines.silver.column_defaults import Underived, existing_rows_value
 from pipelines.silver.ddl import _QUALIFIED, _clean, _qualify, clauses
 from pipelines.silver.image_values import pk_values_of, raw_values
 from pipelines.silver.partitions import holds
 from pipelines.vocabulary import DELETE, UPDATE
 
-__all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "partition_change",
+__all__ = ["Rule", "Fold", "AddedColumn", "truncated_table", "added_columns", "underived_columns",
+           "partition_change",
            "cascading_rules",
            "MAX_DEPTH", "TRUNCATE", "ADD_COLUMNS", "DROP_COLUMNS", "dropped_columns"]
 
@@ -71,9 +73,6 @@ _ADD = re.compile(r"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+
                   r"([a-z]+)\b(.*)$", re.I | re.S)
 _NOT_COLUMNS = {"INDEX", "KEY", "CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "FULLTEXT",
                 "SPATIAL", "PARTITION", "CHECK", "PERIOD", "SYSTEM", "COLUMN"}
-_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
-_DEFAULT = re.compile(r"\bDEFAULT\s*(\(?\s*(-?\d+|'(?:[^'\\]|\\.|'')*'|NULL)\s*\)?)", re.I)
 _POSITION = re.compile(r"\b(?:(FIRST)|AFTER\s+(`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
 
 
@@ -98,48 +97,50 @@ def _unquote(ident: str) -> str:
 
 def added_columns(query: str, default_schema: str | None
                   ) -> tuple[tuple[str, str], list[AddedColumn]] | None:
-    """The table and the columns an ``ALTER TABLE … ADD [COLUMN]`` fills in existing rows:
-    an integer or text column with a literal ``DEFAULT`` (or ``NOT NULL`` without one: 0,
-    ''), in silver's value form. Other types and expressions are not derived (None when the
-    statement adds none of those)."""
+    """The table and the columns an ``ALTER TABLE … ADD [COLUMN]`` fills in existing rows,
+    each with the value they get in silver's form (``column_defaults``); None when the
+    statement adds none whose value is known and not NULL."""
+    found = _added(query, default_schema)
+    if found is None:
+        return None
+    table, columns = found
+    out = [AddedColumn(name, value, after, first) for name, value, after, first in columns
+           if isinstance(value, str)]
+    return (table, out) if out else None
+
+
+def underived_columns(query: str, default_schema: str | None
+                      ) -> tuple[tuple[str, str], list[tuple[str, str]]] | None:
+    """The table and the (column, reason) an ``ALTER TABLE … ADD`` gave the existing rows a
+    value of that silver does not derive (``column_defaults.Underived``), else None."""
+    found = _added(query, default_schema)
+    if found is None:
+        return None
+    table, columns = found
+    out = [(name, value.reason) for name, value, _, _ in columns if isinstance(value, Underived)]
+    return (table, out) if out else None
+
+
+def _added(query: str, default_schema: str | None):
+    """(table, [(column, its existing rows' value, after, first)]) of an ALTER TABLE's ADD
+    clauses, or None for another statement."""
     text = _clean(query or "")
     m = _ALTER_HEAD.match(text)
     if not m:
         return None
-    table = _qualify(m.group(1), m.group(2), default_schema)
     out = []
     for clause in clauses(text[m.end():].rstrip(";")):
         a = _ADD.match(clause)
         if not a or a.group(1).upper() in _NOT_COLUMNS or clause[4:].lstrip()[:1] == "(":
             continue
-        kind, rest = a.group(2).lower(), a.group(3)
-        if kind not in _INTS and kind not in _TEXTS:
-            continue
-        if re.search(r"\b(?:GENERATED|AS\s*\(|AUTO_INCREMENT|INVISIBLE)\b", rest, re.I):
-            continue
-        d = _DEFAULT.search(rest)
-        if d is not None:
-            lit = d.group(2)
-            if lit.upper() == "NULL":
-                continue
-        elif re.search(r"\bNOT\s+NULL\b", rest, re.I):
-            lit = "0" if kind in _INTS else "''"
-        else:
+        value = existing_rows_value(a.group(2), a.group(3))
+        if value is None:
             continue  # NULL for the old rows: nothing changes in their images
-        if kind in _INTS:
-            if not re.fullmatch(r"'?-?\d+'?", lit):
-                continue
-            value = str(int(lit.strip("'")))
-        else:
-            if not lit.startswith("'"):
-                lit = f"'{lit}'"
-            raw = re.sub(r"\\(.)", r"\1", lit[1:-1].replace("''", "'"))
-            value = json.dumps(raw, ensure_ascii=False)
-        pos = _POSITION.search(rest)
-        out.append(AddedColumn(_unquote(a.group(1)), value,
-                               _unquote(pos.group(2)) if pos and pos.group(2) else None,
-                               bool(pos and pos.group(1))))
-    return (table, out) if out else None
+        pos = _POSITION.search(a.group(3))
+        out.append((_unquote(a.group(1)), value,
+                    _unquote(pos.group(2)) if pos and pos.group(2) else None,
+                    bool(pos and pos.group(1))))
+    return _qualify(m.group(1), m.group(2), default_schema), out
 
 
 _DROP = re.compile(r"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(`(?:[^`]|``)+`|[\w$]+)\s*$",

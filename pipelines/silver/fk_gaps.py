@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pipelines.silver.ddl import DROP_DATABASE, _clean, tables_touched
-from pipelines.silver.derive import cascading_rules
+from pipelines.silver.derive import cascading_rules, underived_columns
 from pipelines.silver.naming import NamingPlan, position_key
 from pipelines.silver.partitions import partition_effects
 
-__all__ = ["FkGap", "fk_gaps", "partition_gaps"]
+__all__ = ["FkGap", "fk_gaps", "partition_gaps", "column_gaps"]
 
 _ACTION = re.compile(r"\bON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT)\b", re.I)
 _INF = 1 << 63
@@ -89,7 +89,7 @@ def fk_gaps(ddl_rows: Iterable[tuple], snapshots: list, plan: NamingPlan) -> lis
                 continue
             where = opened.split("@", 1)[1] if "@" in opened else "the start of the binlogs"
             out.append(FkGap(source, schema, table, start, end, where))
-    return out + partition_gaps(ddl_rows)
+    return out + partition_gaps(ddl_rows) + column_gaps(ddl_rows)
 
 
 def partition_gaps(ddl_rows: Iterable[tuple]) -> list[FkGap]:
@@ -108,4 +108,20 @@ def partition_gaps(ddl_rows: Iterable[tuple]) -> list[FkGap]:
                          f"{what} at {e.file}:{e.pos} changed rows silver does not "
                          f"know ({e.reason}): later states may hold rows the server no "
                          "longer has"))
+    return out
+
+
+def column_gaps(ddl_rows: Iterable[tuple]) -> list[FkGap]:
+    """``ALTER TABLE … ADD COLUMN`` whose value for the existing rows silver does not derive
+    (``column_defaults.Underived``): the rows' later states lack it until they change."""
+    out = []
+    for source, file, pos, default_schema, query in ddl_rows:
+        found = underived_columns(query or "", default_schema)
+        if found is None:
+            continue
+        (schema, table), columns = found
+        what = "; ".join(f"{name}: {reason}" for name, reason in columns)
+        out.append(FkGap(source, schema, table, position_key(file, pos), _INF, f"{file}:{pos}",
+                         f"ADD COLUMN at {file}:{pos} gave the existing rows a value silver "
+                         f"does not derive ({what}): their images lack it until they change"))
     return out

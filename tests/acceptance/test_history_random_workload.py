@@ -131,7 +131,9 @@ class Workload:
         if kind == "add_col" and self.added < 2:
             self.added += 1
             self.ddl += 1
-            default = rng.choice(["INT NOT NULL DEFAULT 7", "VARCHAR(10) DEFAULT 'w''eb'"])
+            default = rng.choice(["INT NOT NULL DEFAULT 7", "VARCHAR(10) DEFAULT 'w''eb'",
+                                  "DECIMAL(6,2) NOT NULL DEFAULT 1.555",
+                                  "DATE NOT NULL DEFAULT '2024-02-29'"])
             self.extra.append((f"x{self.added}", default.split()[0]))
             return f"ALTER TABLE {t} ADD COLUMN x{self.added} {default}"
         if kind == "column" and self.extra and self.column_ddl < 2:
@@ -145,7 +147,10 @@ class Workload:
                 self.extra[i] = (f"{name}r", typ)
                 return f"ALTER TABLE {t} RENAME COLUMN {name} TO {name}r"
             if how == "modify":
-                wider = "BIGINT NOT NULL DEFAULT 7" if typ == "INT" else "VARCHAR(20) DEFAULT 'w''eb'"
+                wider = {"INT": "BIGINT NOT NULL DEFAULT 7",
+                         "DECIMAL(6,2)": "DECIMAL(8,2) NOT NULL DEFAULT 1.555",
+                         "DATE": "DATE NULL DEFAULT '2024-02-29'"}.get(
+                    typ, "VARCHAR(20) DEFAULT 'w''eb'")
                 return f"ALTER TABLE {t} MODIFY {name} {wider}"
             del self.extra[i]
             return f"ALTER TABLE {t} DROP COLUMN {name}"

@@ -154,7 +154,8 @@ def test_add_column_defaults_fill_the_alive_rows():
                                  "ADD src VARCHAR(9) DEFAULT 'it''s' AFTER id, ADD INDEX (w), "
                                  "ADD n INT, ADD d DATETIME DEFAULT '2020-01-01'", "d")
     assert table == ("d", "c") and added == [AddedColumn("w", "7"),
-                                             AddedColumn("src", '"it\'s"', after="id")]
+                                             AddedColumn("src", '"it\'s"', after="id"),
+                                             AddedColumn("d", '"2020-01-01 00:00:00"')]
     assert added_columns("ALTER TABLE c ADD COLUMN t TEXT NOT NULL FIRST", "d")[1] == [
         AddedColumn("t", '""', first=True)]
     assert added_columns("ALTER TABLE c ADD COLUMN n INT NULL", "d") is None
@@ -164,8 +165,10 @@ def test_add_column_defaults_fill_the_alive_rows():
     out = list(fold.feed(_history()[1:3] + [marker]))
     assert [(d["pk_values"], d["row_after"], d["changed_columns"], d["origin"],
              d["schema_version"]) for d in out] == [
-        ("5", '{"id": 5, "src": "it\'s", "pid": 1, "w": 7}', '["w", "src"]', "ddl", "s2"),
-        ("6", '{"id": 6, "src": "it\'s", "pid": 2, "w": 7}', '["w", "src"]', "ddl", "s2")]
+        ("5", '{"id": 5, "src": "it\'s", "pid": 1, "w": 7, "d": "2020-01-01 00:00:00"}',
+         '["w", "src", "d"]', "ddl", "s2"),
+        ("6", '{"id": 6, "src": "it\'s", "pid": 2, "w": 7, "d": "2020-01-01 00:00:00"}',
+         '["w", "src", "d"]', "ddl", "s2")]
 
 
 def test_partition_drops_are_flagged_truncate_all_is_derived():
