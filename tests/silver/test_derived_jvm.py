@@ -1,7 +1,7 @@
-"""Derived row changes on a local JVM Spark with delta-spark: an ON DELETE CASCADE, an ADD
-COLUMN's fill, a TRUNCATE and a DROP PARTITION on a real MariaDB, indexed by the JVM engine;
-silver replayed per table equals the server's SELECT (the fold runs in the JVM's Python
-workers: ``mapInArrow``), and a re-run adds nothing."""
+"""Derived row changes on the JVM engines: an ON DELETE CASCADE, an ADD COLUMN's fill, a
+TRUNCATE and a DROP PARTITION on a real MariaDB, indexed by local JVM Spark with delta-spark
+and by the JVM Spark Connect server; silver replayed per table equals the server's SELECT
+(the fold runs in the engine's Python workers: ``mapInArrow``), and a re-run adds nothing."""
 
 from __future__ import annotations
 
@@ -14,16 +14,25 @@ from pipelines.bronze.job import run_bronze
 from pipelines.config import load_config
 from pipelines.silver.job import run_silver
 from tests.history.test_flashback_cascade import _create_and_snapshot, _run
+from tests.support.jvm_session import delta_spark  # noqa: F401 - fixture
 from tests.support.jvm_spark import jvm_spark  # noqa: F401 - fixture
 from tests.support.replay import replay_silver, server_tables
 
-pytestmark = [pytest.mark.classic, pytest.mark.mariadb]
+pytestmark = [pytest.mark.mariadb]
 
 TABLES = ["dj.p", "dj.c", "dj.s", "dj.r"]
 
 
+@pytest.mark.classic
 def test_derived_rows_on_jvm_spark(jvm_spark, tmp_path: Path) -> None:  # noqa: F811
-    spark = jvm_spark
+    _derived_rows_replay(jvm_spark, tmp_path)
+
+
+def test_derived_rows_over_spark_connect(delta_spark, tmp_path: Path) -> None:  # noqa: F811
+    _derived_rows_replay(delta_spark, tmp_path)
+
+
+def _derived_rows_replay(spark, tmp_path: Path) -> None:
     cfg = load_config(env={}, overrides={"lake.root": str(tmp_path / "lake")})
     (tmp_path / "server_tmp").mkdir()
     with MariaDBServer(extra_options={"tmpdir": str(tmp_path / "server_tmp")}) as server:
