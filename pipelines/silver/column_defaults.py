@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+from pipelines.silver.ddl import parenthesised
+
 __all__ = ["Underived", "existing_rows_value"]
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean"}
@@ -49,20 +51,6 @@ def _masked(text: str) -> str:
     return _QUOTED.sub(lambda m: "'" + " " * (len(m.group(0)) - 2) + "'", text)
 
 
-def _arguments(rest: str) -> tuple[str, str]:
-    """(the type's parenthesised arguments, what follows them) of a column definition's rest."""
-    text = rest.lstrip()
-    if not text.startswith("("):
-        return "", text
-    masked = _masked(text)
-    depth = 0
-    for i, ch in enumerate(masked):
-        depth += (ch == "(") - (ch == ")")
-        if depth == 0:
-            return text[1:i], text[i + 1:]
-    return "", text
-
-
 def _unquoted(lit: str) -> str:
     return re.sub(r"\\(.)", r"\1", lit[1:-1].replace("''", "'"))
 
@@ -72,7 +60,8 @@ def existing_rows_value(kind: str, rest: str) -> str | None | Underived:
     (the type's first word) followed by ``rest`` (its arguments and attributes); None when
     it is NULL (the rows' images do not change)."""
     kind = kind.lower()
-    args, attrs = _arguments(rest)
+    inside, attrs = parenthesised(rest)
+    args = inside or ""
     masked = _masked(attrs)
     if re.search(r"\b(?:GENERATED|AS\s*\(|AUTO_INCREMENT)\b", masked, re.I):
         return Underived("a generated or AUTO_INCREMENT column: the server computes each "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-__all__ = ["tables_touched", "DROP_DATABASE", "clauses", "outside_quotes"]
+__all__ = ["tables_touched", "DROP_DATABASE", "clauses", "outside_quotes", "parenthesised"]
 
 DROP_DATABASE = "*"  # table name meaning "every table of the schema"
 
@@ -100,3 +100,15 @@ def clauses(body: str) -> list[str]:
             start = i + 1
     out.append(body[start:].strip())
     return [c for c in out if c]
+
+
+def parenthesised(text: str) -> tuple[str | None, str]:
+    """(the inside of the parenthesis ``text`` opens, what follows it); (None, ``text``)
+    when it opens none (leading blanks aside) or never closes it."""
+    text = text.lstrip()
+    if not text.startswith("("):
+        return None, text
+    for i, ch, depth in outside_quotes(text):
+        if ch == ")" and depth == 1:
+            return text[1:i], text[i + 1:]
+    return None, text

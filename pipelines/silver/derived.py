@@ -103,11 +103,10 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
                 "schema_version": after.snapshot_id if after is not None else "binlog"}))
     from pipelines.silver.renames import renames
 
-    every = sorted(set(ddl_rows), key=lambda r: position_key(r[1], r[2]))
     if named:  # the partitioning as every earlier DDL left it
         queries += [(e.source, e.file, e.pos, e.table,
                      {"event_type": TRUNCATE, "derived_origin": "partition", "partition": e.spec})
-                    for e in partition_effects(every)
+                    for e in partition_effects(ddl_rows)
                     if e.spec is not None and (e.source, e.file) in run]
     rules, per_snapshot = _rules(snapshots)
     if not queries and not rules:
@@ -134,7 +133,7 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         grown = bool(more)
     # Renames (this run's and earlier ones): the rows made under a table's other names are
     # its rows too (a TRUNCATE of the new name removes those inserted under the old one).
-    facts = renames(every)
+    facts = renames(ddl_rows)
     grown = True
     while grown:
         more = ({f.old for f in facts if f.new in tables}
@@ -149,7 +148,7 @@ def append_derived(spark, lake: Lake, plan: NamingPlan, snapshots: list,
         # a later ADD COLUMN's or FK action's image holds only the server's columns
         {"event_type": DROP_COLUMNS, "seq": position_key(file, pos), "row_in_event": -1,
          "source_id": None, "schema_name": d[0][0], "table_name": d[0][1], "dropped": d[1]}
-        for _, file, pos, schema, query in every
+        for _, file, pos, schema, query in ddl_rows
         if (d := dropped_columns(query, schema)) is not None and d[0] in tables]
     # The tables' history, less the derived rows of the run's own files (derived again here:
     # the anti-join keeps those already there).

@@ -26,8 +26,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from pipelines.silver.ddl import (_IDENT, _QUALIFIED, _clean, _qualify, _unquote, clauses,
-                                  outside_quotes)
+from pipelines.silver.ddl import (_ALTER, _CREATE, _DROP, _DROP_DB, _IDENT, _QUALIFIED,
+                                  DROP_DATABASE, _clean, _qualify, _unquote, clauses,
+                                  outside_quotes, parenthesised, tables_touched)
 from pipelines.silver.renames import renames_in
 
 __all__ = ["PartitionEffect", "Partitioning", "parse_partitioning", "partition_effects",
@@ -37,13 +38,7 @@ _FUNCS = ("YEAR", "MONTH", "DAYOFMONTH", "DAY", "TO_DAYS", "TO_SECONDS")
 _EXPR = re.compile(rf"^\s*(?:({'|'.join(_FUNCS)})\s*\(\s*({_IDENT})\s*\)|({_IDENT}))\s*$", re.I)
 _BY = re.compile(r"\bPARTITION\s+BY\s+", re.I)
 _METHOD = re.compile(r"^(LINEAR\s+)?(RANGE|LIST|HASH|KEY|SYSTEM_TIME)\b\s*(COLUMNS\b)?\s*", re.I)
-_CREATE = re.compile(rf"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+"
-                     rf"(?:IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}\s*", re.I)
 _LIKE = re.compile(rf"^\(?\s*LIKE\s+{_QUALIFIED}\s*\)?\s*;?\s*$", re.I)
-_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|OFFLINE\s+)?(?:IGNORE\s+)?TABLE\s+"
-                    rf"(?:IF\s+EXISTS\s+)?{_QUALIFIED}\s+", re.I)
-_DROP = re.compile(r"^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?(.*)$", re.I | re.S)
-_DROP_DB = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({_IDENT})", re.I)
 _PART_OP = re.compile(r"^(ADD|DROP|TRUNCATE|REORGANIZE|COALESCE|EXCHANGE|REMOVE|ANALYZE|CHECK|"
                       r"OPTIMIZE|REBUILD|REPAIR|DISCARD|IMPORT)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
                       r"PARTITION(?:S|ING)?\b\s*(.*)$", re.I | re.S)
@@ -72,18 +67,14 @@ class Partitioning:
 
     def spec(self, names: list[str]) -> dict[str, Any]:
         """What :func:`holds` needs to tell the rows of the partitions ``names``."""
+        wanted = {x.lower() for x in names}
         return {"method": self.method, "columns": list(self.columns), "func": self.func,
                 "bounds": [_jsonable(b) for b in self.bounds], "count": len(self.names),
-                "chosen": sorted(i for i, n in enumerate(self.names)
-                                 if n.lower() in {x.lower() for x in names})}
+                "chosen": [i for i, n in enumerate(self.names) if n.lower() in wanted]}
 
 
 def _jsonable(bound):
-    if isinstance(bound, tuple):
-        return [_jsonable(b) for b in bound]
-    if isinstance(bound, list):
-        return [_jsonable(b) for b in bound]
-    return bound
+    return [_jsonable(b) for b in bound] if isinstance(bound, (tuple, list)) else bound
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,7 @@ def parse_partitioning(text: str) -> Partitioning | None:
                                    "(the server's own placement)")
     if method == "HASH" and columns:
         return Partitioning(reason="partitioning not understood")
-    inner, rest = _parenthesised(rest)
+    inner, rest = parenthesised(rest)
     if inner is None:
         return Partitioning(reason="partitioning not understood")
     if columns:
@@ -141,7 +132,7 @@ def parse_partitioning(text: str) -> Partitioning | None:
     if re.match(r"^SUBPARTITION\b", rest, re.I):
         return Partitioning(reason="sub-partitions")
     base = Partitioning(method, cols, func)
-    defs, _ = _parenthesised(rest) if rest.startswith("(") else (None, "")
+    defs, _ = parenthesised(rest) if rest.startswith("(") else (None, "")
     if defs is None:
         if method != "HASH":
             return Partitioning(reason="partitioning not understood")
@@ -177,7 +168,7 @@ def _bound(base: Partitioning, rest: str):
             return "a RANGE partition without VALUES LESS THAN"
         if m.group(1).upper() == MAXVALUE:
             return tuple([MAXVALUE] * len(base.columns))
-        inner, _ = _parenthesised(rest[m.start(1):])
+        inner, _ = parenthesised(rest[m.start(1):])
         values = [_literal(v) for v in clauses(inner or "")]
         if not inner or any(isinstance(v, _Unknown) for v in values):
             return f"the partition bound {inner!r}"
@@ -187,11 +178,11 @@ def _bound(base: Partitioning, rest: str):
     m = _IN.match(rest)
     if not m:
         return "a LIST partition without VALUES IN"
-    inner, _ = _parenthesised(rest[m.end() - 1:])
+    inner, _ = parenthesised(rest[m.end() - 1:])
     items = []
     for item in clauses(inner or ""):
         if item.startswith("("):
-            sub, _ = _parenthesised(item)
+            sub, _ = parenthesised(item)
             value = tuple(_literal(v) for v in clauses(sub or ""))
         else:
             value = (_literal(item),)
@@ -234,17 +225,6 @@ def _top_level(text: str, pattern: re.Pattern) -> int | None:
     return None
 
 
-def _parenthesised(text: str) -> tuple[str | None, str]:
-    """(inside of the parenthesis ``text`` opens, what follows it)."""
-    text = text.lstrip()
-    if not text.startswith("("):
-        return None, text
-    for i, ch, depth in outside_quotes(text):
-        if ch == ")" and depth == 1:
-            return text[1:i], text[i + 1:]
-    return None, text
-
-
 # -- following the DDL ----------------------------------------------------------------------
 
 @dataclass
@@ -281,23 +261,18 @@ def _statement(tables: _Tables, source, file, pos, schema, q: str) -> list[Parti
     m = _CREATE.match(q)
     if m:
         key = (source, *_qualify(m.group(1), m.group(2), schema))
-        like = _LIKE.match(q[m.end():])
+        like = _LIKE.match(q[m.end():].lstrip())
         if like:
             tables.known[key] = tables.known.get((source, *_qualify(like.group(1),
                                                                      like.group(2), schema)))
         else:
             tables.known[key] = parse_partitioning(q[m.end():])
         return []
-    m = _DROP.match(q)
-    if m:
-        for a, b in re.findall(_QUALIFIED, m.group(1)):
-            tables.known.pop((source, *_qualify(a, b, schema)), None)
-        return []
-    m = _DROP_DB.match(q)
-    if m:
-        db = _unquote(m.group(1))
-        for key in [k for k in tables.known if k[0] == source and k[1] == db]:
-            del tables.known[key]
+    if _DROP.match(q) or _DROP_DB.match(q):
+        for db, table in tables_touched(q, schema):
+            for key in [k for k in tables.known if k[0] == source and k[1] == db
+                        and table in (k[2], DROP_DATABASE)]:
+                del tables.known[key]
         return []
     for old, new, _cols in renames_in(q, schema):
         if old != new and (source, *old) in tables.known:
@@ -371,7 +346,7 @@ def _changed(current: Partitioning, verb: str, rest: str) -> Partitioning:
             have = len(current.names)
             return replace(current, names=current.names + tuple(
                 f"p{i}" for i in range(have, have + int(n.group(1)))))
-        defs, _ = _parenthesised(rest)
+        defs, _ = parenthesised(rest)
         if defs is None:
             return Partitioning(reason="ADD PARTITION not understood")
         return _with_definitions(current, clauses(defs))
@@ -385,7 +360,7 @@ def _changed(current: Partitioning, verb: str, rest: str) -> Partitioning:
         return Partitioning(reason="REORGANIZE PARTITION not understood")
     old = [n.lower() for n in _names(m.group(1))]
     idx = [i for i, n in enumerate(current.names) if n.lower() in old]
-    defs, _ = _parenthesised(m.group(2))
+    defs, _ = parenthesised(m.group(2))
     if not idx or defs is None or idx != list(range(idx[0], idx[0] + len(idx))):
         return Partitioning(reason="REORGANIZE PARTITION not understood")
     new = _with_definitions(replace(current, names=(), bounds=()), clauses(defs))

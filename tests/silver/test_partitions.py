@@ -141,3 +141,15 @@ def test_the_fold_deletes_the_partitions_alive_rows_only():
     assert [(d["event_type"], d["pk_values"], d["origin"], d["row_before"]) for d in out] == [
         ("DELETE", "1", "partition", '{"id": 1, "v": 0}')]
     assert sorted(fold.state[("s", "d", "t")]) == ["12"]
+
+
+@pytest.mark.parametrize("drop, known", [
+    ("DROP TABLE IF EXISTS t, u RESTRICT", {"t2"}), ("DROP DATABASE d", set()),
+    ("DROP TABLE d.t2", {"t"})])
+def test_like_copies_and_drops_forget_the_partitioning(drop, known):
+    effects = _effects("CREATE TABLE t (id INT PRIMARY KEY) PARTITION BY HASH (id) PARTITIONS 2",
+                       "CREATE TABLE t2 LIKE t", drop, "ALTER TABLE t TRUNCATE PARTITION p0",
+                       "ALTER TABLE t2 TRUNCATE PARTITION p1")
+    assert {e.table[1] for e in effects if e.spec is not None} == known
+    assert all("CREATE TABLE is not in the binlogs" in e.reason
+               for e in effects if e.spec is None)
