@@ -22,7 +22,7 @@ from typing import Sequence
 from pipelines.cli.main import main as cli_main
 from pipelines.vocabulary import CHANGE_TYPES_SQL
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "binlogs"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "binlogs"
 
 SAMPLE_QUERY = (
     "SELECT schema_name, table_name, event_type, count(*) AS row_changes, "

@@ -199,7 +199,7 @@ def default_delta_jars_dir() -> Path | None:
     checkout's ``.venv/delta-jars`` (an install elsewhere); ``None`` when neither holds a jar.
     The environment's own come first: its pyspark is the one they were fetched for."""
     for d in (Path(sys.prefix) / "delta-jars",
-              Path(__file__).resolve().parents[1] / ".venv" / "delta-jars"):
+              Path(__file__).resolve().parents[2] / ".venv" / "delta-jars"):
         if any(d.glob("*.jar")):
             return d
     return None
