@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pipelines.binlog import coltypes as T
 from pipelines.binlog.values import column_decoder, float32_text
 from pipelines.errors import TruncatedError, ValueDecodeError
+from tests.conftest import CORPUS as _CORPUS
 
 
 def dec_meta(precision: int, scale: int) -> int:
@@ -433,7 +434,7 @@ def test_integer_round_trip(data) -> None:
 
 # --- real bytes from the corpus (values confirmed by MariaDB 10.11 mariadb-binlog -vv) ------
 
-CORPUS = "/work/shared/corpus"
+CORPUS = str(_CORPUS)
 GO_DEC = "go-mysql-org__go-mysql/replication__t__tcb-eval002c-bin.003320"
 REAL = [
     # (file, type, meta, unsigned, hex, text)

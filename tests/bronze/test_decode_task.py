@@ -12,14 +12,13 @@ import json
 import os
 import signal
 from multiprocessing import forkserver as fs
-from pathlib import Path
 
 import pyarrow as pa
 
 from pipelines.bronze.decode_task import decode_file_batches
 from pipelines.bronze.records import BRONZE_SCHEMA
+from tests.conftest import CORPUS
 
-CORPUS = Path(__file__).resolve().parent.parent.parent.parent / "shared" / "corpus"
 BINLOG = (CORPUS / "mariadb-operator__mariadb-poc"
           / "mariadb-binlog__binlogs__domain_id_0__mariadb-repl-bin.000002")
 
