@@ -7,7 +7,9 @@ and deletes the directory. :meth:`make_bucket` creates a bucket with the S3 API 
 
 The binary is the pinned build ``make minio`` makes (``go install
 github.com/minio/minio@MINIO_VERSION`` into ``~/.cache/binlake/minio-<version>/``); the
-environment variable ``BINLAKE_MINIO_BIN`` names another one. Start takes ~1-2 s.
+environment variable ``BINLAKE_MINIO_BIN`` names another one. Start takes ~1-2 s. While
+``make test`` builds it in the background (``build.pid`` beside the binary, ``build.rc`` once
+it ended), a start waits for the build (:func:`wait_for_build`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["MinioServer", "MinioStartError", "MINIO_VERSION", "find_minio"]
+__all__ = ["MinioServer", "MinioStartError", "MINIO_VERSION", "find_minio", "wait_for_build"]
 
 # The Makefile reads this line (target `minio`): change the version here only.
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 START_TIMEOUT_S = 60.0
+BUILD_TIMEOUT_S = 30 * 60.0  # the longest a start waits for a background build
 
 
 class MinioStartError(RuntimeError):
@@ -45,6 +48,46 @@ def find_minio() -> str | None:
         if path and os.access(path, os.X_OK):
             return path
     return None
+
+
+def _building(where: Path) -> bool:
+    """Whether a background build (``make minio-background``) into ``where`` still runs."""
+    try:
+        pid = int((where / "build.pid").read_text().strip())
+    except (OSError, ValueError):
+        return False
+    if (where / "build.rc").exists():
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def wait_for_build(timeout: float = BUILD_TIMEOUT_S) -> None:
+    """Wait while ``make test``'s background build of the pinned binary runs (a line on
+    stderr says so); raise :class:`MinioStartError` with its log's end when it failed."""
+    where = default_binary().parent
+    if not _building(where):
+        return
+    import sys
+
+    print(f"\nminio: waiting for its build in the background (log {where / 'build.log'})",
+          file=sys.stderr, flush=True)
+    began = time.monotonic()
+    while _building(where):
+        if time.monotonic() - began > timeout:
+            raise MinioStartError(f"the MinIO build into {where} did not end within "
+                                  f"{timeout / 60:.0f} min")
+        time.sleep(2.0)
+    rc = (where / "build.rc").read_text().strip() if (where / "build.rc").exists() else "?"
+    if rc != "0":
+        tail = (where / "build.log").read_text(errors="replace")[-2000:] \
+            if (where / "build.log").exists() else ""
+        raise MinioStartError(f"the MinIO build into {where} failed (exit {rc}):\n{tail}")
+    print(f"minio: built in the background, waited {time.monotonic() - began:.0f} s",
+          file=sys.stderr, flush=True)
 
 
 def _free_port() -> int:
@@ -93,6 +136,9 @@ class MinioServer:
         return self._password
 
     def start(self) -> "MinioServer":
+        if not os.environ.get("BINLAKE_MINIO_BIN", "").strip() or \
+                Path(os.environ["BINLAKE_MINIO_BIN"]) == default_binary():
+            wait_for_build()
         if find_minio() is None:
             raise MinioStartError(f"no minio binary: run `make minio` (builds {MINIO_VERSION} "
                                   f"into {default_binary().parent}) or set BINLAKE_MINIO_BIN")

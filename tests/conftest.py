@@ -24,13 +24,17 @@ _JVM_ENGINES = ("[spark]", "[connect]", "[sail-spark]", "[spark-sail]")
 def pytest_collection_modifyitems(config, items) -> None:
     """Mark ``jvm`` every test that starts a JVM Spark: it uses a JVM fixture, is marked
     ``classic``, or is a JVM leg of the engine matrix. ``make test`` leaves them to
-    ``make test-jvm`` (CI runs both), which keeps ``make test`` short on 2 cores."""
+    ``make test-jvm`` (CI runs both, and ``make test-pairs``), which keeps ``make test`` short
+    on 2 cores."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if (names & _JVM_FIXTURES or item.get_closest_marker("classic")
                 or (item.get_closest_marker("matrix") and item.name.endswith(_JVM_ENGINES))
                 or item.get_closest_marker("packaging") and "provided_pyspark" in item.name):
             item.add_marker(pytest.mark.jvm)
+    # The object-store tests last: on a fresh machine `make test` builds MinIO meanwhile
+    # (Makefile: minio-background; devtools/minio.py waits for the build).
+    items.sort(key=lambda item: item.get_closest_marker("minio") is not None)
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,7 @@ class Follower:
         self.mirror = False  # `binlake stream --mirror`
         self.bronze_at: str | None = None  # bronze's last committed position, "file:pos"
         self.positions: dict[str, str] = {}  # stage → the bronze position its last follow held
+        self.seconds: dict[str, float] = {}  # stage → how long its last follow took
 
     @property
     def stages(self) -> list[str]:
@@ -158,6 +159,7 @@ class _Followed(Outcomes):
     def __init__(self, follower: Follower, at: str | None) -> None:
         self.follower = follower
         self.at = at
+        self.mark = time.monotonic()  # when the stage now running began
 
     def silver(self, res) -> None:
         log.info("silver: %d appended, %d in quarantine", res.appended, res.quarantined)
@@ -169,7 +171,11 @@ class _Followed(Outcomes):
         return True
 
     def ran(self, stage: str, done: bool) -> None:
-        self.follower.fresh.ran(stage, done, time.monotonic())
+        now = time.monotonic()
+        self.follower.fresh.ran(stage, done, now)
+        self.follower.seconds[stage], self.mark = now - self.mark, now
+        log.info("followed %s in %.2f s (%s)", stage, self.follower.seconds[stage],
+                 "done" if done else "not done")
         if done and self.at is not None:
             self.follower.positions[stage] = self.at
 
