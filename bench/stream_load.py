@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--silver-lag", type=int, default=30,
                     help="stream.silver_lag_seconds (0: silver and mirror do not follow)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--no-mirror", dest="mirror", action="store_false",
+                    help="the stream without --mirror (silver alone follows bronze)")
     ap.add_argument("--baseline", metavar="REV",
                     help="first run the same load against the stream of git revision REV "
                          "(checked out into a temporary worktree), then this checkout's; a "
@@ -246,7 +248,8 @@ def _measure(args, root: Path) -> tuple[int, dict[str, str]]:
                    BINLAKE_STREAM_BATCH_ROWS=str(args.batch_rows),
                    BINLAKE_STREAM_SILVER_LAG_SECONDS=str(args.silver_lag))
         proc = subprocess.Popen([sys.executable, "-m", "pipelines.stream", "--lake", str(lake),
-                                 "--server-id", "9001", "--mirror"], cwd=root, env=env,
+                                 "--server-id", "9001", *["--mirror"] * args.mirror],
+                                cwd=root, env=env,
                                 stdout=log.open("wb"), stderr=subprocess.STDOUT)
         live_file = live_path(str(lake), "default")
         try:
@@ -312,7 +315,8 @@ def _measure(args, root: Path) -> tuple[int, dict[str, str]]:
         live = read_live(live_file) or {}
         silver = first_visible(lake / "silver" / "binlog_events", _silver_marker)
         mirror = first_visible(lake / "mirror" / "bench" / "marker",
-                               lambda r: int(r["id"]) if "id" in r else None)
+                               lambda r: int(r["id"]) if "id" in r else None) \
+            if args.mirror else None
     written = sum(w.changed for w in writers) + len(markers.at)
     streamed = int(live.get("row_changes") or 0)
     print(f"\nload: {written:,} row changes in {sum(w.trx for w in writers):,} transactions "
@@ -327,9 +331,11 @@ def _measure(args, root: Path) -> tuple[int, dict[str, str]]:
     else:
         print("did not catch up within 300 s")
     silver_line, silver_ok, silver_fig = _latency("silver", markers.at, silver)
-    mirror_line, _, mirror_fig = _latency("mirror", markers.at, mirror)
+    mirror_line, _, mirror_fig = (_latency("mirror", markers.at, mirror) if args.mirror
+                                  else ("", True, {}))
     print(silver_line)
-    print(mirror_line)
+    if args.mirror:
+        print(mirror_line)
     figures = {"written": f"{written / args.seconds:,.0f}/s",
                "bronze lag p50 / max": f"{_pct(lags, 50):.1f} / {max(lags, default=0):.1f} s",
                "caught up after the load": (f"{caught_up_at - load_over:.1f} s"

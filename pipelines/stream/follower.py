@@ -2,6 +2,14 @@
 ``stream.freshness_seconds`` of every bronze commit (``freshness.py`` says when), and a
 schema snapshot after a commit that holds DDL.
 
+Two lanes, each with its own :class:`Freshness`: silver lacks bronze's commits; the stages
+that read silver (mirror, gold) lack what silver's follows add, each counted from the bronze
+commit it came from, so their bound is still to the bronze commit. The follow thread runs the
+lanes on a thread each (``following.py``): silver's next follow never waits for a mirror or
+gold export of the rows before (measured: with the mirror in silver's follow, silver's
+latency held the mirror's too). A follow of both (the stop's catch-up) begins the readers'
+lane when its silver is done, so they hold what it added.
+
 Following never stops the stream: bronze is the record, silver, mirror and gold are derived
 from it exactly once by their own watermarks, so a failed stage is logged, tried again later
 (``freshness.RETRY_SECONDS``) and then catches up.
@@ -27,7 +35,9 @@ from pipelines.index.stages import Outcomes, run_stages
 from pipelines.mysql.dsn import Dsn
 from pipelines.stream.freshness import RETRY_SECONDS, Freshness
 
-__all__ = ["Follower"]
+__all__ = ["Follower", "READERS"]
+
+READERS = ("mirror", "gold")  # the stages that read silver: their lane follows silver's
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +51,9 @@ class Follower:
         self.dsn = dsn
         self.gold_dsn = gold_dsn
         self.on = cfg.stream.silver_lag_seconds > 0  # 0: nothing follows bronze
-        self.fresh = Freshness(cfg.stream.freshness_seconds, tick=tick_seconds(cfg))
+        self.fresh = Freshness(cfg.stream.freshness_seconds, tick=tick_seconds(cfg))  # silver
+        self.readers = Freshness(cfg.stream.freshness_seconds, tick=tick_seconds(cfg))
+        self.on_silver = lambda: None  # silver's follow added rows (the readers' thread wakes)
         self.snapshot_seq: int | None = None  # the latest stored snapshot's coordinate
         self.snapshots_read = False  # snapshot_seq was read from the lake
         self.retry_at = 0.0  # no snapshot attempt before (after a failed one)
@@ -61,7 +73,21 @@ class Follower:
     @property
     def silver_pending(self) -> bool:
         """Bronze holds commits some stage has not followed."""
-        return bool(self.fresh.behind)
+        return bool(self.fresh.behind or self.readers.behind)
+
+    def lane(self, readers: bool) -> tuple[Freshness, list[str]]:
+        """Silver's lane, or the readers' (``readers``): its freshness and its stages."""
+        return ((self.readers, [s for s in self.stages if s in READERS]) if readers
+                else (self.fresh, [s for s in self.stages if s not in READERS]))
+
+    def fresh_of(self, stage: str) -> Freshness:
+        return self.readers if stage in READERS else self.fresh
+
+    def lag(self, stage: str, now: float) -> float:
+        """Seconds ``stage`` has lacked a bronze commit: a reader of silver lacks at least
+        what silver lacks."""
+        lag = self.fresh_of(stage).lag(stage, now)
+        return max(lag, self.fresh.lag("silver", now)) if stage in READERS else lag
 
     def start(self) -> None:
         """The stream is starting. Bronze may hold commits of earlier runs the stages lack
@@ -70,7 +96,9 @@ class Follower:
         loops load now, on a thread of their own, where this process renders them
         (``render_warm``): a stream lives long, so every follow after the first few seconds
         renders with them whatever its size (``silver/job._compiled``)."""
-        self.fresh.committed(time.monotonic(), self.stages)
+        now = time.monotonic()
+        self.fresh.committed(now, self.lane(False)[1])
+        self.readers.committed(now, self.lane(True)[1])
         if self.on:
             from pipelines.silver.render_warm import warm_in_background
 
@@ -80,7 +108,7 @@ class Follower:
         """A commit (up to bronze position ``at``) happened: the stages lack it from now; the
         snapshot a DDL owes."""
         self.bronze_at = at or self.bronze_at
-        self.fresh.committed(time.monotonic(), self.stages)
+        self.fresh.committed(time.monotonic(), self.lane(False)[1])
         self.pay_snapshot(last_ddl)
 
     def snapshot_owed(self, last_ddl: tuple[str, int] | None) -> bool:
@@ -101,7 +129,7 @@ class Follower:
 
     def due(self, now: float) -> bool:
         """Follow now? A stage lacks a commit whose bound comes close (``freshness.py``)."""
-        return self.fresh.due(now)
+        return self.fresh.due(now) or self.readers.due(now)
 
     def snapshot(self, last_ddl: tuple[str, int]) -> None:
         """A schema snapshot through the source; a failure is a warning (silver may
@@ -127,15 +155,20 @@ class Follower:
     def behind(self, *, waiting: bool = False) -> list[str]:
         """The stages lacking bronze commits, in run order (``waiting``: only those not
         waiting out a failure)."""
-        lacking = self.fresh.waiting(time.monotonic()) if waiting else self.fresh.behind
+        now = time.monotonic()
+        lacking = ({*self.fresh.waiting(now), *self.readers.waiting(now)} if waiting
+                   else {*self.fresh.behind, *self.readers.behind})
         return [s for s in self.stages if s in lacking]
 
     def begin(self, stages: list[str] | None = None) -> tuple[list[str], str | None]:
         """A follow of ``stages`` (default: all that follow bronze) starts now: (the stages
         in run order, the bronze position it holds). Called with the stream's commit lock
-        held, so no commit is half made (``following.py``)."""
+        held, so no commit is half made (``following.py``). The readers of silver begin
+        now only when silver is not in the follow (else when its silver is done)."""
         run = [s for s in self.stages if stages is None or s in stages]
-        self.fresh.begin(run)
+        self.fresh.begin([s for s in run if s not in READERS])
+        if "silver" not in run:
+            self.readers.begin([s for s in run if s in READERS])
         return run, self.bronze_at
 
     def follow(self, stages: list[str] | None = None,
@@ -144,10 +177,13 @@ class Follower:
         the follow's start (``begun``: :meth:`begin`'s answer when already begun); True when
         all succeeded. Silver failing, the stages that read it wait for the next try
         (``run_stages``, as ``binlake index`` runs them)."""
-        started = time.monotonic()
+        since = self.fresh.behind.get("silver")  # the oldest commit silver lacks
         run, at = begun or self.begin(stages)
-        ok = run_stages(self.spark, self.cfg, run, _Followed(self, at), gold_dsn=self.gold_dsn)
-        self.fresh.took(time.monotonic() - started)
+        ok = run_stages(self.spark, self.cfg, run, _Followed(self, at, run, since),
+                        gold_dsn=self.gold_dsn)
+        for fresh, lane in (self.lane(False), self.lane(True)):
+            if any(s in run for s in lane):
+                fresh.took(sum(self.seconds.get(s, 0.0) for s in lane if s in run))
         return ok
 
 
@@ -156,9 +192,12 @@ class _Followed(Outcomes):
     done; silver's counts logged; a failure logged and kept (``last_error``), never raised:
     following must not stop the stream."""
 
-    def __init__(self, follower: Follower, at: str | None) -> None:
+    def __init__(self, follower: Follower, at: str | None, run: list[str],
+                 since: float | None) -> None:
         self.follower = follower
         self.at = at
+        self.run = run  # the follow's stages
+        self.since = since  # the oldest bronze commit silver lacked when the follow began
         self.mark = time.monotonic()  # when the stage now running began
 
     def silver(self, res) -> None:
@@ -171,11 +210,17 @@ class _Followed(Outcomes):
         return True
 
     def ran(self, stage: str, done: bool) -> None:
-        now = time.monotonic()
-        self.follower.fresh.ran(stage, done, now)
-        self.follower.seconds[stage], self.mark = now - self.mark, now
-        log.info("followed %s in %.2f s (%s)", stage, self.follower.seconds[stage],
+        f, now = self.follower, time.monotonic()
+        f.fresh_of(stage).ran(stage, done, now)
+        f.seconds[stage], self.mark = now - self.mark, now
+        log.info("followed %s in %.2f s (%s)", stage, f.seconds[stage],
                  "done" if done else "not done")
+        if stage == "silver":
+            readers = f.lane(True)[1]
+            if done and self.since is not None and readers:
+                f.readers.committed(self.since, readers)  # what silver added, from then
+                f.on_silver()
+            f.readers.begin([s for s in self.run if s in READERS])
         if done and self.at is not None:
             self.follower.positions[stage] = self.at
 

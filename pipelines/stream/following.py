@@ -1,10 +1,11 @@
-"""The follow thread: silver (then mirror and gold) run beside the stream's reader.
+"""The follow threads: silver, and what reads it (mirror, gold), run beside the stream's reader.
 
 Run in the reader's own loop, a follow stopped the reading: while silver took ``d`` seconds no
 event was read, bronze fell ``d`` behind the source, and a busy source's lag grew with every
 follow (measured: silver's latency 7 s at the start of a 5k/s minute, 13 s at its end). On a
-thread of its own the reader keeps reading and committing while a stage runs; the stages
-still run one at a time, in order, on this one thread.
+thread of its own the reader keeps reading and committing while a stage runs. Silver has a
+thread, and the stages that read it (mirror, then gold, in order) another: each lane follows
+on its own clock (``follower.py``), woken by a bronze commit or by silver's follow.
 
 The reader and this thread share one lock: a bronze commit (its Delta append, its entries in
 ``bronze/files``, :meth:`Follower.committed`) is made whole under it, and a follow begins under
@@ -36,7 +37,7 @@ _POLL = 1.0  # the longest the thread sleeps without looking at the clock
 
 
 class FollowThread:
-    """Follows bronze beside the reader (module docstring)."""
+    """Follows bronze beside the reader, a thread per lane (module docstring)."""
 
     def __init__(self, follower: Follower, lock: threading.RLock,
                  save_files: Callable[[], None]) -> None:
@@ -44,39 +45,50 @@ class FollowThread:
         self.lock = lock
         self.save_files = save_files
         self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._wake = {False: threading.Event(), True: threading.Event()}  # by lane: readers?
+        self._threads: list[threading.Thread] = []
         self.follows = 0
+        follower.on_silver = self._wake[True].set
 
     def start(self) -> None:
-        if not self.follower.on or self._thread is not None:
+        if not self.follower.on or self._threads:
             return
-        self._thread = threading.Thread(target=self._loop, name="binlake-follow", daemon=True)
-        self._thread.start()
+        for readers in (False, True):
+            if self.follower.lane(readers)[1]:
+                self._threads.append(threading.Thread(
+                    target=self._loop, args=(readers,), daemon=True,
+                    name="binlake-follow-readers" if readers else "binlake-follow"))
+        for thread in self._threads:
+            thread.start()
 
     def wake(self) -> None:
         """A commit was made: look at the clock again."""
-        self._wake.set()
+        self._wake[False].set()
 
     def stop(self) -> None:
-        """Stop looking; wait for a running follow to end."""
+        """Stop looking; wait for running follows to end."""
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        for event in self._wake.values():
+            event.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
 
-    def _loop(self) -> None:
+    def _loop(self, readers: bool) -> None:
+        fresh, stages = self.follower.lane(readers)
+        wake = self._wake[readers]
         while not self._stop.is_set():
-            wait = self.follower.fresh.wait_seconds(time.monotonic())
+            wait = fresh.wait_seconds(time.monotonic())
             if wait > 0:
-                self._wake.wait(min(wait, _POLL))
-                self._wake.clear()
+                wake.wait(min(wait, _POLL))
+                wake.clear()
                 continue
             try:
                 with self.lock:
-                    self.save_files()  # silver reads the commits' entries in bronze/files
-                    begun = self.follower.begin(self.follower.behind(waiting=True))
+                    if not readers:
+                        self.save_files()  # silver reads the commits' entries in bronze/files
+                    lacking = [s for s in self.follower.behind(waiting=True) if s in stages]
+                    begun = self.follower.begin(lacking)
                 if begun[0]:
                     self.follower.follow(begun=begun)
                     self.follows += 1

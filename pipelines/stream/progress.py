@@ -133,7 +133,7 @@ class Liveness:
         self.server = server  # host:port, never the DSN (it may carry a password)
         self.pos = pos  # StreamPosition
         self.committer = committer  # its .commits
-        self.follower = follower  # its .stages, .fresh (lags), .last_error
+        self.follower = follower  # its .stages, .lag(), .last_error
         self.line = line or ProgressLine()
         self.events, self.rows = RateMeter(), RateMeter()
         self.reconnects = 0
@@ -149,7 +149,7 @@ class Liveness:
         now = time.monotonic() if now is None else now
         lags = {"bronze": bronze}
         for stage in self.follower.stages if self.follower else ():
-            lags[stage] = bronze + self.follower.fresh.lag(stage, now)
+            lags[stage] = bronze + self.follower.lag(stage, now)
         return {k: round(v, 3) for k, v in lags.items()}
 
     def positions(self) -> dict[str, str | None]:

@@ -107,8 +107,10 @@ def test_follow_runs_silver_and_survives_a_dead_gold(spark, tmp_path: Path, corp
     with caplog.at_level(logging.WARNING):
         assert f.follow() is False  # silver ran, gold failed: logged, not raised
     assert "following gold failed" in caplog.text and "pw" not in caplog.text
-    # silver holds bronze; gold still lacks it and is tried again in RETRY_SECONDS
-    assert list(f.fresh.behind) == ["gold"] and f.fresh.waiting(time.monotonic()) == []
+    # silver holds bronze; gold (the readers' lane) still lacks what silver added and is
+    # tried again in RETRY_SECONDS
+    assert f.fresh.behind == {} and f.behind() == ["gold"]
+    assert list(f.readers.behind) == ["gold"] and f.readers.waiting(time.monotonic()) == []
     assert f.last_error[1] == "gold" and "pw" not in f.last_error[2]
     silver = spark.read.format("delta").load(cfg.table_path("silver", "binlog_events"))
     quarantine = spark.read.format("delta").load(cfg.table_path("silver", "quarantine"))
@@ -145,3 +147,56 @@ def test_the_snapshot_a_ddl_owes_is_stored_once(spark, tmp_path: Path, mariadb) 
     assert not again.snapshot_owed((file, int(end)))
     assert again.snapshot_owed((file, int(end) + 10**6))  # a DDL past the snapshot
     assert snaps.select("snapshot_id").distinct().count() == 1
+
+
+def test_the_readers_of_silver_lack_what_silvers_follows_added(tmp_path: Path) -> None:
+    # Two lanes: silver lacks bronze's commits; the mirror lacks what silver's follows added,
+    # counted from the bronze commit it came from (its bound is to that commit).
+    from pipelines.stream.follower import _Followed
+
+    f = Follower(None, _cfg(tmp_path), dsn=Dsn("127.0.0.1"))
+    f.mirror = True
+    assert f.lane(False)[1] == ["silver"] and f.lane(True)[1] == ["mirror"]
+    f.fresh.committed(100.0, ["silver"])
+    assert f.behind() == ["silver"] and f.readers.behind == {}
+    run, at = f.begin(["silver"])  # the silver thread's follow
+    assert run == ["silver"]
+    _Followed(f, at, run, 100.0).ran("silver", True)
+    assert f.fresh.behind == {} and f.readers.behind == {"mirror": 100.0}
+    assert f.lag("mirror", 103.0) == 3.0 and f.lag("silver", 103.0) == 0.0
+    # The mirror's follow begins; silver adds commits of 105 meanwhile: still lacking after.
+    run, at = f.begin(["mirror"])
+    _Followed(f, at, ["silver"], 105.0).ran("silver", True)
+    _Followed(f, at, run, None).ran("mirror", True)
+    assert f.readers.behind == {"mirror": 105.0}
+    run, at = f.begin(["mirror"])
+    _Followed(f, at, run, None).ran("mirror", True)
+    assert f.readers.behind == {} and not f.silver_pending
+    # A mirror lacking nothing silver holds still lags as much as silver does.
+    f.fresh.committed(200.0, ["silver"])
+    assert f.lag("mirror", 204.0) == f.lag("silver", 204.0) > 0
+
+
+def test_a_follow_of_both_lanes_begins_the_readers_when_its_silver_is_done(
+        tmp_path: Path) -> None:
+    # The stop's catch-up follows silver then the mirror in one go: the mirror holds what
+    # that silver added. Silver failing, the mirror waits out RETRY_SECONDS.
+    from pipelines.stream.follower import _Followed
+
+    f = Follower(None, _cfg(tmp_path), dsn=Dsn("127.0.0.1"))
+    f.mirror = True
+    f.fresh.committed(100.0, ["silver"])
+    run, at = f.begin()
+    assert run == ["silver", "mirror"] and f.readers.running == set()
+    told = _Followed(f, at, run, 100.0)
+    told.ran("silver", True)
+    assert f.readers.running == {"mirror"}
+    told.ran("mirror", True)
+    assert f.fresh.behind == {} and f.readers.behind == {}
+    f.fresh.committed(300.0, ["silver"])
+    run, at = f.begin()
+    told = _Followed(f, at, run, 300.0)
+    told.ran("silver", False)
+    told.ran("mirror", False)
+    assert f.fresh.behind == {"silver": 300.0} and f.readers.behind == {}
+    assert f.behind(waiting=True) == []  # silver waits out its failure
