@@ -74,11 +74,17 @@ def tables_touched(query: str, default_schema: str | None) -> list[tuple[str, st
 
 def outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
     """(index, character, parenthesis depth before it) of ``text``'s characters outside
-    quotes (``'…'``, ``"…"``, `` `…` ``, the quote characters included)."""
-    depth, quote = 0, ""
+    quotes (``'…'``, ``"…"``, `` `…` ``, the quote characters included). In a string a
+    backslash escapes the next character (``'it\\'s'``, MySQL's default; under
+    ``NO_BACKSLASH_ESCAPES`` a string ending in a backslash is read as going on)."""
+    depth, quote, escaped = 0, "", False
     for i, ch in enumerate(text):
         if quote:
-            if ch == quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote != "`":
+                escaped = True
+            elif ch == quote:
                 quote = ""
             continue
         if ch in "'\"`":

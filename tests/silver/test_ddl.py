@@ -28,3 +28,19 @@ from pipelines.silver.ddl import tables_touched
 ])
 def test_tables_touched(query: str, default: str | None, expected: list) -> None:
     assert tables_touched(query, default) == expected
+
+
+@pytest.mark.parametrize("body, expected", [
+    # MySQL's default sql_mode: a backslash escapes the next character of a string, so the
+    # quote, comma and parenthesis after it are inside the string.
+    (r"a INT COMMENT 'it\'s, (odd', b INT", [r"a INT COMMENT 'it\'s, (odd'", "b INT"]),
+    (r'a TEXT DEFAULT "x\", y", b INT', [r'a TEXT DEFAULT "x\", y"', "b INT"]),
+    (r"a VARCHAR(3) DEFAULT 'c:\\', b INT", [r"a VARCHAR(3) DEFAULT 'c:\\'", "b INT"]),
+    ("a INT COMMENT 'it''s, odd', b INT", ["a INT COMMENT 'it''s, odd'", "b INT"]),
+    # no escapes in an identifier: `a\` is the column a\
+    ("`a\\` INT, b INT", ["`a\\` INT", "b INT"]),
+])
+def test_clauses_split_outside_strings_with_escapes(body: str, expected: list[str]) -> None:
+    from pipelines.silver.ddl import clauses
+
+    assert clauses(body) == expected
