@@ -15,6 +15,12 @@ So, per base name:
   empty file (a binlog the server has only just created) is not taken yet; the next run
   takes it.
 
+A replica's relay logs are binlog files too, but of its source's events, which its own
+binlogs (``log_slave_updates``) hold again: a base that ``relay-log.info`` (or a multi-source
+``relay-log-<name>.info``) names, or that ends in ``relay-bin`` (the server's default
+``<host>-relay-bin``), is left out, with its index. Named with ``--files``, a relay log is
+read like any binlog.
+
 A file that is not a binlog is never selected, so it cannot fail a ``--all`` run; one named
 on purpose (``--files``) that is not a binlog is a :class:`ConfigError` naming it
 (:func:`check_binlog`).
@@ -29,7 +35,8 @@ from pipelines.binlog.names import binlog_order, is_binlog_file, split_binlog_na
 from pipelines.binlog.framing import MAGIC
 from pipelines.errors import ConfigError
 
-__all__ = ["INDEX_SUFFIX", "list_binlogs", "read_index", "begins_with_magic", "check_binlog"]
+__all__ = ["INDEX_SUFFIX", "list_binlogs", "read_index", "begins_with_magic", "check_binlog",
+           "relay_bases"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,24 @@ def check_binlog(path: str, flag: str = "--files") -> None:
     raise ConfigError(f"{flag}: {path} is not a binlog ({what})")
 
 
+def relay_bases(binlog_dir: str, names: list[str]) -> set[str]:
+    """The relay log base names of a replica's data directory (module docstring)."""
+    out = {split_binlog_name(n)[0] for n in names
+           if is_binlog_file(n) and split_binlog_name(n)[0].endswith("relay-bin")}
+    for name in names:
+        if name != "relay-log.info" and not (name.startswith("relay-log-")
+                                             and name.endswith(".info")):
+            continue
+        try:
+            lines = read_index(os.path.join(binlog_dir, name))
+        except OSError:
+            continue
+        # "5\n./host-relay-bin.000002\n2353\n…": the line count, then the relay log
+        out.update(split_binlog_name(os.path.basename(e))[0] for e in lines[:2]
+                   if is_binlog_file(os.path.basename(e)))
+    return out
+
+
 def _listed(binlog_dir: str, names: list[str]) -> dict[str, list[str]]:
     """Per base name an index file of the directory lists: the paths of its listed files."""
     out: dict[str, list[str]] = {}
@@ -102,14 +127,17 @@ def _resolve(binlog_dir: str, entry: str) -> str | None:
 def list_binlogs(binlog_dir: str) -> list[str]:
     """The binlog files of ``binlog_dir`` (module docstring), in server order."""
     names = os.listdir(binlog_dir)
-    listed = _listed(binlog_dir, names)
+    relays = relay_bases(binlog_dir, names)
+    listed = {b: p for b, p in _listed(binlog_dir, names).items() if b not in relays}
     chosen = {p for paths in listed.values() for p in paths}
     for name in names:
         if not is_binlog_file(name):
             continue
         path = os.path.normpath(os.path.join(binlog_dir, name))
         base = split_binlog_name(name)[0]
-        if base in listed:
+        if base in relays:
+            log.info("%s: a replica's relay log: left out (--files names it to read it)", path)
+        elif base in listed:
             if path not in chosen:
                 log.info("%s: not listed in the server's index file: left out", path)
         elif begins_with_magic(path):

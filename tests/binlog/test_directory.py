@@ -53,10 +53,10 @@ def test_the_index_file_decides_for_its_base(datadir: Path) -> None:
     (datadir / "mariadb-bin.index").write_text(
         "./mariadb-bin.000001\n/var/lib/mysql/mariadb-bin.000002\n\n./mariadb-bin.000005\n")
     (datadir / "mariadb-bin.000004").write_bytes(b"")
-    (datadir / "relay-bin.000007").write_bytes((SAMPLES / "mariadb-bin.000004").read_bytes())
+    (datadir / "other-bin.000007").write_bytes((SAMPLES / "mariadb-bin.000004").read_bytes())
     assert select_files(str(datadir), all_files=True) == [
         str(datadir / "mariadb-bin.000001"), str(datadir / "mariadb-bin.000002"),
-        str(datadir / "relay-bin.000007")]  # no index for its base: by its magic
+        str(datadir / "other-bin.000007")]  # no index for its base: by its magic
 
 
 def test_an_index_may_list_files_at_their_own_path(tmp_path: Path, datadir: Path) -> None:
@@ -107,6 +107,52 @@ def test_the_command_names_a_file_that_is_not_a_binlog_and_creates_no_lake(
         f"binlake: configuration error: --files: {datadir}/aria_log.00000001 is not a binlog "
         "(it begins with 0xfefe0b01, a binlog with 0xfe62696e)\n"))
     assert not lake.exists()
+
+
+def test_a_replicas_relay_logs_are_left_out(datadir: Path) -> None:
+    # As a MariaDB 10.11 replica writes them (tests below: a real one): relay-log.info's
+    # second line names the relay log; its base and index are left out; --files reads one.
+    for n in (1, 2):
+        shutil.copy(SAMPLES / f"mariadb-bin.00000{n}", datadir / f"db2-relay.00000{n}")
+    (datadir / "db2-relay.index").write_text("./db2-relay.000001\n./db2-relay.000002\n")
+    (datadir / "relay-log.info").write_text("5\n./db2-relay.000002\n2353\nmariadb-bin.000001\n"
+                                           "2052\n0\n")
+    shutil.copy(SAMPLES / "mariadb-bin.000004", datadir / "mysqld-relay-bin.000003")  # default
+    assert _names(select_files(str(datadir), all_files=True)) == [
+        "mariadb-bin.000001", "mariadb-bin.000002", "mariadb-bin.000003"]
+    assert _names(select_files(str(datadir), names=["db2-relay.000002"])) == ["db2-relay.000002"]
+
+
+@pytest.mark.mariadb
+def test_a_real_replicas_data_directory_gives_its_own_binlogs(tmp_path: Path) -> None:
+    """A real replica (log_slave_updates) of a real primary: ``--all`` over its data
+    directory selects the binlogs ``SHOW BINARY LOGS`` lists, not its relay logs (which hold
+    the same row changes again)."""
+    import time
+
+    from devtools.mariadb import MariaDBServer
+
+    with MariaDBServer(server_id=1) as primary, \
+            MariaDBServer(server_id=2, extra_options={"log_slave_updates": 1}) as replica:
+        primary.execute("CREATE USER 'repl'@'127.0.0.1' IDENTIFIED BY 'repl-pw'")
+        primary.execute("GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'")
+        primary.execute("CREATE DATABASE d")
+        primary.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+        replica.execute("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%s, "
+                        "MASTER_USER='repl', MASTER_PASSWORD='repl-pw', MASTER_USE_GTID=no, "
+                        "MASTER_LOG_FILE='mariadb-bin.000001', MASTER_LOG_POS=4",
+                        (primary.port,))
+        replica.execute("START SLAVE")
+        primary.execute("INSERT INTO d.t VALUES (1), (2), (3)")
+        deadline = time.monotonic() + 30
+        while replica.execute("SELECT COUNT(*) FROM d.t")[0][0] != 3:
+            assert time.monotonic() < deadline, "the replica did not apply the rows"
+            time.sleep(0.2)
+        replica.execute("FLUSH BINARY LOGS")
+        own = [row[0] for row in replica.execute("SHOW BINARY LOGS")]
+        relays = sorted(p.name for p in replica.datadir.glob("*relay-bin.0*"))
+        assert relays  # the replica does write relay logs there
+        assert _names(select_files(str(replica.datadir), all_files=True)) == own
 
 
 @pytest.mark.spark
