@@ -16,6 +16,7 @@ from typing import Iterator, TextIO
 import pyarrow as pa
 
 from pipelines.history.images import SCRIPT_PREAMBLE, sql_literal
+from pipelines.lake.plain_strings import plain_strings
 from pipelines.silver.image_values import raw_values
 from pipelines.vocabulary import quote_ident
 
@@ -80,6 +81,8 @@ def write_delta(rec, path: str) -> int:
                 {c: [text_value(r.get(c)) for r in rows] for c in columns}, schema=schema)
 
     ddl = ", ".join(f"{quote_ident(c)} string" for c in columns)
-    df = rec.images.select("image").mapInArrow(split, ddl)
+    # Plain `string` in the table's schema on Spark 4.2 Connect too (lake/plain_strings.py).
+    df = plain_strings(rec.images.select("image").mapInArrow(split, ddl),
+                       [(c, "string") for c in columns])
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
     return rec.images.count()

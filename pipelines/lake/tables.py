@@ -32,6 +32,7 @@ from pipelines.lake.delta_ops import (create_with_stats_columns, current_version
                                  target_file_size)
 from pipelines.errors import BinlakeError, EngineError, raised_in_task
 from pipelines.lake.evolution import read_data_files, with_declared_columns
+from pipelines.lake.plain_strings import plain_strings
 from pipelines.lake.sql_types import Column, arrow_schema, ddl, parse_columns
 from pipelines.lake.task_files import FileSpec, commit_files
 from pipelines.config import ROW_GROUP_ROWS, is_url_root, parse_catalog, resolve_root, table_dir
@@ -362,6 +363,9 @@ class Lake:
         self._write(df, table, "overwrite", {})
 
     def _write(self, df, table: LakeTable, mode: str, options: dict[str, str]) -> None:
+        # Spark 4.2 Connect would write the decoders' strings as `string collate UTF8_BINARY`,
+        # a schema Sail, delta-rs and older Spark cannot read (pipelines/lake/plain_strings.py).
+        df = plain_strings(df, table.columns)
         if self._missing_columns(df.sparkSession, table):
             # A table written before columns were declared (a lake of an older binlake):
             # Delta schema evolution adds them on this commit; older rows read them as NULL.

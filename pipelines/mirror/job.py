@@ -39,6 +39,7 @@ from pipelines.errors import EngineError
 from pipelines.config import lake_dir, parse_catalog
 from pipelines.lake.tables import SILVER_EVENTS, Lake, read_data_files
 from pipelines.lake.lease import holds_lease
+from pipelines.lake.plain_strings import plain_strings
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
@@ -448,8 +449,10 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
     # re-runs the Python typing and the window per pass, ~50x slower on Sail).
     work = mirror_path(cfg, "work", *key)
     partial = bool(rows.where("absent_columns IS NOT NULL").limit(1).collect())
-    (versions(recs, opens0.select(*recs.columns), layout, fill_absent=partial)
-     .drop("__absent").write.format("delta")
+    # Plain strings in its schema (lake/plain_strings.py): a later run on another engine
+    # overwrites it, reading its log first.
+    (plain_strings(versions(recs, opens0.select(*recs.columns), layout, fill_absent=partial)
+                   .drop("__absent")).write.format("delta")
      .mode("overwrite").option("overwriteSchema", "true").save(work))
     paired = spark.read.format("delta").load(work)
 

@@ -26,6 +26,7 @@ from pipelines.lake.few_files import keep_few_files
 from pipelines.lake.tables import (BRONZE_EVENTS, SCHEMA_SNAPSHOTS, SILVER_EVENTS,
                                    SILVER_QUARANTINE, Lake)
 from pipelines.lake.lease import holds_lease
+from pipelines.lake.plain_strings import plain_strings
 from pipelines.engine.memory import release_freed_memory
 from pipelines.engine.session import engine_name
 from pipelines.silver import render_fast
@@ -311,7 +312,9 @@ def _change_data_feed(spark, lake: Lake, rows) -> None:
                     "table %s in the catalog (binlake sets it on path and external tables)",
                     lake.ident(SILVER_EVENTS))
         return
-    if not enable_change_data_feed(spark, lake.path(SILVER_EVENTS), rows,
+    # A missing table is created from rows' schema: plain strings (lake/plain_strings.py).
+    if not enable_change_data_feed(spark, lake.path(SILVER_EVENTS),
+                                   plain_strings(rows, SILVER_EVENTS.columns),
                                    list(SILVER_EVENTS.partition_by)):
         log.warning("silver.change_data_feed = true, but this engine has no Delta change data "
                     "feed (table_changes/readChangeFeed): silver is written without one; run "
