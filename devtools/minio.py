@@ -66,9 +66,9 @@ def _building(where: Path) -> bool:
 
 
 def wait_for_build(timeout: float = BUILD_TIMEOUT_S) -> None:
-    """Wait while ``make test``'s background build of the pinned binary runs (a line on
-    stderr says so); raise :class:`MinioStartError` with its log's end when it failed."""
-    where = default_binary().parent
+    """Wait while ``make test``'s background build of the binary (``BINLAKE_MINIO_BIN``, else
+    the pinned one) runs (a line on stderr says so); raise :class:`MinioStartError` with its log's end when it failed."""
+    where = Path(os.environ.get("BINLAKE_MINIO_BIN", "").strip() or default_binary()).parent
     if not _building(where):
         return
     import sys
@@ -136,9 +136,7 @@ class MinioServer:
         return self._password
 
     def start(self) -> "MinioServer":
-        if not os.environ.get("BINLAKE_MINIO_BIN", "").strip() or \
-                Path(os.environ["BINLAKE_MINIO_BIN"]) == default_binary():
-            wait_for_build()
+        wait_for_build()
         if find_minio() is None:
             raise MinioStartError(f"no minio binary: run `make minio` (builds {MINIO_VERSION} "
                                   f"into {default_binary().parent}) or set BINLAKE_MINIO_BIN")

@@ -17,6 +17,7 @@ from devtools import minio
 @pytest.fixture
 def build_dir(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("BINLAKE_MINIO_BIN", raising=False)
     where = minio.default_binary().parent
     where.mkdir(parents=True)
     return where
@@ -67,3 +68,15 @@ def test_a_build_past_the_timeout_is_an_error(build_dir: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_build_waited_for_is_that_of_binlake_minio_bin(tmp_path: Path, monkeypatch) -> None:
+    # `make test MINIO_DIR=DIR` builds into DIR and names DIR/minio in BINLAKE_MINIO_BIN.
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    monkeypatch.setenv("BINLAKE_MINIO_BIN", str(where / "minio"))
+    proc = _background(where, 1.0, 0)
+    began = time.monotonic()
+    minio.wait_for_build(timeout=30)
+    assert time.monotonic() - began >= 0.5
+    proc.wait()
