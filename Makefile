@@ -81,13 +81,15 @@ test-jvm: setup mariadb minio-background
 
 # The other Spark + Delta pairs binlake supports (docs/engines.md), each in an environment of
 # its own (scripts/engine_pair.py: .venv-pairs/, made once, ~4 min each): the engine matrix's
-# JVM legs (local JVM Spark and the Spark Connect server). `make setup` keeps the 4.1.0 pair.
+# JVM legs (local JVM Spark and the Spark Connect server) and the plain-string check (a 4.2
+# Connect server collates strings). `make setup` keeps the 4.1.0 pair.
 PAIRS ?= 4.0.1:4.0.1 4.2.0:4.4.0
 test-pairs: setup mariadb
 	@for pair in $(PAIRS); do \
 	  py=$$($(PY) scripts/engine_pair.py $$pair) || exit 1; \
 	  echo "== pyspark and delta-spark $$pair ($$py)"; \
-	  $$py -m pytest -q -m 'jvm and not soak and not big' tests/acceptance/test_engine_matrix.py || exit 1; \
+	  $$py -m pytest -q -m 'jvm and not soak and not big' tests/acceptance/test_engine_matrix.py \
+	    tests/lake/test_plain_strings.py || exit 1; \
 	done
 
 # The long JVM Spark re-runs (concurrent JVM writers, history on JVM catalog tables).
