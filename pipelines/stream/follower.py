@@ -17,10 +17,12 @@ from it exactly once by their own watermarks, so a failed stage is logged, tried
 A snapshot is owed while the last DDL streamed lies past the latest stored snapshot of the
 source. Each CHECKPOINT carries where that DDL ends (``Checkpoint.last_ddl``), in the same
 commit as the DDL, so the debt survives a kill -9 between the commit and the snapshot: the
-restarted stream pays it before it reads on (the snapshot is then of the server's schema at
-its current position, past the DDL). A snapshot is taken only after the DDL's commit, so its
-coordinates lie past the DDL. A failed one is tried again at a commit at least
-``RETRY_SECONDS`` later.
+restarted stream pays it before it reads on and before silver follows (the snapshot is then
+of the server's schema at its current position, past the DDL). The snapshot is taken just
+before the commit that holds the DDL, under the commit lock: the DDL has run on the server
+(the stream read it), so the snapshot's coordinates lie past it, and no silver follow can see
+the DDL's rows in bronze before the snapshot that names them is stored. A failed one is
+tried again at a commit at least ``RETRY_SECONDS`` later (the debt is then in the commit).
 """
 
 from __future__ import annotations

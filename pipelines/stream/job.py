@@ -202,14 +202,15 @@ class StreamJob:
     def _run(self, flags: StartAt | None, reset: bool, stop_after: float | None) -> int:
         self._validate()
         self.follower.start()
-        self.following.start()
         want, self.committer.seq, self.reader.takeover_pending = self.startup.plan(
             flags, reset, self.pos)
         self.files.compact()  # a restart compacts what earlier runs left
         b = self.pos.boundary  # the checkpoint resumed from: what bronze holds so far
         self.follower.bronze_at = f"{b.file}:{b.pos}" if b is not None and b.file else None
         # A kill between a DDL's commit and its snapshot left the snapshot owed: pay it now.
+        # Only then may silver follow: it renders the DDL's rows with that snapshot.
         self.follower.pay_snapshot(self.pos.last_ddl)
+        self.following.start()
         self.reader.new_batch(self.pos.here.file)
         want = self._check_gap(want)
         log.info("streaming %s from %s (%s mode)", self.committer.identity.source_id, want,
@@ -300,6 +301,9 @@ class StreamJob:
             return
         b = self.pos.boundary
         with self.commit_lock:
+            # A DDL's snapshot is stored before bronze holds its rows: a silver follow already
+            # running reads bronze as it is then, with the snapshots it loaded at its start.
+            self.follower.pay_snapshot(self.pos.last_ddl)
             done = self.committer.commit(self.reader.take(), self.pos, final=final)
             if done:
                 self.follower.committed(self.pos.last_ddl, at=f"{b.file}:{b.pos}")

@@ -268,17 +268,17 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
     assert indexed_maps.exceptAll(streamed_maps).count() == 0
 
 
-def test_a_kill_between_a_ddls_commit_and_its_snapshot_is_made_good_at_restart(
+def test_a_ddls_rows_reach_bronze_only_after_its_snapshot_is_stored(
         spark, tmp_path: Path) -> None:
     # MariaDB's JSON is LONGTEXT with a json_valid CHECK: only a schema snapshot says a column
-    # is JSON. The stream snapshots after a DDL's commit; a kill -9 exactly there (held at
-    # the gate: the snapshot is the only connection the running stream opens) must not lose
-    # that snapshot, or silver renders the JSON documents as strings.
+    # is JSON. A silver follow renders with the snapshots it loaded at its start and reads
+    # bronze as it is: were the DDL's rows committed before its snapshot, a follow running
+    # then would render the JSON documents as strings. So the stream snapshots first (held
+    # at the gate: the snapshot is the only connection the running stream opens).
     lake = tmp_path / "lake"
     log = tmp_path / "stream.log"
     cfg = load_config(env={}, overrides={"lake.root": str(lake)})
     tables = Lake.of(cfg)
-    snapshots = cfg.table_path("silver", "schema_snapshots")
     docs = "feed.docs"
     with MariaDBServer(binlog_row_metadata="FULL") as server, TcpGate(server.port) as gate:
         server.execute("CREATE DATABASE feed CHARACTER SET utf8mb4")
@@ -291,11 +291,54 @@ def test_a_kill_between_a_ddls_commit_and_its_snapshot_is_made_good_at_restart(
             server.execute("INSERT INTO feed.docs VALUES (1, %s, 'x'), (2, '\"str\"', NULL)",
                            ('{"a": [1, 2.5, "x\u00e9"], "b": null}',))
             _wait(lambda: gate.held > 0, 60, "the snapshot after the CREATE TABLE", proc, log)
+            time.sleep(cfg.stream.freshness_seconds + 2)  # silver follows meanwhile
+            held = load_latest(spark, tables, "default")
+            assert held is None or held.last_ddl is None, "the DDL was committed first"
+            gate.release()
+            assert _stop_at_the_end(proc, lake, server, log) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        _, replayed, expected = _replayed(spark, cfg, server, [docs])
+        assert replayed == expected
+
+
+def test_a_kill_between_a_ddls_commit_and_its_snapshot_is_made_good_at_restart(
+        spark, tmp_path: Path) -> None:
+    # The snapshot failed (the server refused it): the DDL's commit holds the debt. A kill -9
+    # then must not lose that snapshot: the restart pays it before silver follows, or silver
+    # renders the JSON documents as strings. The first run has no silver follow (lag 0).
+    lake = tmp_path / "lake"
+    log = tmp_path / "stream.log"
+    cfg = load_config(env={}, overrides={"lake.root": str(lake)})
+    tables = Lake.of(cfg)
+    snapshots = cfg.table_path("silver", "schema_snapshots")
+    docs = "feed.docs"
+    with MariaDBServer(binlog_row_metadata="FULL") as server, TcpGate(server.port) as gate:
+        server.execute("CREATE DATABASE feed CHARACTER SET utf8mb4")
+        proc = _start_stream(lake, server, log, port=gate.port, lag=0)
+        try:
+            _wait(lambda: _live(lake).get("state") == "running", 60, "the stream to run",
+                  proc, log)
+            gate.refuse()
+            server.execute("CREATE TABLE feed.docs (id INT PRIMARY KEY, j JSON, t TEXT)")
+            server.execute("INSERT INTO feed.docs VALUES (1, %s, 'x'), (2, '\"str\"', NULL)",
+                           ('{"a": [1, 2.5, "x\u00e9"], "b": null}',))
+            end = server.execute("SHOW MASTER STATUS")[0][:2]
+            _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
+                  "the DDL's commit", proc, log)
             killed = _kill(proc, spark, tables)
+            assert gate.refused > 0, "no snapshot was tried"
             assert killed.last_ddl is not None, "the DDL's commit did not record it"
             assert not Path(snapshots).exists()
-            gate.release()
+            # The restart meets the gate held for longer than silver's bound: silver must
+            # not follow the DDL's rows before the snapshot they owe is stored.
+            gate.hold()
             proc = _start_stream(lake, server, log, port=gate.port)
+            time.sleep(cfg.stream.freshness_seconds + 4)
+            assert proc.poll() is None, log.read_text()[-3000:]
+            gate.release()
             _wait(lambda: _live(lake).get("pid") == proc.pid, 60, "the restarted stream", proc,
                   log)
             assert _stop_at_the_end(proc, lake, server, log) == 0, log.read_text()[-3000:]

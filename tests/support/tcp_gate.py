@@ -23,6 +23,8 @@ class TcpGate:
         self.held = 0
         self._open = threading.Event()
         self._open.set()
+        self._refusing = False
+        self.refused = 0
         self._lock = threading.Lock()
         self._listener = socket.create_server((host, 0))
         self.port = self._listener.getsockname()[1]
@@ -30,9 +32,15 @@ class TcpGate:
 
     def hold(self) -> None:
         """New connections wait from now on (open ones keep flowing)."""
+        self._refusing = False
         self._open.clear()
 
+    def refuse(self) -> None:
+        """New connections are closed at once from now on (open ones keep flowing)."""
+        self._refusing = True
+
     def release(self) -> None:
+        self._refusing = False
         self._open.set()
 
     def __enter__(self) -> "TcpGate":
@@ -58,6 +66,11 @@ class TcpGate:
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
+        if self._refusing:
+            with self._lock:
+                self.refused += 1
+            client.close()
+            return
         if not self._open.is_set():
             with self._lock:
                 self.held += 1
