@@ -136,19 +136,21 @@ def widen(a: MirrorType, b: MirrorType) -> MirrorType:
 # -- values ----------------------------------------------------------------------------------
 
 _DECODER = json.JSONDecoder(parse_float=Decimal)
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # made once: json.dumps makes one per call
 
 
 def parse_image(text: str | None) -> dict[str, Any] | None:
     """Silver's JSON image with exact numbers (``Decimal`` for fractions)."""
     if text is None:
         return None
-    return _DECODER.decode(text)
+    value, end = _DECODER.raw_decode(text)
+    return value if end == len(text) else _DECODER.decode(text)  # decode: what follows
 
 
 def json_text(value: Any) -> str:
     """JSON text of a value :func:`parse_image` produced (numbers kept exact)."""
     try:
-        return json.dumps(value, ensure_ascii=False)  # C encoder: no Decimal inside
+        return _ENCODER.encode(value)  # the C encoder: no Decimal inside
     except TypeError:
         return _json_text(value)
 
