@@ -268,6 +268,13 @@ def test_stream_sigkill_restart_sigterm_replays_exactly(spark, tmp_path: Path) -
     assert indexed_maps.exceptAll(streamed_maps).count() == 0
 
 
+def _json_table(server: MariaDBServer) -> None:
+    """A DDL that only a snapshot can name right (MariaDB's JSON column), and its rows."""
+    server.execute("CREATE TABLE feed.docs (id INT PRIMARY KEY, j JSON, t TEXT)")
+    server.execute("INSERT INTO feed.docs VALUES (1, %s, 'x'), (2, '\"str\"', NULL)",
+                   ('{"a": [1, 2.5, "x\u00e9"], "b": null}',))
+
+
 def test_a_ddls_rows_reach_bronze_only_after_its_snapshot_is_stored(
         spark, tmp_path: Path) -> None:
     # MariaDB's JSON is LONGTEXT with a json_valid CHECK: only a schema snapshot says a column
@@ -287,9 +294,7 @@ def test_a_ddls_rows_reach_bronze_only_after_its_snapshot_is_stored(
             _wait(lambda: _live(lake).get("state") == "running", 60, "the stream to run",
                   proc, log)
             gate.hold()
-            server.execute("CREATE TABLE feed.docs (id INT PRIMARY KEY, j JSON, t TEXT)")
-            server.execute("INSERT INTO feed.docs VALUES (1, %s, 'x'), (2, '\"str\"', NULL)",
-                           ('{"a": [1, 2.5, "x\u00e9"], "b": null}',))
+            _json_table(server)
             _wait(lambda: gate.held > 0, 60, "the snapshot after the CREATE TABLE", proc, log)
             time.sleep(cfg.stream.freshness_seconds + 2)  # silver follows meanwhile
             held = load_latest(spark, tables, "default")
@@ -322,9 +327,7 @@ def test_a_kill_between_a_ddls_commit_and_its_snapshot_is_made_good_at_restart(
             _wait(lambda: _live(lake).get("state") == "running", 60, "the stream to run",
                   proc, log)
             gate.refuse()
-            server.execute("CREATE TABLE feed.docs (id INT PRIMARY KEY, j JSON, t TEXT)")
-            server.execute("INSERT INTO feed.docs VALUES (1, %s, 'x'), (2, '\"str\"', NULL)",
-                           ('{"a": [1, 2.5, "x\u00e9"], "b": null}',))
+            _json_table(server)
             end = server.execute("SHOW MASTER STATUS")[0][:2]
             _wait(lambda: (_live(lake).get("file"), _live(lake).get("pos")) == end, 60,
                   "the DDL's commit", proc, log)

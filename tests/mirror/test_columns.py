@@ -79,15 +79,20 @@ def _value(rnd: random.Random, data_type: str, column_type: str, odd: float):
     return "".join(rnd.choice("abc é\u4e2d\"\\\n\t\U0001f600") for _ in range(rnd.randint(0, 12)))
 
 
-def _table(rnd: random.Random) -> tuple[list[tuple[str, str, str]], TableTyping, Layout]:
-    picked = rnd.sample(_COLUMNS, rnd.randint(1, 6))
-    cols = [("id", "bigint", "bigint(20)")] + [(f"c{i}", d, c) for i, (d, c) in
-                                               enumerate(picked)]
+def _typed(cols: list[tuple[str, str, str]]) -> TableTyping:
+    """The typing of table db.t with ``cols`` (name, data_type, column_type), key ``id``."""
     schema = [ColumnSchema(n, i + 1, d, c, pk_ordinal=1 if n == "id" else None,
                            is_json=d == "json") for i, (n, d, c) in enumerate(cols)]
     snap = Snapshot("s1", dt.datetime(2024, 1, 1), "default", 1, None, "db", None, None, None,
                     {("db", "t"): TableSchema("db", "t", schema)})
-    typing = TableTyping.from_snapshots([snap], "db", "t")
+    return TableTyping.from_snapshots([snap], "db", "t")
+
+
+def _table(rnd: random.Random) -> tuple[list[tuple[str, str, str]], TableTyping, Layout]:
+    picked = rnd.sample(_COLUMNS, rnd.randint(1, 6))
+    cols = [("id", "bigint", "bigint(20)")] + [(f"c{i}", d, c) for i, (d, c) in
+                                               enumerate(picked)]
+    typing = _typed(cols)
     layout = plan_layout(None, typing, [])
     if rnd.random() < 0.3:  # a column widened by an earlier epoch's type (types.widen)
         name, t = rnd.choice(layout.columns[1:] or layout.columns)
@@ -195,11 +200,7 @@ def _arrow_took(layout, typing, batch) -> bool:
 ])
 def test_what_the_arrow_path_takes(data_type, column_type, value, arrow) -> None:
     cols = [("id", "bigint", "bigint(20)"), ("v", data_type, column_type)]
-    schema = [ColumnSchema(n, i + 1, d, c, pk_ordinal=1 if n == "id" else None,
-                           is_json=d == "json") for i, (n, d, c) in enumerate(cols)]
-    snap = Snapshot("s1", dt.datetime(2024, 1, 1), "default", 1, None, "db", None, None, None,
-                    {("db", "t"): TableSchema("db", "t", schema)})
-    typing = TableTyping.from_snapshots([snap], "db", "t")
+    typing = _typed(cols)
     layout = plan_layout(None, typing, [])
     assert layout.type_of("v") == type_of_column(data_type, column_type,
                                                  is_json=data_type == "json")
@@ -219,11 +220,7 @@ def test_what_the_arrow_path_takes(data_type, column_type, value, arrow) -> None
 
 def test_a_value_that_does_not_fit_names_the_seq_and_column() -> None:
     cols = [("id", "bigint", "bigint(20)"), ("v", "tinyint", "tinyint(4)")]
-    schema = [ColumnSchema(n, i + 1, d, c, pk_ordinal=1 if n == "id" else None)
-              for i, (n, d, c) in enumerate(cols)]
-    snap = Snapshot("s1", dt.datetime(2024, 1, 1), "default", 1, None, "db", None, None, None,
-                    {("db", "t"): TableSchema("db", "t", schema)})
-    typing = TableTyping.from_snapshots([snap], "db", "t")
+    typing = _typed(cols)
     layout = plan_layout(None, typing, [])
     batch = _batch(random.Random(0), [("id", "bigint", "bigint(20)")], 3, 0.0)
     rows = batch.to_pylist()
