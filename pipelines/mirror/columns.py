@@ -6,8 +6,8 @@ value; the reader is strict (a number where a string is read, a fraction in an i
 decimal with more digits than its scale, an impossible date: an error, never a cast), and
 the date and time texts are checked against silver's one form first. JSON columns and widened
 columns (a type change) keep the per-value converter on the images decoded in Python.
-Anything else in a batch: ``None`` (:class:`NotFast`), and ``plan.records`` converts that
-batch value by value, the reference path (MINIMAL images, zero dates, year 0000, a value
+Anything else in a batch raises :class:`NotFast`, and ``plan.records`` converts that batch
+value by value, the reference path (MINIMAL images, zero dates, year 0000, a value
 that does not fit: it raises the error naming the seq and column).
 """
 
@@ -44,7 +44,7 @@ def fast_type(reading: MirrorType, target: MirrorType, arrow: pa.DataType
     if kind != target.kind or reading.spark != target.spark and kind != "int":
         return None  # widened (types.widen): per value, as the reference does it
     if kind == "int":
-        return pa.int64() if target.kind == "int" else None
+        return pa.int64()  # cast to the target's width after: an overflow is an error
     if kind == "decimal":
         return arrow
     if kind in ("float", "double"):

@@ -240,8 +240,8 @@ def records(layout: Layout, typing: TableTyping, where: str, *, use_arrow: bool 
                     raise NotFast("key")  # a MINIMAL image's key comes from its before image
                 m = sub.num_rows
                 parts.append(pa.RecordBatch.from_arrays(
-                    [pa.array([kind] * m, pa.string()), sub.column("seq"),
-                     sub.column("gtid"), sub.column("event_timestamp").cast(arrow["__event_timestamp"]),
+                    [pa.array([kind] * m, pa.string()), sub.column("seq"), sub.column("gtid"),
+                     sub.column("event_timestamp").cast(arrow["__event_timestamp"]),
                      sub.column("event_type"), pa.nulls(m, arrow["__absent"]), *data],
                     schema=schema))
                 order.append(pc.add(pc.multiply(at.filter(has), 2), rank))

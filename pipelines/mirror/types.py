@@ -143,8 +143,12 @@ def parse_image(text: str | None) -> dict[str, Any] | None:
     """Silver's JSON image with exact numbers (``Decimal`` for fractions)."""
     if text is None:
         return None
-    value, end = _DECODER.raw_decode(text)
-    return value if end == len(text) else _DECODER.decode(text)  # decode: what follows
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        end = -1
+    # anything else (leading or trailing text): decode, as before, and its error
+    return value if end == len(text) else _DECODER.decode(text)
 
 
 def json_text(value: Any) -> str:
