@@ -57,13 +57,15 @@ _STATE_DDL = ("source_id string, schema_name string, table_name string, last_seq
 
 
 # The mirror's layers: a Delta table per source table under each (``<layer>/<schema>/<table>``).
-_LAYERS = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work"}
+_LAYERS = {"current": "mirror", "history": "mirror_history", "work": "mirror_state/work",
+           "records": "mirror_state/records"}
 
 
 def mirror_path(cfg: Config, kind: str, schema: str, table: str) -> str:
     """Where a source table's mirror lives: ``kind`` ``current`` →
     ``<lake>/mirror/<schema>/<table>``, ``history`` → ``<lake>/mirror_history/<schema>/<table>``.
-    The one place mirror paths are built (``work``: a run's paired versions, scratch)."""
+    The one place mirror paths are built (scratch: ``records``, a run's typed records;
+    ``work``, its paired versions)."""
     return lake_dir(cfg.lake_root, _LAYERS[kind], schema, table)
 
 
@@ -401,6 +403,15 @@ def _seen(spark, rows, typing: TableTyping) -> list[tuple[str | None, str]]:
     return seen
 
 
+def _scratch(spark, df, path: str):
+    """``df`` written over the scratch table at ``path`` and read back. Plain strings in its
+    schema (lake/plain_strings.py): a later run on another engine overwrites it, reading its
+    log first."""
+    (plain_strings(df).write.format("delta").mode("overwrite")
+     .option("overwriteSchema", "true").save(path))
+    return spark.read.format("delta").load(path)
+
+
 def _insert(cols: list[str]) -> str:
     return f"INSERT ({', '.join(cols)}) VALUES ({', '.join('s.' + c for c in cols)})"
 
@@ -431,7 +442,11 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
                                  (HISTORY_PARTITION,))
 
     ddl, _ = record_schema(layout)
-    recs = rows.select(*SILVER_INPUT).mapInArrow(records(layout, typing, name), ddl)
+    # Materialised once: the close keys and the pairing both read them (over the plan, the
+    # Python typing ran once per reader: twice a run, three times for a key-less table).
+    recs = _scratch(spark, rows.select(*SILVER_INPUT).mapInArrow(records(layout, typing, name),
+                                                                 ddl),
+                    mirror_path(cfg, "records", *key))
     if cur_version is not None:
         before = _align(spark.read.format("delta").option("versionAsOf", cur_version)
                         .load(cur_path), layout, CURRENT_META)
@@ -447,14 +462,10 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
         opens0 = spark.createDataFrame([], ddl)
     # Materialised once: both MERGEs read it (a MERGE over the un-materialised plan
     # re-runs the Python typing and the window per pass, ~50x slower on Sail).
-    work = mirror_path(cfg, "work", *key)
     partial = bool(rows.where("absent_columns IS NOT NULL").limit(1).collect())
-    # Plain strings in its schema (lake/plain_strings.py): a later run on another engine
-    # overwrites it, reading its log first.
-    (plain_strings(versions(recs, opens0.select(*recs.columns), layout, fill_absent=partial)
-                   .drop("__absent")).write.format("delta")
-     .mode("overwrite").option("overwriteSchema", "true").save(work))
-    paired = spark.read.format("delta").load(work)
+    paired = _scratch(spark, versions(recs, opens0.select(*recs.columns), layout,
+                                      fill_absent=partial).drop("__absent"),
+                      mirror_path(cfg, "work", *key))
 
     # A version is its key and the seq that opened it: derived row changes of one cause may
     # share a seq (clamped below the next event: docs/silver.md), never with one key.

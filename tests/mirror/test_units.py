@@ -200,6 +200,7 @@ def test_vacuum_covers_the_mirror_tables(spark, tmp_path: Path) -> None:
     done = {r["table"] for r in run_vacuum(load_config(env={}, overrides={"lake.root": str(lake)}),
                                            dry_run=True, spark=spark)}
     assert {"mirror/shop/orders", "mirror_history/shop/orders", "mirror_state/tables",
+            "mirror_state/records/shop/orders", "mirror_state/work/shop/orders",
             "silver/binlog_events"} <= done
 
 
