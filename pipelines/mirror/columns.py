@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import binascii
 import io
-from typing import Any, Callable, Sequence
+import json
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -95,16 +96,26 @@ def _finish(parsed: pa.ChunkedArray, kind: str, arrow: pa.DataType) -> pa.Array:
 
 def image_columns(texts: list[str], columns: Sequence[tuple[str, MirrorType, MirrorType,
                                                                pa.DataType]],
-                  only: frozenset[str] | None = None) -> list[pa.Array]:
+                  only: frozenset[str] | None = None,
+                  spans: Mapping[str, Sequence[str | None]] | None = None) -> list[pa.Array]:
     """The output column of every ``(name, reading, target, arrow)`` in ``columns`` for the
     images ``texts`` (silver JSON objects, none NULL); columns outside ``only`` (when given)
-    are all NULL. Raises :class:`NotFast` when the batch must go value by value."""
+    are all NULL. ``spans``: per JSON column, its text cut out of each image by the engine
+    (``json_spans``): a row's document is parsed from it where it checks (:func:`_span`),
+    else from the whole image. Raises :class:`NotFast` when the batch must go value by
+    value."""
     n = len(texts)
     wanted = [c for c in columns if only is None or c[0] in only]
     fast = {name: t for name, reading, target, arrow in wanted
             if (t := fast_type(reading, target, arrow)) is not None}
     table = _read(texts, list(fast.items())) if fast else None
-    decoded: list[dict[str, Any]] | None = None
+    decoded: dict[int, dict[str, Any]] = {}
+
+    def image(i: int) -> dict[str, Any]:
+        if i not in decoded:
+            decoded[i] = parse_image(texts[i])
+        return decoded[i]
+
     out: list[pa.Array] = []
     for name, reading, target, arrow in columns:
         if only is not None and name not in only:
@@ -112,12 +123,24 @@ def image_columns(texts: list[str], columns: Sequence[tuple[str, MirrorType, Mir
         elif name in fast:
             out.append(_finish(table.column(name), reading.kind, arrow))
         else:
-            if decoded is None:
-                decoded = [parse_image(t) for t in texts]
             fn: Callable[[Any], Any] = converter(reading, target, name)
+            cut = (spans or {}).get(name) if reading.kind == target.kind == "json" else None
+            key = json.dumps(name, ensure_ascii=False) + ": "
             try:
-                values = [fn(img.get(name)) for img in decoded]
+                if cut is None:
+                    values = [fn(image(i).get(name)) for i in range(n)]
+                else:
+                    values = [fn(parse_image(t)) if _span(t, key, text)
+                              else fn(image(i).get(name))
+                              for i, (t, text) in enumerate(zip(cut, texts))]
                 out.append(pa.array(values, type=arrow))
             except Exception as exc:  # noqa: BLE001 - the reference path names it
                 raise NotFast(str(exc)) from None
     return out
+
+
+def _span(text: str | None, key: str, image: str) -> bool:
+    """Whether ``text`` is a JSON column's document as ``image`` holds it: an object or an
+    array, found right after the column's ``key`` (a string's or a number's span is not
+    its JSON text, a missing member and JSON null have none: those rows parse the image)."""
+    return text is not None and text[:1] in ("{", "[") and key + text in image

@@ -40,6 +40,7 @@ from pipelines.config import lake_dir, parse_catalog
 from pipelines.lake.tables import SILVER_EVENTS, Lake, read_data_files
 from pipelines.lake.lease import holds_lease
 from pipelines.lake.plain_strings import plain_strings
+from pipelines.mirror.json_spans import span_columns, span_exprs, spans_exact
 from pipelines.mirror.plan import (CURRENT_META, HISTORY_META, HISTORY_PARTITION,
                                    SILVER_INPUT, Layout,
                                    TableTyping, current_changes, history_changes, plan_layout,
@@ -444,8 +445,10 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
     ddl, _ = record_schema(layout)
     # Materialised once: the close keys and the pairing both read them (over the plan, the
     # Python typing ran once per reader: twice a run, three times for a key-less table).
-    recs = _scratch(spark, rows.select(*SILVER_INPUT).mapInArrow(records(layout, typing, name),
-                                                                 ddl),
+    spans = (span_columns([n for n, t in layout.columns if t.kind == "json"])
+             if spans_exact(spark) else {})
+    recs = _scratch(spark, rows.select(*SILVER_INPUT, *span_exprs(spans))
+                    .mapInArrow(records(layout, typing, name, spans=spans), ddl),
                     mirror_path(cfg, "records", *key))
     if cur_version is not None:
         before = _align(spark.read.format("delta").option("versionAsOf", cur_version)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from pipelines.errors import SchemaMismatchError
 from pipelines.mirror.columns import NotFast, image_columns
+from pipelines.mirror.json_spans import SPAN_PREFIX
 from pipelines.mirror.types import (JSON_IN_TEXT, STRING, MirrorType, converter, parse_image,
                                     type_of_column, widen)
 from pipelines.vocabulary import quote_ident
@@ -181,12 +182,15 @@ def record_schema(layout: Layout) -> tuple[str, pa.Schema]:
     return ddl, arrow
 
 
-def records(layout: Layout, typing: TableTyping, where: str, *, use_arrow: bool = True
+def records(layout: Layout, typing: TableTyping, where: str, *, use_arrow: bool = True,
+            spans: dict[str, int] | None = None
             ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: silver rows (``SILVER_INPUT``) of one table → records.
 
     A batch converts at once through Arrow (``columns.image_columns``) where that gives the
     same values as converting value by value, the reference (``use_arrow=False``: always).
+    ``spans``: JSON columns whose text the engine cut out of the images, each with its
+    number in the input's span columns (``json_spans``; the Arrow path's use).
 
     Raises :class:`SchemaMismatchError` naming ``where`` (the table), the seq and the column
     when a value does not fit its type.
@@ -233,8 +237,10 @@ def records(layout: Layout, typing: TableTyping, where: str, *, use_arrow: bool 
                 if not pc.any(has).as_py():
                     continue
                 sub = rows.filter(has)
+                cut = {n: sub.column(f"{SPAN_PREFIX[rank]}{i}").to_pylist()
+                       for n, i in (spans or {}).items() if only is None or n in only}
                 data = image_columns(sub.column(image).to_pylist(), cols,
-                                     frozenset(only) if only is not None else None)
+                                     frozenset(only) if only is not None else None, cut)
                 if rank and layout.has_pk and any(
                         data[i].null_count for i, n in enumerate(names) if n in key):
                     raise NotFast("key")  # a MINIMAL image's key comes from its before image
