@@ -68,9 +68,10 @@ demo: setup
 # Everything but the tests that start a JVM Spark (marked `jvm` by tests/conftest.py), on
 # TEST_WORKERS pytest-xdist workers (each starts its own engine, MariaDB and MinIO): the tests
 # wait on servers and subprocesses about half the time, so two workers on 2 cores take 14 min
-# where one took 25.
+# where one took 25. MinIO's build (a fresh machine's: ~7 min beside the tests) starts first,
+# beside the set-up's downloads.
 TEST_WORKERS ?= 2
-test: setup mariadb chromium minio-background
+test: minio-background setup mariadb chromium
 	BINLAKE_MINIO_BIN=$(MINIO_DIR)/minio $(PY) -m pytest -q -n $(TEST_WORKERS) -m 'not soak and not jvm and not big'
 
 # Runs of 150 MB or more (issue 40: the compiled paths past their thresholds against the
