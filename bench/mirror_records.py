@@ -126,7 +126,7 @@ def _spanned(batch: pa.RecordBatch) -> tuple[dict[str, int], pa.RecordBatch]:
                                         batch.column("row_before").to_pylist(),
                                         batch.column("row_after").to_pylist())),
                                "seq bigint, row_before string, row_after string")
-    cut = df.select("seq", *span_exprs(spans)).orderBy("seq").toArrow()
+    cut = df.select("seq", *span_exprs(spans, ["id"])).orderBy("seq").toArrow()
     out = batch
     for name in cut.column_names[1:]:
         out = out.append_column(name, cut.column(name).combine_chunks())

@@ -447,7 +447,7 @@ def _mirror_table(spark, cfg: Config, key: tuple[str, str], rows, typing: TableT
     # Python typing ran once per reader: twice a run, three times for a key-less table).
     spans = (span_columns([n for n, t in layout.columns if t.kind == "json"])
              if spans_exact(spark) else {})
-    recs = _scratch(spark, rows.select(*SILVER_INPUT, *span_exprs(spans))
+    recs = _scratch(spark, rows.select(*SILVER_INPUT, *span_exprs(spans, layout.key))
                     .mapInArrow(records(layout, typing, name, spans=spans), ddl),
                     mirror_path(cfg, "records", *key))
     if cur_version is not None:

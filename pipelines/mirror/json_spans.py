@@ -18,7 +18,7 @@ quoting that every engine reads.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from pipelines.lake.delta_ops import session_key
 
@@ -56,10 +56,13 @@ def span_columns(names: list[str]) -> dict[str, int]:
     return {n: i for i, n in enumerate(n for n in names if _NAME.match(n))}
 
 
-def span_exprs(spans: dict[str, int]) -> list:
-    """The input columns cutting ``spans``' texts out of ``row_before`` and ``row_after``."""
+def span_exprs(spans: dict[str, int], key: Iterable[str]) -> list:
+    """The input columns cutting ``spans``' texts out of ``row_after``, and out of
+    ``row_before`` for the columns of the table's ``key`` (a close converts its key alone)."""
     from pyspark.sql import functions as F
 
+    key = set(key)
     return [F.get_json_object(F.col(image), f"$.{name}").alias(f"{prefix}{i}")
             for name, i in spans.items()
-            for prefix, image in zip(SPAN_PREFIX, ("row_before", "row_after"))]
+            for prefix, image in zip(SPAN_PREFIX, ("row_before", "row_after"))
+            if image == "row_after" or name in key]

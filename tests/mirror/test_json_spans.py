@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines.mirror import columns
-from pipelines.mirror.json_spans import SPAN_PREFIX, span_columns, span_exprs, spans_exact
+from pipelines.mirror.json_spans import span_columns, span_exprs, spans_exact
 from pipelines.mirror.plan import Layout, plan_layout, records
 from tests.mirror.test_columns import _typed
 
@@ -62,15 +62,15 @@ def test_records_with_the_engines_spans_equal_the_references(spark, keyed: bool)
                      _image(rnd, i, names) if kind != "DELETE" else None))
     df = spark.createDataFrame(rows, "seq bigint, event_type string, row_before string, "
                                      "row_after string")
-    cut = df.select("seq", *span_exprs(spans)).orderBy("seq").collect()
+    cut = df.select("seq", *span_exprs(spans, layout.key)).orderBy("seq").collect()
     batch = {"seq": [r[0] for r in rows], "gtid": [f"0-1-{r[0]}" for r in rows],
              "event_timestamp": [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)] * len(rows),
              "event_type": [r[1] for r in rows], "row_before": [r[2] for r in rows],
              "row_after": [r[3] for r in rows], "schema_version": ["s1"] * len(rows),
              "absent_columns": [None] * len(rows)}
-    for name, i in spans.items():
-        for prefix in SPAN_PREFIX:
-            batch[f"{prefix}{i}"] = [r[f"{prefix}{i}"] for r in cut]
+    for column in cut[0].asDict():
+        if column != "seq":
+            batch[column] = [r[column] for r in cut]
     batch = pa.RecordBatch.from_pydict(batch)
     batches = [batch.slice(at, 20) for at in range(0, batch.num_rows, 20)]
 
